@@ -1,0 +1,62 @@
+// DnnlBackend: the fast CPU backend. Matmul, convolution (forward, backward-data, backward-weights),
+// pooling and eltwise run as oneDNN primitives, cached by their descriptors; the light ops (loss,
+// optimizer updates, reductions) are vectorised loops over dense f32 memory. Conv activations are
+// kept channels-last (NHWC), the layout oneDNN's AVX-512 kernels run without reorders.
+#pragma once
+
+#include <memory>
+
+#include "engine/backend/cpu/reference_backend.h"
+
+namespace lathe {
+
+class DnnlBackend final : public ReferenceBackend {
+ public:
+  DnnlBackend();
+  ~DnnlBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  bool supports(Op op, DType dtype) const override;
+  MemoryFormat preferred_conv_format() const override { return MemoryFormat::channels_last; }
+
+  void reorder(const Tensor& src, Tensor& dst) override;
+
+  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                      PostOp post) override;
+  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
+  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                               Tensor* diff_bias) override;
+
+  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                      Tensor& dst, PostOp post) override;
+  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                            Tensor& diff_src) override;
+  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                               Tensor& diff_weights, Tensor* diff_bias) override;
+
+  void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
+  void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                          Tensor& diff_src) override;
+
+  void relu_forward(const Tensor& src, Tensor& dst) override;
+  void relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& dst) override;
+  void axpy(double alpha, const Tensor& src, Tensor& dst) override;
+  void scale(Tensor& t, double alpha) override;
+
+  LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                   double grad_scale) override;
+  void sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) override;
+  void adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
+  double sum(const Tensor& t) override;
+  double sum_squares(const Tensor& t) override;
+
+  /// Number of primitives built so far (cache misses), for tests of the cache.
+  size_t primitives_created() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace lathe

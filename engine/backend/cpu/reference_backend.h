@@ -1,0 +1,69 @@
+// ReferenceBackend: plain loops for every op, in f32 and f64. It is the oracle that the oneDNN and
+// CUDA backends are tested against, and the backend the double-precision gradient checks run on.
+// Clarity over speed: strided indexing everywhere, so any layout of the inputs is accepted.
+#pragma once
+
+#include "engine/backend/backend.h"
+
+namespace lathe {
+
+class ReferenceBackend : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  Device device() const override { return Device::cpu(); }
+  bool supports(Op op, DType dtype) const override;
+  std::string device_name() const override;
+
+  void fill_zero(Tensor& t) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void reorder(const Tensor& src, Tensor& dst) override;
+
+  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                      PostOp post) override;
+  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
+  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                               Tensor* diff_bias) override;
+
+  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                      Tensor& dst, PostOp post) override;
+  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                            Tensor& diff_src) override;
+  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                               Tensor& diff_weights, Tensor* diff_bias) override;
+
+  void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
+  void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                          Tensor& diff_src) override;
+
+  void relu_forward(const Tensor& src, Tensor& dst) override;
+  void relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& dst) override;
+  void axpy(double alpha, const Tensor& src, Tensor& dst) override;
+  void scale(Tensor& t, double alpha) override;
+
+  void batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                  const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
+                                  Tensor& running_mean, Tensor& running_var) override;
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& dst) override;
+  void batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_invstd, Tensor& diff_src, Tensor& diff_gamma,
+                          Tensor& diff_beta) override;
+  void dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) override;
+  void dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) override;
+
+  LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                   double grad_scale) override;
+
+  void sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) override;
+  void adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
+
+  double sum(const Tensor& t) override;
+  double sum_squares(const Tensor& t) override;
+};
+
+/// The CPU model name from /proc/cpuinfo ("unknown CPU" when absent).
+std::string cpu_model_name();
+
+}  // namespace lathe
