@@ -1,31 +1,569 @@
-// TEMPORARY skeleton: forwards to the reference loops until the oneDNN primitives land.
+// oneDNN implementation of the heavy CPU ops, with a primitive cache keyed by shapes and strides.
+// Weights stay in PyTorch's plain layouts ([O, K], [O, C, KH, KW]) in the tensors; where oneDNN's
+// fastest kernel wants a blocked weight layout we reorder into a cached scratch buffer per call
+// (weights are small next to activations).
 #include "engine/backend/cpu/dnnl_backend.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
 namespace lathe {
 
-struct DnnlBackend::Impl {};
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+namespace {
+
+memory::data_type to_dnnl(DType d) {
+  switch (d) {
+    case DType::f32: return dt::f32;
+    case DType::bf16: return dt::bf16;
+    case DType::f16: return dt::f16;
+    case DType::s8: return dt::s8;
+    case DType::s32: return dt::s32;
+    case DType::u8: return dt::u8;
+    default: LATHE_FAIL("oneDNN has no ", dtype_name(d));
+  }
+}
+
+memory::desc md_of(const Tensor& t) {
+  return memory::desc(memory::dims(t.shape().begin(), t.shape().end()), to_dnnl(t.dtype()),
+                      memory::dims(t.strides().begin(), t.strides().end()));
+}
+
+memory::desc md_with(const Shape& shape, const std::vector<int64_t>& strides, DType d) {
+  return memory::desc(memory::dims(shape.begin(), shape.end()), to_dnnl(d),
+                      memory::dims(strides.begin(), strides.end()));
+}
+
+void append_key(std::string& k, const Tensor& t) {
+  k += dtype_name(t.dtype());
+  for (int64_t d : t.shape()) k += ',' + std::to_string(d);
+  k += '/';
+  for (int64_t s : t.strides()) k += ',' + std::to_string(s);
+  k += ';';
+}
+
+void append_key(std::string& k, int64_t v) { k += std::to_string(v) + ':'; }
+
+bool dense_same(const Tensor& a, const Tensor& b) { return a.strides() == b.strides() && a.is_dense(); }
+
+int64_t pad_right(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pl) { return (out - 1) * s + k - in - pl; }
+
+dnnl::primitive_attr relu_attr(PostOp post) {
+  dnnl::primitive_attr attr;
+  if (post == PostOp::relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  return attr;
+}
+
+struct MatmulEntry {
+  dnnl::matmul prim;
+};
+
+struct ConvEntry {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  memory weights_scratch;  // in fwd_pd.weights_desc() when it differs from the plain layout
+  bool reorder_weights = false;
+  dnnl::reorder weights_reorder;
+};
+
+struct ConvBwdDataEntry {
+  dnnl::convolution_backward_data prim;
+  memory weights_scratch;
+  bool reorder_weights = false;
+  dnnl::reorder weights_reorder;
+};
+
+struct ConvBwdWeightsEntry {
+  dnnl::convolution_backward_weights prim;
+  memory diff_weights_scratch;
+  bool reorder_weights = false;
+  dnnl::reorder weights_reorder;  // scratch -> plain
+};
+
+struct PoolEntry {
+  dnnl::pooling_forward::primitive_desc fwd_pd;
+  dnnl::pooling_forward fwd;
+  dnnl::pooling_backward bwd;
+};
+
+}  // namespace
+
+struct DnnlBackend::Impl {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::unordered_map<std::string, MatmulEntry> matmuls;
+  std::unordered_map<std::string, ConvEntry> convs;
+  std::unordered_map<std::string, ConvBwdDataEntry> conv_bwd_data;
+  std::unordered_map<std::string, ConvBwdWeightsEntry> conv_bwd_weights;
+  std::unordered_map<std::string, PoolEntry> pools;
+  std::unordered_map<std::string, dnnl::reorder> reorders;
+  size_t created = 0;
+
+  memory mem(const Tensor& t) { return memory(md_of(t), eng, t.raw()); }
+
+  /// dst[M, N] = a[M, K] * b[K, N] (+ bias[1, N]) with optional ReLU; any strides.
+  void matmul(const memory::desc& a, void* pa, const memory::desc& b, void* pb, const memory::desc* bias,
+              void* pbias, const memory::desc& c, void* pc, PostOp post, const std::string& key) {
+    auto it = matmuls.find(key);
+    if (it == matmuls.end()) {
+      dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c);
+      dnnl::matmul::primitive_desc pd(d, relu_attr(post), eng);
+      it = matmuls.emplace(key, MatmulEntry{dnnl::matmul(pd)}).first;
+      ++created;
+    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(a, eng, pa)},
+                                         {DNNL_ARG_WEIGHTS, memory(b, eng, pb)},
+                                         {DNNL_ARG_DST, memory(c, eng, pc)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(*bias, eng, pbias));
+    it->second.prim.execute(strm, args);
+    strm.wait();
+  }
+
+  ConvEntry& conv_entry(const ConvParams& p, const Tensor& src, const Tensor& weights, bool has_bias,
+                        const Tensor& dst, PostOp post) {
+    std::string key = "conv";
+    append_key(key, src);
+    append_key(key, weights);
+    append_key(key, dst);
+    for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w, static_cast<int64_t>(has_bias),
+                      static_cast<int64_t>(post)})
+      append_key(key, v);
+    auto it = convs.find(key);
+    if (it != convs.end()) return it->second;
+
+    const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
+    const memory::dims pr{pad_right(src.dim(2), dst.dim(2), weights.dim(2), p.stride_h, p.pad_h),
+                          pad_right(src.dim(3), dst.dim(3), weights.dim(3), p.stride_w, p.pad_w)};
+    memory::desc w_any(memory::dims(weights.shape().begin(), weights.shape().end()), dt::f32, tag::any);
+    memory::desc b_md({weights.dim(0)}, dt::f32, tag::a);
+    auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                        dnnl::algorithm::convolution_direct, md_of(src), w_any,
+                                                        b_md, md_of(dst), strides, pl, pr)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                        dnnl::algorithm::convolution_direct, md_of(src), w_any,
+                                                        md_of(dst), strides, pl, pr);
+    ConvEntry e;
+    e.fwd_pd = dnnl::convolution_forward::primitive_desc(d, relu_attr(post), eng);
+    e.fwd = dnnl::convolution_forward(e.fwd_pd);
+    const memory::desc plain = md_of(weights);
+    if (e.fwd_pd.weights_desc() != plain) {
+      e.reorder_weights = true;
+      e.weights_scratch = memory(e.fwd_pd.weights_desc(), eng);
+      e.weights_reorder = dnnl::reorder(memory(plain, eng, nullptr), e.weights_scratch);
+    }
+    ++created;
+    return convs.emplace(key, std::move(e)).first->second;
+  }
+};
+
 DnnlBackend::DnnlBackend() : m_impl(std::make_unique<Impl>()) {}
 DnnlBackend::~DnnlBackend() = default;
+
 bool DnnlBackend::supports(Op op, DType dtype) const { return dtype == DType::f32; }
-size_t DnnlBackend::primitives_created() const { return 0; }
-void DnnlBackend::reorder(const Tensor& s, Tensor& d) { ReferenceBackend::reorder(s, d); }
-void DnnlBackend::linear_forward(const Tensor& a, const Tensor& b, const Tensor* c, Tensor& d, PostOp p) { ReferenceBackend::linear_forward(a, b, c, d, p); }
-void DnnlBackend::linear_backward_data(const Tensor& a, const Tensor& b, Tensor& c) { ReferenceBackend::linear_backward_data(a, b, c); }
-void DnnlBackend::linear_backward_weights(const Tensor& a, const Tensor& b, Tensor& c, Tensor* d) { ReferenceBackend::linear_backward_weights(a, b, c, d); }
-void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& a, const Tensor& b, const Tensor* c, Tensor& d, PostOp q) { ReferenceBackend::conv2d_forward(p, a, b, c, d, q); }
-void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& a, const Tensor& b, Tensor& c) { ReferenceBackend::conv2d_backward_data(p, a, b, c); }
-void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& a, const Tensor& b, Tensor& c, Tensor* d) { ReferenceBackend::conv2d_backward_weights(p, a, b, c, d); }
-void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& a, Tensor& b, Tensor& c) { ReferenceBackend::maxpool2d_forward(p, a, b, c); }
-void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& a, const Tensor& b, Tensor& c) { ReferenceBackend::maxpool2d_backward(p, a, b, c); }
-void DnnlBackend::relu_forward(const Tensor& a, Tensor& b) { ReferenceBackend::relu_forward(a, b); }
-void DnnlBackend::relu_backward(const Tensor& a, const Tensor& b, Tensor& c) { ReferenceBackend::relu_backward(a, b, c); }
-void DnnlBackend::add(const Tensor& a, const Tensor& b, Tensor& c) { ReferenceBackend::add(a, b, c); }
-void DnnlBackend::axpy(double a, const Tensor& b, Tensor& c) { ReferenceBackend::axpy(a, b, c); }
-void DnnlBackend::scale(Tensor& t, double a) { ReferenceBackend::scale(t, a); }
-LossResult DnnlBackend::softmax_cross_entropy(const Tensor& a, const Tensor& b, Tensor* c, double d) { return ReferenceBackend::softmax_cross_entropy(a, b, c, d); }
-void DnnlBackend::sgd_update(const SgdParams& p, Tensor& a, const Tensor& b, Tensor& c) { ReferenceBackend::sgd_update(p, a, b, c); }
-void DnnlBackend::adamw_update(const AdamWParams& p, Tensor& a, const Tensor& b, Tensor& c, Tensor& d) { ReferenceBackend::adamw_update(p, a, b, c, d); }
-double DnnlBackend::sum(const Tensor& t) { return ReferenceBackend::sum(t); }
-double DnnlBackend::sum_squares(const Tensor& t) { return ReferenceBackend::sum_squares(t); }
+
+size_t DnnlBackend::primitives_created() const { return m_impl->created; }
+
+void DnnlBackend::reorder(const Tensor& src, Tensor& dst) {
+  LATHE_CHECK(src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ", dst.describe());
+  if (src.dtype() == DType::f64 || dst.dtype() == DType::f64) return ReferenceBackend::reorder(src, dst);
+  std::string key = "reorder";
+  append_key(key, src);
+  append_key(key, dst);
+  auto it = m_impl->reorders.find(key);
+  memory ms = m_impl->mem(src), md = m_impl->mem(dst);
+  if (it == m_impl->reorders.end()) {
+    it = m_impl->reorders.emplace(key, dnnl::reorder(ms, md)).first;
+    ++m_impl->created;
+  }
+  it->second.execute(m_impl->strm, ms, md);
+  m_impl->strm.wait();
+}
+
+// ---------------------------------------------------------------- linear (matmul primitive)
+void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                                 PostOp post) {
+  if (src.dtype() != DType::f32) return ReferenceBackend::linear_forward(src, weights, bias, dst, post);
+  const int64_t N = src.dim(0), K = src.dim(1), O = weights.dim(0);
+  LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && weights.dim(1) == K && dst.dim(0) == N && dst.dim(1) == O,
+              "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
+  // weights [O, K] read as its transpose [K, O] through strides.
+  const memory::desc a = md_of(src), b = md_with({K, O}, {weights.stride(1), weights.stride(0)}, DType::f32);
+  const memory::desc c = md_of(dst);
+  std::string key = "lin_f";
+  append_key(key, src);
+  append_key(key, weights);
+  append_key(key, dst);
+  append_key(key, bias != nullptr);
+  append_key(key, static_cast<int64_t>(post));
+  if (bias) {
+    const memory::desc bm = md_with({1, O}, {0, bias->stride(0)}, DType::f32);
+    m_impl->matmul(a, src.raw(), b, weights.raw(), &bm, bias->raw(), c, dst.raw(), post, key);
+  } else {
+    m_impl->matmul(a, src.raw(), b, weights.raw(), nullptr, nullptr, c, dst.raw(), post, key);
+  }
+}
+
+void DnnlBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+  if (diff_dst.dtype() != DType::f32) return ReferenceBackend::linear_backward_data(diff_dst, weights, diff_src);
+  LATHE_CHECK(diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) &&
+                  diff_src.dim(0) == diff_dst.dim(0),
+              "linear_backward_data shapes");
+  std::string key = "lin_bd";
+  append_key(key, diff_dst);
+  append_key(key, weights);
+  append_key(key, diff_src);
+  m_impl->matmul(md_of(diff_dst), diff_dst.raw(), md_of(weights), weights.raw(), nullptr, nullptr, md_of(diff_src),
+                 diff_src.raw(), PostOp::none, key);
+}
+
+void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                          Tensor* diff_bias) {
+  if (src.dtype() != DType::f32)
+    return ReferenceBackend::linear_backward_weights(src, diff_dst, diff_weights, diff_bias);
+  const int64_t N = src.dim(0), O = diff_dst.dim(1);
+  LATHE_CHECK(diff_weights.dim(0) == O && diff_weights.dim(1) == src.dim(1) && diff_dst.dim(0) == N,
+              "linear_backward_weights shapes");
+  // diff_weights [O, K] = diff_dst^T [O, N] * src [N, K]
+  const memory::desc a = md_with({O, N}, {diff_dst.stride(1), diff_dst.stride(0)}, DType::f32);
+  std::string key = "lin_bw";
+  append_key(key, src);
+  append_key(key, diff_dst);
+  append_key(key, diff_weights);
+  m_impl->matmul(a, diff_dst.raw(), md_of(src), src.raw(), nullptr, nullptr, md_of(diff_weights), diff_weights.raw(),
+                 PostOp::none, key);
+  if (diff_bias) {
+    LATHE_CHECK(diff_dst.is_contiguous() && diff_bias->is_contiguous(), "linear bias grad needs contiguous tensors");
+    float* db = diff_bias->data<float>();
+    const float* dy = diff_dst.data<float>();
+    std::memset(db, 0, sizeof(float) * O);
+    for (int64_t n = 0; n < N; ++n) {
+      const float* row = dy + n * O;
+#pragma omp simd
+      for (int64_t o = 0; o < O; ++o) db[o] += row[o];
+    }
+  }
+}
+
+// ---------------------------------------------------------------- conv2d
+void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                                 Tensor& dst, PostOp post) {
+  if (src.dtype() != DType::f32) return ReferenceBackend::conv2d_forward(p, src, weights, bias, dst, post);
+  LATHE_CHECK(src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4 && src.dim(1) == weights.dim(1) &&
+                  dst.dim(1) == weights.dim(0),
+              "conv2d_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
+  ConvEntry& e = m_impl->conv_entry(p, src, weights, bias != nullptr, dst, post);
+  memory w_user = m_impl->mem(weights);
+  memory w = w_user;
+  if (e.reorder_weights) {
+    e.weights_reorder.execute(m_impl->strm, w_user, e.weights_scratch);
+    w = e.weights_scratch;
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, m_impl->mem(src)},
+                                       {DNNL_ARG_WEIGHTS, w},
+                                       {DNNL_ARG_DST, m_impl->mem(dst)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, memory(memory::desc({weights.dim(0)}, dt::f32, tag::a), m_impl->eng, bias->raw()));
+  e.fwd.execute(m_impl->strm, args);
+  m_impl->strm.wait();
+}
+
+void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                       Tensor& diff_src) {
+  if (diff_dst.dtype() != DType::f32) return ReferenceBackend::conv2d_backward_data(p, diff_dst, weights, diff_src);
+  std::string key = "conv_bd";
+  append_key(key, diff_dst);
+  append_key(key, weights);
+  append_key(key, diff_src);
+  for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  auto& cache = m_impl->conv_bwd_data;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    // The backward primitive needs the forward one as a hint; build it for the matching layouts.
+    Tensor fake_dst_layout = diff_dst;  // same shape/strides as dst
+    ConvEntry& fwd = m_impl->conv_entry(p, diff_src, weights, false, fake_dst_layout, PostOp::none);
+    const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
+    const memory::dims pr{pad_right(diff_src.dim(2), diff_dst.dim(2), weights.dim(2), p.stride_h, p.pad_h),
+                          pad_right(diff_src.dim(3), diff_dst.dim(3), weights.dim(3), p.stride_w, p.pad_w)};
+    memory::desc w_any(memory::dims(weights.shape().begin(), weights.shape().end()), dt::f32, tag::any);
+    dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, md_of(diff_src), w_any,
+                                            md_of(diff_dst), strides, pl, pr);
+    dnnl::convolution_backward_data::primitive_desc pd(d, m_impl->eng, fwd.fwd_pd);
+    ConvBwdDataEntry e;
+    e.prim = dnnl::convolution_backward_data(pd);
+    const memory::desc plain = md_of(weights);
+    if (pd.weights_desc() != plain) {
+      e.reorder_weights = true;
+      e.weights_scratch = memory(pd.weights_desc(), m_impl->eng);
+      e.weights_reorder = dnnl::reorder(memory(plain, m_impl->eng, nullptr), e.weights_scratch);
+    }
+    ++m_impl->created;
+    it = cache.emplace(key, std::move(e)).first;
+  }
+  ConvBwdDataEntry& e = it->second;
+  memory w = m_impl->mem(weights);
+  if (e.reorder_weights) {
+    e.weights_reorder.execute(m_impl->strm, w, e.weights_scratch);
+    w = e.weights_scratch;
+  }
+  e.prim.execute(m_impl->strm, {{DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)},
+                                {DNNL_ARG_WEIGHTS, w},
+                                {DNNL_ARG_DIFF_SRC, m_impl->mem(diff_src)}});
+  m_impl->strm.wait();
+}
+
+void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                          Tensor& diff_weights, Tensor* diff_bias) {
+  if (src.dtype() != DType::f32)
+    return ReferenceBackend::conv2d_backward_weights(p, src, diff_dst, diff_weights, diff_bias);
+  std::string key = "conv_bw";
+  append_key(key, src);
+  append_key(key, diff_dst);
+  append_key(key, diff_weights);
+  append_key(key, diff_bias != nullptr);
+  for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  auto& cache = m_impl->conv_bwd_weights;
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    Tensor dst_layout = diff_dst;
+    ConvEntry& fwd = m_impl->conv_entry(p, src, diff_weights, diff_bias != nullptr, dst_layout, PostOp::none);
+    const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
+    const memory::dims pr{pad_right(src.dim(2), diff_dst.dim(2), diff_weights.dim(2), p.stride_h, p.pad_h),
+                          pad_right(src.dim(3), diff_dst.dim(3), diff_weights.dim(3), p.stride_w, p.pad_w)};
+    memory::desc w_any(memory::dims(diff_weights.shape().begin(), diff_weights.shape().end()), dt::f32, tag::any);
+    memory::desc b_md({diff_weights.dim(0)}, dt::f32, tag::a);
+    auto d = diff_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, md_of(src),
+                                                                  w_any, b_md, md_of(diff_dst), strides, pl, pr)
+                       : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, md_of(src),
+                                                                  w_any, md_of(diff_dst), strides, pl, pr);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, m_impl->eng, fwd.fwd_pd);
+    ConvBwdWeightsEntry e;
+    e.prim = dnnl::convolution_backward_weights(pd);
+    const memory::desc plain = md_of(diff_weights);
+    if (pd.diff_weights_desc() != plain) {
+      e.reorder_weights = true;
+      e.diff_weights_scratch = memory(pd.diff_weights_desc(), m_impl->eng);
+      e.weights_reorder = dnnl::reorder(e.diff_weights_scratch, memory(plain, m_impl->eng, nullptr));
+    }
+    ++m_impl->created;
+    it = cache.emplace(key, std::move(e)).first;
+  }
+  ConvBwdWeightsEntry& e = it->second;
+  memory dw_user = m_impl->mem(diff_weights);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, m_impl->mem(src)},
+                                       {DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)},
+                                       {DNNL_ARG_DIFF_WEIGHTS, e.reorder_weights ? e.diff_weights_scratch : dw_user}};
+  if (diff_bias)
+    args.emplace(DNNL_ARG_DIFF_BIAS,
+                 memory(memory::desc({diff_weights.dim(0)}, dt::f32, tag::a), m_impl->eng, diff_bias->raw()));
+  e.prim.execute(m_impl->strm, args);
+  if (e.reorder_weights) e.weights_reorder.execute(m_impl->strm, e.diff_weights_scratch, dw_user);
+  m_impl->strm.wait();
+}
+
+// ---------------------------------------------------------------- max pooling
+void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
+  if (src.dtype() != DType::f32) return ReferenceBackend::maxpool2d_forward(p, src, dst, workspace);
+  std::string key = "pool";
+  append_key(key, src);
+  append_key(key, dst);
+  for (int64_t v : {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  auto it = m_impl->pools.find(key);
+  if (it == m_impl->pools.end()) {
+    const memory::dims strides{p.stride_h, p.stride_w}, kernel{p.kernel_h, p.kernel_w}, pl{p.pad_h, p.pad_w};
+    const memory::dims pr{pad_right(src.dim(2), dst.dim(2), p.kernel_h, p.stride_h, p.pad_h),
+                          pad_right(src.dim(3), dst.dim(3), p.kernel_w, p.stride_w, p.pad_w)};
+    dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::pooling_max, md_of(src),
+                                  md_of(dst), strides, kernel, pl, pr);
+    PoolEntry e;
+    e.fwd_pd = dnnl::pooling_forward::primitive_desc(d, m_impl->eng);
+    e.fwd = dnnl::pooling_forward(e.fwd_pd);
+    dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, md_of(src), md_of(dst), strides, kernel, pl, pr);
+    e.bwd = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, m_impl->eng, e.fwd_pd));
+    m_impl->created += 2;
+    it = m_impl->pools.emplace(key, std::move(e)).first;
+  }
+  PoolEntry& e = it->second;
+  const int64_t ws_bytes = static_cast<int64_t>(e.fwd_pd.workspace_desc().get_size());
+  if (!workspace.defined() || workspace.dtype() != DType::u8 || workspace.numel() != ws_bytes)
+    workspace = Tensor::empty({ws_bytes}, DType::u8);
+  e.fwd.execute(m_impl->strm, {{DNNL_ARG_SRC, m_impl->mem(src)},
+                               {DNNL_ARG_DST, m_impl->mem(dst)},
+                               {DNNL_ARG_WORKSPACE, memory(e.fwd_pd.workspace_desc(), m_impl->eng, workspace.raw())}});
+  m_impl->strm.wait();
+}
+
+void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                                     Tensor& diff_src) {
+  if (diff_dst.dtype() != DType::f32) return ReferenceBackend::maxpool2d_backward(p, diff_dst, workspace, diff_src);
+  std::string key = "pool";
+  append_key(key, diff_src);
+  append_key(key, diff_dst);
+  for (int64_t v : {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  auto it = m_impl->pools.find(key);
+  LATHE_CHECK(it != m_impl->pools.end() && workspace.dtype() == DType::u8,
+              "maxpool2d_backward without a matching maxpool2d_forward on this backend (layouts must match)");
+  PoolEntry& e = it->second;
+  e.bwd.execute(m_impl->strm,
+                {{DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)},
+                 {DNNL_ARG_DIFF_SRC, m_impl->mem(diff_src)},
+                 {DNNL_ARG_WORKSPACE, memory(e.fwd_pd.workspace_desc(), m_impl->eng, workspace.raw())}});
+  m_impl->strm.wait();
+}
+
+// ---------------------------------------------------------------- elementwise over dense f32
+void DnnlBackend::relu_forward(const Tensor& src, Tensor& dst) {
+  if (src.dtype() != DType::f32 || !dense_same(src, dst)) return ReferenceBackend::relu_forward(src, dst);
+  const float* x = static_cast<const float*>(src.raw());
+  float* y = static_cast<float*>(dst.raw());
+  const int64_t n = src.numel();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+void DnnlBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
+  if (dst.dtype() != DType::f32 || !dense_same(dst, diff_dst) || !dense_same(dst, diff_src))
+    return ReferenceBackend::relu_backward(dst, diff_dst, diff_src);
+  const float* y = static_cast<const float*>(dst.raw());
+  const float* g = static_cast<const float*>(diff_dst.raw());
+  float* dx = static_cast<float*>(diff_src.raw());
+  const int64_t n = dst.numel();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.f ? g[i] : 0.f;
+}
+
+void DnnlBackend::add(const Tensor& a, const Tensor& b, Tensor& dst) {
+  if (a.dtype() != DType::f32 || !dense_same(a, b) || !dense_same(a, dst)) return ReferenceBackend::add(a, b, dst);
+  const float* x = static_cast<const float*>(a.raw());
+  const float* y = static_cast<const float*>(b.raw());
+  float* z = static_cast<float*>(dst.raw());
+  const int64_t n = a.numel();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+}
+
+void DnnlBackend::axpy(double alpha, const Tensor& src, Tensor& dst) {
+  if (src.dtype() != DType::f32 || !dense_same(src, dst)) return ReferenceBackend::axpy(alpha, src, dst);
+  const float* x = static_cast<const float*>(src.raw());
+  float* y = static_cast<float*>(dst.raw());
+  const float a = static_cast<float>(alpha);
+  const int64_t n = src.numel();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void DnnlBackend::scale(Tensor& t, double alpha) {
+  if (t.dtype() != DType::f32 || !t.is_dense()) return ReferenceBackend::scale(t, alpha);
+  float* x = static_cast<float*>(t.raw());
+  const float a = static_cast<float>(alpha);
+  const int64_t n = t.numel();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
+LossResult DnnlBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                              double grad_scale) {
+  if (logits.dtype() != DType::f32 || !logits.is_contiguous() || (diff_logits && !diff_logits->is_contiguous()))
+    return ReferenceBackend::softmax_cross_entropy(logits, labels, diff_logits, grad_scale);
+  LATHE_CHECK(logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) &&
+                  labels.dtype() == DType::s32,
+              "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
+  const int64_t N = logits.dim(0), C = logits.dim(1);
+  const float* z = logits.data<float>();
+  const int32_t* y = labels.data<int32_t>();
+  float* g = diff_logits ? diff_logits->data<float>() : nullptr;
+  LossResult r;
+  const float gs = static_cast<float>(grad_scale);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = z + n * C;
+    LATHE_CHECK(y[n] >= 0 && y[n] < C, "label ", y[n], " out of range [0, ", C, ")");
+    float mx = row[0];
+    int64_t arg = 0;
+    for (int64_t c = 1; c < C; ++c)
+      if (row[c] > mx) {
+        mx = row[c];
+        arg = c;
+      }
+    float se = 0;
+    for (int64_t c = 0; c < C; ++c) se += std::exp(row[c] - mx);
+    const float lse = mx + std::log(se);
+    r.loss_sum += static_cast<double>(lse - row[y[n]]);
+    r.correct += arg == y[n];
+    if (g) {
+      float* grow = g + n * C;
+      for (int64_t c = 0; c < C; ++c) grow[c] = gs * (std::exp(row[c] - lse) - (c == y[n] ? 1.f : 0.f));
+    }
+  }
+  return r;
+}
+
+void DnnlBackend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) {
+  if (param.dtype() != DType::f32) return ReferenceBackend::sgd_update(p, param, grad, momentum_buf);
+  float* w = param.data<float>();
+  const float* g = grad.data<float>();
+  const int64_t n = param.numel();
+  const float lr = static_cast<float>(p.lr), mu = static_cast<float>(p.momentum), wd = static_cast<float>(p.weight_decay);
+  if (p.momentum == 0) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+    return;
+  }
+  float* buf = momentum_buf.data<float>();
+  const bool nesterov = p.nesterov;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = g[i] + wd * w[i];
+    buf[i] = mu * buf[i] + d;
+    w[i] -= lr * (nesterov ? d + mu * buf[i] : buf[i]);
+  }
+}
+
+void DnnlBackend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+  if (param.dtype() != DType::f32) return ReferenceBackend::adamw_update(p, param, grad, m, v);
+  float* w = param.data<float>();
+  const float* g = grad.data<float>();
+  float* mm = m.data<float>();
+  float* vv = v.data<float>();
+  const int64_t n = param.numel();
+  const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2);
+  const float bc1 = static_cast<float>(1.0 - std::pow(p.beta1, static_cast<double>(p.step)));
+  const float bc2 = static_cast<float>(1.0 - std::pow(p.beta2, static_cast<double>(p.step)));
+  const float lr = static_cast<float>(p.lr), decay = static_cast<float>(1.0 - p.lr * p.weight_decay);
+  const float eps = static_cast<float>(p.eps);
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] *= decay;
+    mm[i] = b1 * mm[i] + (1 - b1) * g[i];
+    vv[i] = b2 * vv[i] + (1 - b2) * g[i] * g[i];
+    w[i] -= lr * (mm[i] / bc1) / (std::sqrt(vv[i] / bc2) + eps);
+  }
+}
+
+double DnnlBackend::sum(const Tensor& t) {
+  if (t.dtype() != DType::f32 || !t.is_dense()) return ReferenceBackend::sum(t);
+  const float* x = static_cast<const float*>(t.raw());
+  double s = 0;
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+double DnnlBackend::sum_squares(const Tensor& t) {
+  if (t.dtype() != DType::f32 || !t.is_dense()) return ReferenceBackend::sum_squares(t);
+  const float* x = static_cast<const float*>(t.raw());
+  double s = 0;
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
 
 }  // namespace lathe
