@@ -1,0 +1,59 @@
+// Conv2d forward/backward through the backend's convolution ops.
+#include "engine/nn/conv2d.h"
+
+#include <cmath>
+
+namespace lathe {
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding, bool bias)
+    : m_in(in_channels), m_out(out_channels), m_kernel(kernel), m_p{stride, stride, padding, padding},
+      m_has_bias(bias) {
+  LATHE_CHECK(in_channels > 0 && out_channels > 0 && kernel > 0 && stride > 0 && padding >= 0,
+              "conv2d: channels, kernel and stride must be positive and padding >= 0");
+}
+
+std::string Conv2d::describe() const {
+  return "conv2d(" + std::to_string(m_in) + " -> " + std::to_string(m_out) + ", k" + std::to_string(m_kernel) +
+         " s" + std::to_string(m_p.stride_h) + " p" + std::to_string(m_p.pad_h) + ")";
+}
+
+Shape Conv2d::output_shape(const std::vector<Shape>& inputs) const {
+  const Shape& in = inputs.at(0);
+  if (in.size() != 4 || in[1] != m_in)
+    throw ConfigError(describe() + " expects input [N, " + std::to_string(m_in) + ", H, W], got " + shape_str(in));
+  return {in[0], m_out, conv_out_size(in[2], m_kernel, m_p.stride_h, m_p.pad_h),
+          conv_out_size(in[3], m_kernel, m_p.stride_w, m_p.pad_w)};
+}
+
+void Conv2d::create_params(Backend& backend, DType dtype, Rng& rng) {
+  const double fan_in = static_cast<double>(m_in * m_kernel * m_kernel);
+  const double bound = 1.0 / std::sqrt(fan_in);  // kaiming_uniform(a = sqrt(5)), as PyTorch
+  m_weight = make_param(backend, "weight", {m_out, m_in, m_kernel, m_kernel}, dtype);
+  init_uniform(backend, m_weight.value, bound, rng);
+  if (m_has_bias) {
+    m_bias = make_param(backend, "bias", {m_out}, dtype);
+    init_uniform(backend, m_bias.value, bound, rng);
+  }
+}
+
+void Conv2d::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
+  ctx.backend.conv2d_forward(m_p, *src[0], m_weight.value, m_has_bias ? &m_bias.value : nullptr, dst, PostOp::none);
+}
+
+void Conv2d::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,
+                      const Tensor& diff_dst, const std::vector<Tensor*>& diff_src) {
+  ctx.backend.conv2d_backward_weights(m_p, *src[0], diff_dst, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
+  if (diff_src[0]) ctx.backend.conv2d_backward_data(m_p, diff_dst, m_weight.value, *diff_src[0]);
+}
+
+std::vector<Param*> Conv2d::params() {
+  if (m_has_bias) return {&m_weight, &m_bias};
+  return {&m_weight};
+}
+
+int64_t Conv2d::flops_per_sample(const std::vector<Shape>& inputs) const {
+  const Shape out = output_shape(inputs);
+  return 2 * m_in * m_kernel * m_kernel * m_out * out[2] * out[3];
+}
+
+}  // namespace lathe

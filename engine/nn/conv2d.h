@@ -1,0 +1,35 @@
+// Conv2d: square or rectangular kernels, stride and zero padding; weights [out, in, kh, kw].
+#pragma once
+
+#include "engine/nn/layer.h"
+
+namespace lathe {
+
+class Conv2d final : public Layer {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t padding = 0,
+         bool bias = true);
+  std::string kind() const override { return "conv2d"; }
+  std::string describe() const override;
+  Shape output_shape(const std::vector<Shape>& inputs) const override;
+  MemoryFormat output_format(const Backend& backend, const std::vector<const Tensor*>&) const override {
+    return backend.preferred_conv_format();
+  }
+  void create_params(Backend& backend, DType dtype, Rng& rng) override;
+  void forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) override;
+  void backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst, const Tensor& diff_dst,
+                const std::vector<Tensor*>& diff_src) override;
+  std::vector<Param*> params() override;
+  int64_t flops_per_sample(const std::vector<Shape>& inputs) const override;
+
+  int64_t in_channels() const { return m_in; }
+  int64_t out_channels() const { return m_out; }
+
+ private:
+  int64_t m_in, m_out, m_kernel;
+  ConvParams m_p;
+  bool m_has_bias;
+  Param m_weight, m_bias;
+};
+
+}  // namespace lathe

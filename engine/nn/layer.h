@@ -1,0 +1,70 @@
+// Layer: one node's computation. The Model owns the output and gradient tensors and hands them in,
+// so activations are allocated once per shape and reused every step (no allocation in the loop).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/core/rng.h"
+
+namespace lathe {
+
+/// A learnable tensor and its gradient (same shape, dtype and device).
+struct Param {
+  std::string name;  // local name: "weight", "bias"
+  Tensor value;
+  Tensor grad;
+};
+
+/// A non-learned tensor that is part of the model's state (BatchNorm running statistics).
+struct Buffer {
+  std::string name;
+  Tensor value;
+};
+
+struct LayerContext {
+  Backend& backend;
+  bool training = true;
+  uint64_t step = 0;  // for per-step randomness (dropout)
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  /// Lower-case kind, as in the JSON layer list: "linear", "conv2d", ...
+  virtual std::string kind() const = 0;
+  /// One line for summaries: "linear(784 -> 512)".
+  virtual std::string describe() const { return kind(); }
+  virtual int num_inputs() const { return 1; }
+
+  /// Output shape (batch dimension included) for these input shapes; throws on a mismatch.
+  virtual Shape output_shape(const std::vector<Shape>& inputs) const = 0;
+  /// Layout of the output this layer wants (conv layers ask the backend; most keep their input's).
+  virtual MemoryFormat output_format(const Backend& backend, const std::vector<const Tensor*>& src) const {
+    return src.empty() ? MemoryFormat::contiguous : src[0]->format();
+  }
+
+  /// Creates parameters in `dtype` on the backend's device and initialises them (PyTorch defaults).
+  virtual void create_params(Backend& backend, DType dtype, Rng& rng) {}
+
+  virtual void forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) = 0;
+  /// Writes the gradient for each input into diff_src[i] (skipped where null) and overwrites the
+  /// parameter gradients.
+  virtual void backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,
+                        const Tensor& diff_dst, const std::vector<Tensor*>& diff_src) = 0;
+
+  virtual std::vector<Param*> params() { return {}; }
+  virtual std::vector<Buffer*> buffers() { return {}; }
+  /// Forward FLOPs per sample, counted as 2 x multiply-adds of matmuls and convolutions (elementwise
+  /// work is not counted, as in the usual MFU convention).
+  virtual int64_t flops_per_sample(const std::vector<Shape>& inputs) const { return 0; }
+};
+
+/// Fills `t` (any device) with U(-bound, bound) drawn on the host from `rng`.
+void init_uniform(Backend& backend, Tensor& t, double bound, Rng& rng);
+/// Creates a parameter tensor on the backend and its zeroed gradient.
+Param make_param(Backend& backend, const std::string& name, const Shape& shape, DType dtype);
+
+}  // namespace lathe

@@ -1,0 +1,33 @@
+// Linear: y = x W^T + b, W [out, in] as in PyTorch.
+#pragma once
+
+#include "engine/nn/layer.h"
+
+namespace lathe {
+
+class Linear final : public Layer {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  std::string kind() const override { return "linear"; }
+  std::string describe() const override;
+  Shape output_shape(const std::vector<Shape>& inputs) const override;
+  MemoryFormat output_format(const Backend&, const std::vector<const Tensor*>&) const override {
+    return MemoryFormat::contiguous;
+  }
+  void create_params(Backend& backend, DType dtype, Rng& rng) override;
+  void forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) override;
+  void backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst, const Tensor& diff_dst,
+                const std::vector<Tensor*>& diff_src) override;
+  std::vector<Param*> params() override;
+  int64_t flops_per_sample(const std::vector<Shape>& inputs) const override { return 2 * m_in * m_out; }
+
+  int64_t in_features() const { return m_in; }
+  int64_t out_features() const { return m_out; }
+
+ private:
+  int64_t m_in, m_out;
+  bool m_has_bias;
+  Param m_weight, m_bias;
+};
+
+}  // namespace lathe

@@ -1,0 +1,38 @@
+// MaxPool2d: max over kernel windows; keeps the backend's workspace (argmax) between passes.
+#pragma once
+
+#include "engine/nn/layer.h"
+
+namespace lathe {
+
+class MaxPool2d final : public Layer {
+ public:
+  explicit MaxPool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0)
+      : m_p{kernel, kernel, stride ? stride : kernel, stride ? stride : kernel, padding, padding} {
+    LATHE_CHECK(kernel > 0 && padding >= 0 && padding * 2 <= kernel, "maxpool2d: bad kernel ", kernel, " / padding ",
+                padding);
+  }
+  std::string kind() const override { return "maxpool2d"; }
+  std::string describe() const override {
+    return "maxpool2d(k" + std::to_string(m_p.kernel_h) + " s" + std::to_string(m_p.stride_h) + ")";
+  }
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    const Shape& in = inputs.at(0);
+    if (in.size() != 4) throw ConfigError(describe() + " expects input [N, C, H, W], got " + shape_str(in));
+    return {in[0], in[1], conv_out_size(in[2], m_p.kernel_h, m_p.stride_h, m_p.pad_h),
+            conv_out_size(in[3], m_p.kernel_w, m_p.stride_w, m_p.pad_w)};
+  }
+  void forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) override {
+    ctx.backend.maxpool2d_forward(m_p, *src[0], dst, m_workspace);
+  }
+  void backward(LayerContext& ctx, const std::vector<const Tensor*>&, const Tensor&, const Tensor& diff_dst,
+                const std::vector<Tensor*>& diff_src) override {
+    if (diff_src[0]) ctx.backend.maxpool2d_backward(m_p, diff_dst, m_workspace, *diff_src[0]);
+  }
+
+ private:
+  PoolParams m_p;
+  Tensor m_workspace;
+};
+
+}  // namespace lathe

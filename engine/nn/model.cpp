@@ -1,0 +1,228 @@
+// Model graph execution: shape inference at add(), cached activation/gradient buffers, reverse-order
+// backward with gradient summation where a node feeds several others.
+#include "engine/nn/model.h"
+
+#include <sstream>
+
+namespace lathe {
+
+Model::Model(Shape input_shape) : m_input_shape(std::move(input_shape)) {
+  LATHE_CHECK(!m_input_shape.empty(), "model input shape must not be empty");
+}
+
+int Model::find(const std::string& name) const {
+  auto it = m_index.find(name);
+  return it == m_index.end() ? -2 : it->second;
+}
+
+int Model::add(const std::string& name, std::unique_ptr<Layer> layer, std::vector<std::string> inputs) {
+  if (m_index.count(name)) throw ConfigError("model: duplicate layer name '" + name + "'");
+  LATHE_CHECK(!m_created, "model: add() after create_params()");
+  Node node;
+  node.name = name;
+  if (inputs.empty()) {
+    node.inputs.push_back(m_nodes.empty() ? kModelInput : static_cast<int>(m_nodes.size()) - 1);
+  } else {
+    for (const std::string& in : inputs) {
+      if (in == "input") {
+        node.inputs.push_back(kModelInput);
+        continue;
+      }
+      const int j = find(in);
+      if (j < 0) throw ConfigError("model: layer '" + name + "' takes input '" + in + "', which is not an earlier layer");
+      node.inputs.push_back(j);
+    }
+  }
+  if (static_cast<int>(node.inputs.size()) != layer->num_inputs())
+    throw ConfigError("model: layer '" + name + "' (" + layer->kind() + ") needs " +
+                      std::to_string(layer->num_inputs()) + " input(s), got " + std::to_string(node.inputs.size()));
+  std::vector<Shape> in_shapes;
+  for (int j : node.inputs) in_shapes.push_back(batch_shape(j, 1));
+  try {
+    node.sample_shape = layer->output_shape(in_shapes);
+  } catch (const ConfigError& e) {
+    throw ConfigError("model: layer '" + name + "': " + e.what());
+  }
+  node.layer = std::move(layer);
+  m_index[name] = static_cast<int>(m_nodes.size());
+  m_nodes.push_back(std::move(node));
+  return static_cast<int>(m_nodes.size()) - 1;
+}
+
+Shape Model::batch_shape(int node, int64_t batch) const {
+  Shape s;
+  if (node == kModelInput) {
+    s.push_back(batch);
+    s.insert(s.end(), m_input_shape.begin(), m_input_shape.end());
+  } else {
+    s = m_nodes.at(node).sample_shape;
+    s[0] = batch;
+  }
+  return s;
+}
+
+void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
+  LATHE_CHECK(!m_nodes.empty(), "model has no layers");
+  m_dtype = dtype;
+  for (Node& n : m_nodes) n.layer->create_params(backend, dtype, rng);
+  m_outputs.assign(m_nodes.size(), Tensor());
+  m_diffs.assign(m_nodes.size(), Tensor());
+  m_temps.assign(m_nodes.size(), Tensor());
+  m_diff_ready.assign(m_nodes.size(), 0);
+  m_created = true;
+}
+
+const Tensor& Model::input_of(int index, const Tensor& model_input) const {
+  return index == kModelInput ? model_input : m_outputs[index];
+}
+
+namespace {
+/// Reuses `t` when it already has this shape, dtype and layout; reallocates otherwise.
+void ensure(Backend& backend, Tensor& t, const Shape& shape, DType dtype, MemoryFormat fmt) {
+  if (t.defined() && t.shape() == shape && t.dtype() == dtype && t.format() == fmt && t.device() == backend.device())
+    return;
+  t = backend.empty(shape, dtype, fmt);
+}
+}  // namespace
+
+const Tensor& Model::forward(LayerContext& ctx, const Tensor& input) {
+  LATHE_CHECK(m_created, "model: forward() before create_params()");
+  const int64_t batch = input.dim(0);
+  const Shape want = batch_shape(kModelInput, batch);
+  if (input.shape() == want) {
+    m_input_view = input;
+  } else {
+    LATHE_CHECK(input.numel() == shape_numel(want) && input.is_contiguous(), "model input ", input.describe(),
+                " does not fit the model's input shape ", shape_str(want));
+    m_input_view = input.view(want);
+  }
+  std::vector<const Tensor*> srcs;
+  for (size_t i = 0; i < m_nodes.size(); ++i) {
+    Node& n = m_nodes[i];
+    srcs.clear();
+    for (int j : n.inputs) srcs.push_back(&input_of(j, m_input_view));
+    ensure(ctx.backend, m_outputs[i], batch_shape(static_cast<int>(i), batch), m_dtype,
+           n.layer->output_format(ctx.backend, srcs));
+    n.layer->forward(ctx, srcs, m_outputs[i]);
+  }
+  return m_outputs.back();
+}
+
+void Model::backward(LayerContext& ctx, const Tensor& diff_output) {
+  LATHE_CHECK(diff_output.shape() == m_outputs.back().shape(), "model backward: gradient ", diff_output.describe(),
+              " does not match output ", m_outputs.back().describe());
+  std::fill(m_diff_ready.begin(), m_diff_ready.end(), 0);
+  const size_t last = m_nodes.size() - 1;
+  std::vector<const Tensor*> srcs;
+  std::vector<Tensor*> diff_srcs;
+  for (size_t ii = m_nodes.size(); ii-- > 0;) {
+    Node& n = m_nodes[ii];
+    const Tensor* diff_dst = ii == last ? &diff_output : (m_diff_ready[ii] ? &m_diffs[ii] : nullptr);
+    if (!diff_dst) {  // output unused downstream: no gradient flows here
+      for (Param* p : n.layer->params()) ctx.backend.fill_zero(p->grad);
+      continue;
+    }
+    srcs.clear();
+    diff_srcs.clear();
+    std::vector<int> accumulate_into;  // inputs whose gradient goes to a temp, then is added
+    for (int j : n.inputs) {
+      srcs.push_back(&input_of(j, m_input_view));
+      if (j == kModelInput) {
+        diff_srcs.push_back(nullptr);
+        continue;
+      }
+      const Tensor& out = m_outputs[j];
+      if (!m_diff_ready[j]) {
+        ensure(ctx.backend, m_diffs[j], out.shape(), m_dtype, out.format());
+        diff_srcs.push_back(&m_diffs[j]);
+      } else {
+        ensure(ctx.backend, m_temps[j], out.shape(), m_dtype, out.format());
+        diff_srcs.push_back(&m_temps[j]);
+        accumulate_into.push_back(j);
+      }
+    }
+    n.layer->backward(ctx, srcs, m_outputs[ii], *diff_dst, diff_srcs);
+    for (int j : n.inputs)
+      if (j != kModelInput) m_diff_ready[j] = 1;
+    for (int j : accumulate_into) ctx.backend.axpy(1.0, m_temps[j], m_diffs[j]);
+  }
+}
+
+const Tensor& Model::activation(const std::string& name) const {
+  if (name == "input") return m_input_view;
+  const int i = find(name);
+  if (i < 0) throw ConfigError("model has no layer named '" + name + "'");
+  LATHE_CHECK(m_outputs.size() > static_cast<size_t>(i) && m_outputs[i].defined(),
+              "activation '", name, "' read before any forward pass");
+  return m_outputs[i];
+}
+
+std::vector<NamedParam> Model::named_params() {
+  std::vector<NamedParam> out;
+  for (Node& n : m_nodes)
+    for (Param* p : n.layer->params()) out.push_back({n.name + "." + p->name, p});
+  return out;
+}
+
+std::vector<NamedBuffer> Model::named_buffers() {
+  std::vector<NamedBuffer> out;
+  for (Node& n : m_nodes)
+    for (Buffer* b : n.layer->buffers()) out.push_back({n.name + "." + b->name, b});
+  return out;
+}
+
+std::vector<LayerInfo> Model::layer_infos() const {
+  std::vector<LayerInfo> infos;
+  for (size_t i = 0; i < m_nodes.size(); ++i) {
+    const Node& n = m_nodes[i];
+    LayerInfo info;
+    info.name = n.name;
+    info.description = n.layer->describe();
+    info.output_shape = n.sample_shape;
+    std::vector<Shape> in_shapes;
+    for (int j : n.inputs) in_shapes.push_back(batch_shape(j, 1));
+    info.flops = n.layer->flops_per_sample(in_shapes);
+    for (Param* p : const_cast<Layer&>(*n.layer).params()) {
+      if (!p->value.defined()) continue;  // before create_params()
+      info.params += p->value.numel();
+      info.param_bytes += static_cast<int64_t>(p->value.nbytes());
+    }
+    infos.push_back(info);
+  }
+  return infos;
+}
+
+int64_t Model::param_count() const {
+  int64_t n = 0;
+  for (const LayerInfo& i : layer_infos()) n += i.params;
+  return n;
+}
+
+int64_t Model::param_bytes() const {
+  int64_t n = 0;
+  for (const LayerInfo& i : layer_infos()) n += i.param_bytes;
+  return n;
+}
+
+int64_t Model::flops_per_sample() const {
+  int64_t n = 0;
+  for (const LayerInfo& i : layer_infos()) n += i.flops;
+  return n;
+}
+
+std::string Model::summary() const {
+  std::ostringstream os;
+  int64_t params = 0, flops = 0;
+  for (const LayerInfo& i : layer_infos()) {
+    os << "  " << i.name << ": " << i.description << " -> " << shape_str(i.output_shape);
+    if (i.params) os << ", " << i.params << " params";
+    if (i.flops) os << ", " << i.flops << " FLOPs";
+    os << "\n";
+    params += i.params;
+    flops += i.flops;
+  }
+  os << "  total: " << params << " params, " << flops << " forward FLOPs per sample\n";
+  return os.str();
+}
+
+}  // namespace lathe

@@ -1,0 +1,95 @@
+// Model: a graph of named nodes. Each node runs one Layer on the outputs of earlier nodes (or the
+// model input), so any intermediate activation can be read back by name after a forward pass
+// (distillation and quantization calibration tap them). Parameter names follow PyTorch's
+// state_dict of the equivalent nn.Sequential: "<node name>.weight".
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/nn/layer.h"
+
+namespace lathe {
+
+struct NamedParam {
+  std::string name;  // "0.weight"
+  Param* param;
+};
+
+struct NamedBuffer {
+  std::string name;  // "1.running_mean"
+  Buffer* buffer;
+};
+
+/// Per-layer accounting for summaries and the model/* metrics.
+struct LayerInfo {
+  std::string name, description;
+  Shape output_shape;  // per sample (batch 1)
+  int64_t params = 0, param_bytes = 0, flops = 0;
+};
+
+class Model {
+ public:
+  static constexpr int kModelInput = -1;
+
+  /// `input_shape` excludes the batch dimension: {1, 28, 28} for images, {784} for flat vectors
+  /// (an image batch is viewed as [N, 784] for such a model, like x.view(N, -1) in PyTorch).
+  explicit Model(Shape input_shape);
+
+  /// Adds a node. `inputs` are names of earlier nodes; empty means the previous node (or the
+  /// model input for the first). Returns the node's index.
+  int add(const std::string& name, std::unique_ptr<Layer> layer, std::vector<std::string> inputs = {});
+
+  /// Creates and initialises every parameter on `backend` in `dtype` (PyTorch's default init, from `rng`).
+  void create_params(Backend& backend, DType dtype, Rng& rng);
+
+  /// Runs every node; returns the last node's output. `input` is [N, ...] matching input_shape.
+  const Tensor& forward(LayerContext& ctx, const Tensor& input);
+  /// Back-propagates `diff_output` (gradient of the loss w.r.t. the last output); overwrites every
+  /// parameter gradient. The input gets no gradient.
+  void backward(LayerContext& ctx, const Tensor& diff_output);
+
+  /// Output of a node from the last forward pass (any node, by name).
+  const Tensor& activation(const std::string& name) const;
+  const Tensor& output() const { return m_outputs.back(); }
+
+  std::vector<NamedParam> named_params();
+  std::vector<NamedBuffer> named_buffers();
+  int64_t param_count() const;
+  int64_t param_bytes() const;
+  /// Forward FLOPs for one sample (2 x multiply-adds of linear and conv layers).
+  int64_t flops_per_sample() const;
+  std::vector<LayerInfo> layer_infos() const;
+  std::string summary() const;
+
+  const Shape& input_shape() const { return m_input_shape; }
+  size_t size() const { return m_nodes.size(); }
+  Layer& layer(size_t i) { return *m_nodes.at(i).layer; }
+  const std::string& node_name(size_t i) const { return m_nodes.at(i).name; }
+  int find(const std::string& name) const;
+  DType dtype() const { return m_dtype; }
+
+ private:
+  struct Node {
+    std::string name;
+    std::unique_ptr<Layer> layer;
+    std::vector<int> inputs;
+    Shape sample_shape;  // output shape at batch 1
+  };
+
+  Shape batch_shape(int node, int64_t batch) const;
+  const Tensor& input_of(int index, const Tensor& model_input) const;
+
+  Shape m_input_shape;
+  std::vector<Node> m_nodes;
+  std::map<std::string, int> m_index;
+  std::vector<Tensor> m_outputs, m_diffs, m_temps;
+  std::vector<char> m_diff_ready;
+  Tensor m_input_view;
+  DType m_dtype = DType::f32;
+  bool m_created = false;
+};
+
+}  // namespace lathe

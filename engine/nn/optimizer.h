@@ -1,0 +1,61 @@
+// Optimizers over a model's parameters: SGD (momentum, weight decay, Nesterov) and AdamW, with their
+// state kept per parameter on the parameter's device. PyTorch semantics, so runs compare like for like.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "engine/nn/model.h"
+
+namespace lathe {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// One update of every parameter from its gradient, at learning rate `lr`.
+  virtual void step(Backend& backend, const std::vector<NamedParam>& params, double lr) = 0;
+  virtual std::string name() const = 0;
+  int64_t steps_taken() const { return m_steps; }
+
+ protected:
+  int64_t m_steps = 0;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(double momentum, double weight_decay, bool nesterov) : m_momentum(momentum), m_wd(weight_decay), m_nesterov(nesterov) {}
+  void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
+  std::string name() const override { return "sgd"; }
+
+ private:
+  double m_momentum, m_wd;
+  bool m_nesterov;
+  std::unordered_map<const Param*, Tensor> m_buf;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(double beta1, double beta2, double eps, double weight_decay) : m_b1(beta1), m_b2(beta2), m_eps(eps), m_wd(weight_decay) {}
+  void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
+  std::string name() const override { return "adamw"; }
+
+ private:
+  double m_b1, m_b2, m_eps, m_wd;
+  std::unordered_map<const Param*, std::pair<Tensor, Tensor>> m_state;
+};
+
+/// Learning-rate schedule: optional linear warm-up from 0, then constant, step decay or cosine.
+struct LrSchedule {
+  enum class Type { constant, step, cosine } type = Type::constant;
+  double base_lr = 0.01;
+  int64_t warmup_steps = 0;
+  int64_t step_every = 1;  // steps between decays (type step)
+  double gamma = 0.1;
+  double min_lr = 0;
+  int64_t total_steps = 1;  // for cosine
+
+  /// Learning rate for the optimizer step numbered `step` (0-based).
+  double at(int64_t step) const;
+};
+
+}  // namespace lathe

@@ -1,0 +1,173 @@
+// Builders for the zoo models and the JSON layer list.
+#include "engine/nn/zoo.h"
+
+#include <set>
+
+#include "engine/nn/add.h"
+#include "engine/nn/batchnorm2d.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/dropout.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/maxpool2d.h"
+#include "engine/nn/relu.h"
+
+namespace lathe {
+
+std::vector<std::string> zoo_model_names() { return {"mlp", "cnn", "teacher", "student"}; }
+
+namespace {
+
+std::unique_ptr<Model> conv_net(int64_t c1, int64_t c2, int64_t hidden) {
+  auto m = std::make_unique<Model>(Shape{1, 28, 28});
+  m->add("0", std::make_unique<Conv2d>(1, c1, 3, 1, 1));
+  m->add("1", std::make_unique<ReLU>());
+  m->add("2", std::make_unique<MaxPool2d>(2));
+  m->add("3", std::make_unique<Conv2d>(c1, c2, 3, 1, 1));
+  m->add("4", std::make_unique<ReLU>());
+  m->add("5", std::make_unique<MaxPool2d>(2));
+  m->add("6", std::make_unique<Flatten>());
+  m->add("7", std::make_unique<Linear>(c2 * 7 * 7, hidden));
+  m->add("8", std::make_unique<ReLU>());
+  m->add("9", std::make_unique<Linear>(hidden, 10));
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> build_zoo_model(const std::string& name) {
+  if (name == "mlp") {
+    auto m = std::make_unique<Model>(Shape{784});
+    m->add("0", std::make_unique<Linear>(784, 512));
+    m->add("1", std::make_unique<ReLU>());
+    m->add("2", std::make_unique<Linear>(512, 256));
+    m->add("3", std::make_unique<ReLU>());
+    m->add("4", std::make_unique<Linear>(256, 10));
+    return m;
+  }
+  if (name == "student") {
+    auto m = std::make_unique<Model>(Shape{784});
+    m->add("0", std::make_unique<Linear>(784, 64));
+    m->add("1", std::make_unique<ReLU>());
+    m->add("2", std::make_unique<Linear>(64, 10));
+    return m;
+  }
+  if (name == "cnn") return conv_net(32, 64, 128);
+  if (name == "teacher") return conv_net(64, 128, 256);
+  throw ConfigError("model.zoo: unknown model '" + name + "': allowed mlp, cnn, teacher, student, custom");
+}
+
+namespace {
+
+int64_t get_int(const nlohmann::json& spec, const std::string& where, const char* key, int64_t def, bool required) {
+  if (!spec.contains(key)) {
+    if (required) throw ConfigError(where + ": missing \"" + key + "\" (a positive integer)");
+    return def;
+  }
+  const auto& v = spec[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0)
+    throw ConfigError(where + "." + key + ": expected a non-negative integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+
+double get_number(const nlohmann::json& spec, const std::string& where, const char* key, double def) {
+  if (!spec.contains(key)) return def;
+  if (!spec[key].is_number()) throw ConfigError(where + "." + key + ": expected a number, got " + spec[key].dump());
+  return spec[key].get<double>();
+}
+
+bool get_bool(const nlohmann::json& spec, const std::string& where, const char* key, bool def) {
+  if (!spec.contains(key)) return def;
+  if (!spec[key].is_boolean()) throw ConfigError(where + "." + key + ": expected true or false, got " + spec[key].dump());
+  return spec[key].get<bool>();
+}
+
+void check_keys(const nlohmann::json& spec, const std::string& where, const std::set<std::string>& allowed) {
+  for (auto it = spec.begin(); it != spec.end(); ++it) {
+    if (allowed.count(it.key()) || it.key() == "type" || it.key() == "name" || it.key() == "input") continue;
+    std::string list = "type, name, input";
+    for (const auto& a : allowed) list += ", " + a;
+    throw ConfigError(where + ": unknown key \"" + it.key() + "\" for a " + spec["type"].get<std::string>() +
+                      " layer; allowed: " + list);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, const Shape& input_shape) {
+  if (!layers.is_array() || layers.empty())
+    throw ConfigError("model.layers: expected a non-empty list of layers for model.zoo = \"custom\"");
+  auto model = std::make_unique<Model>(input_shape);
+  Shape current = input_shape;
+  current.insert(current.begin(), 1);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const nlohmann::json& spec = layers[i];
+    const std::string where = "model.layers[" + std::to_string(i) + "]";
+    if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string())
+      throw ConfigError(where + ": expected an object with a string \"type\"");
+    const std::string type = spec["type"].get<std::string>();
+    const std::string name = spec.contains("name") ? spec["name"].get<std::string>() : std::to_string(i);
+    std::vector<std::string> inputs;
+    if (spec.contains("input")) inputs.push_back(spec["input"].get<std::string>());
+    // The input shape of this layer, for inferring sizes.
+    if (!inputs.empty()) {
+      const int j = model->find(inputs[0]);
+      if (inputs[0] == "input") {
+        current = input_shape;
+        current.insert(current.begin(), 1);
+      } else if (j >= 0) {
+        current = model->layer_infos()[j].output_shape;
+      }
+    }
+    std::unique_ptr<Layer> layer;
+    if (type == "linear") {
+      check_keys(spec, where, {"out", "bias"});
+      if (current.size() != 2)
+        throw ConfigError(where + ": linear needs a flat input, got " + shape_str(current) +
+                          " (add {\"type\": \"flatten\"} before it)");
+      layer = std::make_unique<Linear>(current[1], get_int(spec, where, "out", 0, true), get_bool(spec, where, "bias", true));
+    } else if (type == "conv2d") {
+      check_keys(spec, where, {"out", "kernel", "stride", "padding", "bias"});
+      if (current.size() != 4) throw ConfigError(where + ": conv2d needs an image input [N, C, H, W], got " + shape_str(current));
+      layer = std::make_unique<Conv2d>(current[1], get_int(spec, where, "out", 0, true),
+                                       get_int(spec, where, "kernel", 3, false), get_int(spec, where, "stride", 1, false),
+                                       get_int(spec, where, "padding", 0, false), get_bool(spec, where, "bias", true));
+    } else if (type == "maxpool2d") {
+      check_keys(spec, where, {"kernel", "stride", "padding"});
+      layer = std::make_unique<MaxPool2d>(get_int(spec, where, "kernel", 2, false), get_int(spec, where, "stride", 0, false),
+                                          get_int(spec, where, "padding", 0, false));
+    } else if (type == "batchnorm2d") {
+      check_keys(spec, where, {"eps", "momentum"});
+      if (current.size() != 4) throw ConfigError(where + ": batchnorm2d needs [N, C, H, W], got " + shape_str(current));
+      layer = std::make_unique<BatchNorm2d>(current[1], get_number(spec, where, "eps", 1e-5),
+                                            get_number(spec, where, "momentum", 0.1));
+    } else if (type == "dropout") {
+      check_keys(spec, where, {"p"});
+      layer = std::make_unique<Dropout>(get_number(spec, where, "p", 0.5), i + 1);
+    } else if (type == "relu") {
+      check_keys(spec, where, {});
+      layer = std::make_unique<ReLU>();
+    } else if (type == "flatten") {
+      check_keys(spec, where, {});
+      layer = std::make_unique<Flatten>();
+    } else if (type == "add") {
+      check_keys(spec, where, {"inputs"});
+      if (!spec.contains("inputs") || !spec["inputs"].is_array() || spec["inputs"].size() != 2)
+        throw ConfigError(where + ": add needs \"inputs\": [\"<layer name>\", \"<layer name>\"]");
+      inputs = spec["inputs"].get<std::vector<std::string>>();
+      layer = std::make_unique<Add>();
+    } else {
+      throw ConfigError(where + ".type: unknown layer type \"" + type +
+                        "\"; allowed: linear, conv2d, maxpool2d, batchnorm2d, dropout, relu, flatten, add");
+    }
+    try {
+      model->add(name, std::move(layer), inputs);
+    } catch (const ConfigError& e) {
+      throw ConfigError(where + ": " + e.what());
+    }
+    current = model->layer_infos().back().output_shape;
+  }
+  return model;
+}
+
+}  // namespace lathe

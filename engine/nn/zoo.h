@@ -1,0 +1,25 @@
+// The reference models by name (DESIGN.md) and models from a JSON layer list.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/nn/model.h"
+
+namespace lathe {
+
+/// "mlp", "cnn", "teacher", "student": the same layers as the nn.Sequential in bench/peers/torch_train.py.
+std::unique_ptr<Model> build_zoo_model(const std::string& name);
+std::vector<std::string> zoo_model_names();
+
+/// A model from a layer list such as
+///   [{"type": "conv2d", "out": 16, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "flatten"},
+///    {"type": "linear", "out": 10}]
+/// Input sizes are inferred. Keys per type: linear {out, bias}; conv2d {out, kernel, stride, padding,
+/// bias}; maxpool2d {kernel, stride, padding}; batchnorm2d {eps, momentum}; dropout {p}; relu; flatten;
+/// add {inputs: [a, b]}. Every layer may have "name" (default: its index) and "input" (default: the
+/// previous layer). Errors name the layer's position (model.layers[i]) and the allowed keys.
+std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, const Shape& input_shape);
+
+}  // namespace lathe
