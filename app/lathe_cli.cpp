@@ -1,2 +1,177 @@
-// lathe-cli: placeholder main until the runner lands.
-int main() { return 0; }
+// lathe-cli: the headless runner. `lathe-cli run CONFIG.json [--set key.path=value]... [--json]`
+// validates the experiment before any work starts (exit 2 with the JSON path, the bad value and
+// what is allowed), then trains with a progress bar (or JSON lines) and writes runs/<id>/.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "engine/core/error.h"
+#include "engine/run/config.h"
+#include "engine/run/config_schema.h"
+#include "engine/run/trainer.h"
+
+#ifdef LATHE_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }
+
+/// Prints every sample and event as one JSON object per line on stdout.
+class StdoutJsonSink final : public lathe::MetricsSink {
+ public:
+  void sample(const std::string& metric, int64_t step, double wall_ms, double value) override {
+    nlohmann::json j{{"metric", metric}, {"step", step}, {"wall_ms", wall_ms}};
+    j["value"] = std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+    std::cout << j.dump() << '\n';
+  }
+  void event(const std::string& kind, const nlohmann::json& fields) override {
+    nlohmann::json j{{"event", kind}};
+    for (auto it = fields.begin(); it != fields.end(); ++it) j[it.key()] = it.value();
+    std::cout << j.dump() << '\n' << std::flush;
+  }
+  void flush() override { std::cout << std::flush; }
+};
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) s = 0;
+  const long t = std::lround(s);
+  char buf[32];
+  if (t >= 3600) {
+    std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%ld:%02ld", t / 60, t % 60);
+  }
+  return buf;
+}
+
+/// A one-line progress bar on a terminal (stderr), redrawn at most 10 times a second.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool tty) : m_tty(tty) {}
+  void update(const lathe::Progress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool done = p.step == p.total_steps;
+    if (m_tty) {
+      if (!done && now - m_last < std::chrono::milliseconds(100)) return;
+      m_last = now;
+      const int width = 24;
+      const double frac = p.total_steps ? static_cast<double>(p.step) / p.total_steps : 0;
+      const int filled = static_cast<int>(frac * width);
+      std::string bar(filled, '#');
+      bar.resize(width, '.');
+      char test[32] = "";
+      if (p.test_accuracy >= 0) std::snprintf(test, sizeof(test), " test %.2f%%", 100 * p.test_accuracy);
+      std::fprintf(stderr, "\r[%s] %3.0f%% epoch %d/%d  loss %.4f  acc %.2f%%%s  %.0f samples/s  ETA %s ",
+                   bar.c_str(), 100 * frac, p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, test,
+                   p.samples_per_s, format_duration(p.eta_s).c_str());
+      std::fflush(stderr);
+    } else if (p.test_accuracy >= 0 && p.epoch != m_last_epoch_printed) {
+      m_last_epoch_printed = p.epoch;
+      std::fprintf(stderr, "epoch %d/%d  train loss %.4f  acc %.2f%%  test acc %.2f%%  %.0f samples/s  elapsed %s\n",
+                   p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, 100 * p.test_accuracy, p.samples_per_s,
+                   format_duration(p.elapsed_s).c_str());
+    }
+  }
+  void finish() {
+    if (m_tty) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool m_tty;
+  int m_last_epoch_printed = 0;
+  std::chrono::steady_clock::time_point m_last{};
+};
+
+int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json) {
+  nlohmann::json cfg = lathe::load_config_file(config_path);
+  for (const std::string& s : sets) lathe::apply_override(cfg, s);
+  const lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
+
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  StdoutJsonSink json_sink;
+  ProgressBar bar(!json && isatty(STDERR_FILENO));
+  lathe::RunOptions opts;
+  opts.stop = &g_stop;
+  if (json) opts.extra_sink = &json_sink;
+  if (!json) opts.on_progress = [&](const lathe::Progress& p) { bar.update(p); };
+  if (!json) std::fprintf(stderr, "lathe: running %s (%s)\n", exp.name.c_str(), config_path.c_str());
+  const lathe::RunSummary s = lathe::run_experiment(exp, opts);
+  bar.finish();
+  if (!json) {
+    auto metric = [&](const char* k) {
+      auto it = s.final_metrics.find(k);
+      return it == s.final_metrics.end() ? NAN : it->second;
+    };
+    std::fprintf(stderr,
+                 "lathe: %s run %s in %s on %s (%s)\n"
+                 "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f  MFU %.1f%%  model %.0f bytes  cost $%.4f\n"
+                 "  %s\n",
+                 s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(),
+                 s.device.c_str(), 100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s"),
+                 100 * metric("device/mfu"), metric("model/bytes"), metric("cost/usd"),
+                 s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str());
+  }
+  return s.status == "finished" ? 0 : 130;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifdef LATHE_HAVE_CUDA
+  lathe::cuda::register_backend();
+#endif
+  CLI::App app{"lathe-cli: run and inspect Lathe compute-optimization experiments headless"};
+  app.require_subcommand(1);
+  std::string config_path;
+  std::vector<std::string> sets;
+  bool json = false;
+  CLI::App* run = app.add_subcommand("run", "Validate an experiment config and run it");
+  run->add_option("config", config_path, "Experiment JSON (see experiments/)")->required();
+  run->add_option("--set", sets, "Override a config value: --set train.epochs=1 (repeatable)");
+  run->add_flag("--json", json, "Print one JSON object per line on stdout instead of a progress bar");
+  CLI::App* schema = app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");
+  CLI::App* validate = app.add_subcommand("validate", "Check a config and print it with every default filled in");
+  std::string validate_path;
+  std::vector<std::string> validate_sets;
+  validate->add_option("config", validate_path, "Experiment JSON")->required();
+  validate->add_option("--set", validate_sets, "Override a config value (repeatable)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (*run) return cmd_run(config_path, sets, json);
+    if (*schema) {
+      std::cout << lathe::schema_as_json().dump(2) << "\n";
+      return 0;
+    }
+    if (*validate) {
+      nlohmann::json cfg = lathe::load_config_file(validate_path);
+      for (const std::string& s : validate_sets) lathe::apply_override(cfg, s);
+      std::cout << lathe::validate_config(cfg).dump(2) << "\n";
+      return 0;
+    }
+  } catch (const lathe::ConfigError& e) {
+    std::fprintf(stderr, "lathe-cli: config error:\n%s\n", e.what());
+    return 2;
+  } catch (const lathe::DataError& e) {
+    std::fprintf(stderr, "lathe-cli: data error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lathe-cli: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

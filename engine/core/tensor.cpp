@@ -61,10 +61,19 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, MemoryFormat format) {
   return t;
 }
 
-bool Tensor::is_contiguous() const { return m_strides == contiguous_strides(m_shape); }
+namespace {
+/// Strides agree where it matters: a dimension of size 1 is never stepped along.
+bool same_layout(const Shape& shape, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1 && a[i] != b[i]) return false;
+  return true;
+}
+}  // namespace
+
+bool Tensor::is_contiguous() const { return same_layout(m_shape, m_strides, contiguous_strides(m_shape)); }
 
 bool Tensor::is_channels_last() const {
-  return m_shape.size() == 4 && m_strides == channels_last_strides(m_shape);
+  return m_shape.size() == 4 && same_layout(m_shape, m_strides, channels_last_strides(m_shape));
 }
 
 bool Tensor::is_dense() const {

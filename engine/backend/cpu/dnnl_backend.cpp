@@ -32,6 +32,10 @@ memory::data_type to_dnnl(DType d) {
 }
 
 memory::desc md_of(const Tensor& t) {
+  // A 4-D tensor that is both NCHW and NHWC (C == 1, e.g. the input images) is described as NHWC,
+  // so oneDNN sees one layout through the whole network and picks its channels-last kernels.
+  if (t.ndim() == 4 && t.is_channels_last())
+    return memory::desc(memory::dims(t.shape().begin(), t.shape().end()), to_dnnl(t.dtype()), tag::acdb);
   return memory::desc(memory::dims(t.shape().begin(), t.shape().end()), to_dnnl(t.dtype()),
                       memory::dims(t.strides().begin(), t.strides().end()));
 }

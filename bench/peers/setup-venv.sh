@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Creates the Python venv that runs the PyTorch peer scripts (torch_train.py, check_safetensors.py).
+# Idempotent: if torch, numpy and safetensors already import there, nothing is installed. PyPI's torch
+# wheel is used because it is the strongest PyTorch we can install (Debian's python3-torch 1.13 is older
+# and slower), so the comparison is against what PyTorch users actually run.
+# Usage: bench/peers/setup-venv.sh [VENV_DIR]   (default ${LATHE_PEERS_VENV:-$HOME/.cache/lathe/peers-venv})
+# The last line printed is the venv's python path.
+set -euo pipefail
+
+venv="${1:-${LATHE_PEERS_VENV:-$HOME/.cache/lathe/peers-venv}}"
+py="$venv/bin/python"
+
+if [ ! -x "$py" ]; then
+  echo "setup-venv: creating $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+fi
+
+if "$py" -c "import torch, numpy, safetensors" 2>/dev/null; then
+  echo "setup-venv: torch $("$py" -c 'import torch; print(torch.__version__)') already installed" >&2
+else
+  echo "setup-venv: installing torch numpy safetensors from PyPI into $venv" >&2
+  "$py" -m pip install --quiet --upgrade pip >&2
+  "$py" -m pip install --quiet torch numpy safetensors >&2
+fi
+
+echo "$py"

@@ -1,0 +1,242 @@
+// CudaBackend's core: registration with the engine, device queries, and the memory ops (fill,
+// copy between host and device in any layouts, dtype reorder). The compute ops live in
+// cuda_backend_ops.cpp (our kernels), cublas_ops.cpp and cudnn_ops.cpp.
+#include "engine/backend/cuda/cuda_backend.h"
+
+#include <mutex>
+
+#include "engine/backend/cuda/cublas_ops.h"
+#include "engine/backend/cuda/cuda_allocator.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_context.h"
+#include "engine/backend/cuda/cuda_tensor_util.h"
+#include "engine/backend/cuda/cudnn_ops.h"
+
+namespace lathe::cuda {
+
+// ------------------------------------------------------------------ registration
+namespace {
+
+struct DeviceProbe {
+  int count = 0;
+  std::string reason;
+};
+
+/// Asked once per process: devices do not come and go while it runs.
+const DeviceProbe& probe() {
+  static const DeviceProbe result = [] {
+    DeviceProbe p;
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      p.reason = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    } else if (n <= 0) {
+      p.reason = "the CUDA runtime reports no device";
+    } else {
+      p.count = n;
+    }
+    return p;
+  }();
+  return result;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
+
+}  // namespace
+
+int device_count() { return probe().count; }
+
+std::string device_unavailable_reason() { return probe().reason; }
+
+void register_backend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const int n = device_count();
+    // Allocators live for the whole process, deliberately never deleted: tensors held in statics
+    // may be freed after main() returns, and must find their allocator then.
+    for (int i = 0; i < n; ++i) register_allocator(Device::cuda(i), new CudaAllocator(i));
+    register_cuda_backend(&make_cuda_backend, &device_count);
+  });
+}
+
+// ------------------------------------------------------------------ device
+CudaBackend::CudaBackend(int device_index) {
+  LATHE_CHECK(device_index >= 0 && device_index < device_count(), "CUDA device ", device_index,
+              " is not available (", device_count(), " present", device_count() ? "" : ": ",
+              device_unavailable_reason(), ")");
+  m_ctx = std::make_unique<CudaContext>(device_index);
+}
+
+CudaBackend::~CudaBackend() = default;
+
+Device CudaBackend::device() const { return m_ctx->lathe_device(); }
+
+std::string CudaBackend::device_name() const { return m_ctx->properties().name; }
+
+bool CudaBackend::supports(Op op, DType dtype) const {
+  if (op == Op::reorder) return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+  return dtype == DType::f32;
+}
+
+void CudaBackend::synchronize() { m_ctx->synchronize(); }
+
+cudaStream_t CudaBackend::stream() const { return m_ctx->stream(); }
+
+void CudaBackend::set_allow_tf32(bool allow) { m_ctx->set_allow_tf32(allow); }
+
+void CudaBackend::set_benchmark_conv_algos(bool on) { m_ctx->set_benchmark_conv_algos(on); }
+
+// ------------------------------------------------------------------ memory
+void CudaBackend::fill_zero(Tensor& t) {
+  check_on_device(*m_ctx, t, "fill_zero");
+  m_ctx->activate();
+  if (t.numel() == 0) return;
+  if (t.is_dense()) {
+    LATHE_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.nbytes(), m_ctx->stream()));
+  } else {
+    LATHE_CUDA_CHECK(kernels::strided_zero(m_ctx->stream(), t.raw(), layout_of(t), t.numel(),
+                                           static_cast<int>(dtype_size(t.dtype()))));
+  }
+}
+
+namespace {
+
+bool on_host(const Tensor& t) { return t.device().is_cpu(); }
+
+}  // namespace
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  LATHE_CHECK(src.defined() && dst.defined(), "copy: undefined tensor");
+  LATHE_CHECK(src.shape() == dst.shape() && src.dtype() == dst.dtype(), "copy: ", src.describe(), " -> ",
+              dst.describe(), " (copy keeps shape and dtype; use reorder to convert dtypes)");
+  if (on_host(src) && on_host(dst)) {
+    src.copy_to(dst);
+    return;
+  }
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&src, &dst})
+    LATHE_CHECK(on_host(*t) || t->device().kind == DeviceKind::cuda, "copy: unsupported device ", t->describe());
+  m_ctx->activate();
+  cudaStream_t s = m_ctx->stream();
+  if (src.numel() == 0) return;
+  const bool same_layout = same_dense_layout(src, dst);
+
+  if (!on_host(src) && !on_host(dst)) {
+    if (src.device() == dst.device()) {
+      device_strided_copy(*m_ctx, src, dst);
+      return;
+    }
+    LATHE_CHECK(same_layout, "copy between CUDA devices needs one dense layout on both sides: ", src.describe(),
+                " -> ", dst.describe());
+    LATHE_CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw(), dst.device().index, src.raw(), src.device().index, src.nbytes(), s));
+    LATHE_CUDA_CHECK(cudaStreamSynchronize(s));
+    return;
+  }
+
+  if (on_host(src)) {  // host -> device
+    check_on_device(*m_ctx, dst, "copy");
+    if (same_layout) {
+      LATHE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyHostToDevice, s));
+      return;
+    }
+    // Upload as laid out on the host, then let the GPU reorder.
+    const Tensor host = is_standard_dense(src) ? src : src.contiguous_copy();
+    Tensor staged = device_empty(*m_ctx, src.shape(), src.dtype(), standard_format(host));
+    LATHE_CUDA_CHECK(cudaMemcpyAsync(staged.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, s));
+    device_strided_copy(*m_ctx, staged, dst);
+    // Pageable host -> device copies return once the source is staged, so `host` may go now.
+    return;
+  }
+
+  // device -> host: reorder on the GPU into the host tensor's layout, then one transfer.
+  check_on_device(*m_ctx, src, "copy");
+  if (same_layout) {
+    LATHE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, s));
+    LATHE_CUDA_CHECK(cudaStreamSynchronize(s));
+    return;
+  }
+  const MemoryFormat format = is_standard_dense(dst) ? standard_format(dst) : MemoryFormat::contiguous;
+  Tensor staged = device_empty(*m_ctx, src.shape(), src.dtype(), format);
+  device_strided_copy(*m_ctx, src, staged);
+  if (is_standard_dense(dst)) {
+    LATHE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), staged.raw(), staged.nbytes(), cudaMemcpyDeviceToHost, s));
+    LATHE_CUDA_CHECK(cudaStreamSynchronize(s));
+  } else {
+    Tensor host = Tensor::empty(src.shape(), src.dtype());
+    LATHE_CUDA_CHECK(cudaMemcpyAsync(host.raw(), staged.raw(), staged.nbytes(), cudaMemcpyDeviceToHost, s));
+    LATHE_CUDA_CHECK(cudaStreamSynchronize(s));
+    host.copy_to(dst);
+  }
+}
+
+namespace {
+
+kernels::ElemType elem_type(DType dt, const char* what) {
+  switch (dt) {
+    case DType::f32: return kernels::ElemType::f32;
+    case DType::bf16: return kernels::ElemType::bf16;
+    case DType::f16: return kernels::ElemType::f16;
+    default: LATHE_FAIL(what, ": the CUDA backend converts between f32, bf16 and f16, got ", dtype_name(dt));
+  }
+}
+
+}  // namespace
+
+void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
+  LATHE_CHECK(src.defined() && dst.defined() && src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ",
+              dst.describe());
+  if (src.dtype() == dst.dtype()) {
+    copy(src, dst);
+    return;
+  }
+  const kernels::ElemType st = elem_type(src.dtype(), "reorder"), dt = elem_type(dst.dtype(), "reorder");
+  m_ctx->activate();
+  // Host operands are staged through device tensors in their own dtype; the conversion runs on the GPU.
+  Tensor dev_src = src;
+  if (on_host(src)) {
+    dev_src = device_empty(*m_ctx, src.shape(), src.dtype(),
+                           is_standard_dense(src) ? standard_format(src) : MemoryFormat::contiguous);
+    copy(src, dev_src);
+  }
+  check_on_device(*m_ctx, dev_src, "reorder");
+  Tensor dev_dst = dst;
+  if (on_host(dst))
+    dev_dst = device_empty(*m_ctx, dst.shape(), dst.dtype(),
+                           is_standard_dense(dst) ? standard_format(dst) : MemoryFormat::contiguous);
+  check_on_device(*m_ctx, dev_dst, "reorder");
+  LATHE_CUDA_CHECK(kernels::convert(m_ctx->stream(), dev_src.raw(), st, layout_of(dev_src), dev_dst.raw(), dt,
+                                    layout_of(dev_dst), src.numel()));
+  if (on_host(dst)) copy(dev_dst, dst);
+}
+
+// ------------------------------------------------------------------ dense layers and convolutions
+void CudaBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                                 PostOp post) {
+  cuda::linear_forward(*m_ctx, src, weights, bias, dst, post);
+}
+
+void CudaBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+  cuda::linear_backward_data(*m_ctx, diff_dst, weights, diff_src);
+}
+
+void CudaBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                          Tensor* diff_bias) {
+  cuda::linear_backward_weights(*m_ctx, src, diff_dst, diff_weights, diff_bias);
+}
+
+void CudaBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                                 Tensor& dst, PostOp post) {
+  cuda::conv2d_forward(*m_ctx, p, src, weights, bias, dst, post);
+}
+
+void CudaBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                       Tensor& diff_src) {
+  cuda::conv2d_backward_data(*m_ctx, p, diff_dst, weights, diff_src);
+}
+
+void CudaBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                          Tensor& diff_weights, Tensor* diff_bias) {
+  cuda::conv2d_backward_weights(*m_ctx, p, src, diff_dst, diff_weights, diff_bias);
+}
+
+}  // namespace lathe::cuda

@@ -1,0 +1,104 @@
+// CudaBackend: every Backend op for f32 tensors in the memory of one CUDA device. Dense layers run
+// on cuBLAS (cublas_ops.cpp), convolutions on cuDNN (cudnn_ops.cpp), everything else on our kernels
+// in kernels/. All work is issued on one stream owned by the backend's CudaContext; ops return
+// without waiting, except those that hand a value to the host (loss, sums) and copies to host
+// memory. TF32 is off by default so results match ReferenceBackend to f32 rounding.
+// Not thread-safe: one backend per thread (several backends may share a device).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/backend/backend.h"
+
+namespace lathe::cuda {
+
+class CudaContext;
+
+/// Registers the CUDA backend factory and one caching allocator per visible device with the engine
+/// (lathe::register_cuda_backend, lathe::register_allocator). Idempotent; safe without a driver.
+void register_backend();
+/// Number of usable CUDA devices: 0, never an exception, when there is no driver or no device.
+int device_count();
+/// Why device_count() is 0 (the CUDA runtime's message), or "" when devices exist.
+std::string device_unavailable_reason();
+
+class CudaBackend final : public Backend {
+ public:
+  /// Throws lathe::Error when the device cannot be opened.
+  explicit CudaBackend(int device_index = 0);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  Device device() const override;
+  bool supports(Op op, DType dtype) const override;
+  std::string device_name() const override;
+
+  void fill_zero(Tensor& t) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void reorder(const Tensor& src, Tensor& dst) override;
+  void synchronize() override;
+  MemoryFormat preferred_conv_format() const override { return MemoryFormat::contiguous; }
+
+  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                      PostOp post = PostOp::none) override;
+  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
+  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                               Tensor* diff_bias) override;
+
+  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                      Tensor& dst, PostOp post = PostOp::none) override;
+  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                            Tensor& diff_src) override;
+  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                               Tensor& diff_weights, Tensor* diff_bias) override;
+
+  /// workspace: s32 argmax per output, as ReferenceBackend's (allocated on this device on first use).
+  void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
+  void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                          Tensor& diff_src) override;
+
+  void relu_forward(const Tensor& src, Tensor& dst) override;
+  void relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& dst) override;
+  void axpy(double alpha, const Tensor& src, Tensor& dst) override;
+  void scale(Tensor& t, double alpha) override;
+
+  void batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                  const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
+                                  Tensor& running_mean, Tensor& running_var) override;
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& dst) override;
+  void batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_invstd, Tensor& diff_src, Tensor& diff_gamma,
+                          Tensor& diff_beta) override;
+  /// The mask comes from a counter-based hash of (seed, element index) (kernels/dropout.cuh), not
+  /// from ReferenceBackend's Rng stream: same statistics, different mask.
+  void dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) override;
+  void dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) override;
+
+  LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                   double grad_scale) override;
+
+  void sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) override;
+  void adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
+
+  double sum(const Tensor& t) override;
+  double sum_squares(const Tensor& t) override;
+
+  // ---- CUDA specifics (benchmarks, tests, NCCL) ----
+  cudaStream_t stream() const;
+  CudaContext& context() { return *m_ctx; }
+  /// TF32 tensor cores for GEMMs and convolutions (off by default: parity with the f32 reference).
+  void set_allow_tf32(bool allow);
+  /// Time cuDNN's algorithms once per shape (cudnnFind) instead of trusting its heuristics.
+  void set_benchmark_conv_algos(bool on);
+
+ private:
+  std::unique_ptr<CudaContext> m_ctx;
+};
+
+}  // namespace lathe::cuda

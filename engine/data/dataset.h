@@ -1,0 +1,52 @@
+// Labelled image sets in memory: an IDX image/label pair (any MNIST-like set) and Fashion-MNIST,
+// found where the Debian package dataset-fashion-mnist installs it unless a folder is given.
+// Images stay u8 (47 MB for Fashion-MNIST's training set); the loader normalises each batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lathe {
+
+/// Fashion-MNIST's per-pixel mean and standard deviation, for inputs scaled to [0, 1] first:
+/// x = (p / 255 - kFashionMean) / kFashionStd (the values PyTorch users use).
+inline constexpr float kFashionMean = 0.2860f;
+inline constexpr float kFashionStd = 0.3530f;
+inline constexpr int kFashionClasses = 10;
+
+struct Dataset {
+  std::vector<uint8_t> images;  // count * rows * cols, row-major, one byte per pixel
+  std::vector<int32_t> labels;  // count, each in [0, num_classes)
+  int64_t count = 0, rows = 0, cols = 0;
+  int num_classes = 0;
+  std::string source;  // where the data came from ("<images file> + <labels file>")
+
+  int64_t pixels_per_image() const { return rows * cols; }
+  const uint8_t* image(int64_t i) const { return images.data() + i * rows * cols; }
+};
+
+struct TrainTest {
+  Dataset train, test;
+};
+
+/// Reads an IDX image file (u8, [count, rows, cols]) and its label file (u8, [count]), plain or gzip.
+/// `num_classes` > 0 rejects labels >= num_classes; 0 takes num_classes = largest label + 1.
+/// Throws lathe::DataError naming the file for anything read_idx rejects, a count mismatch (both
+/// counts named) or a label out of range.
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int num_classes = 0);
+
+/// Where the Debian package dataset-fashion-mnist puts the files: /usr/share/datasets/fashion-mnist.
+std::string default_fashion_mnist_dir();
+
+/// Loads Fashion-MNIST (60000 train and 10000 test images, 28 x 28, 10 classes) from `folder`
+/// (empty: default_fashion_mnist_dir()), which holds train-images-idx3-ubyte, train-labels-idx1-ubyte,
+/// t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each with or without .gz.
+/// A missing folder or file throws lathe::DataError saying to run `apt-get install
+/// dataset-fashion-mnist` or to set `data.path` in the experiment config.
+TrainTest load_fashion_mnist(const std::string& folder = "");
+
+/// The first `n` samples of `ds` (all of them when n >= ds.count). Throws lathe::Error when n < 0.
+Dataset subset(const Dataset& ds, int64_t n);
+
+}  // namespace lathe

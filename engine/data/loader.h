@@ -1,0 +1,100 @@
+// DataLoader: turns a Dataset into normalised f32 batches, shuffled and augmented deterministically,
+// with ONE background thread preparing batches ahead of the training loop (a bounded queue).
+//
+// Determinism: the epoch's order is a Fisher-Yates shuffle driven by lathe::Rng seeded from
+// (seed, epoch); each sample's augmentation uses its own Rng seeded from (seed, epoch, sample index).
+// So the same seed gives bit-identical batches on every run and platform, whatever the prefetch depth
+// or thread timing, and a sample's augmentation does not depend on the batch size or its position.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/core/tensor.h"
+#include "engine/data/augment.h"
+#include "engine/data/dataset.h"
+
+namespace lathe {
+
+struct Batch {
+  Tensor images;      // f32 [B, 1, rows, cols], normalised: (p / 255 - mean) / std
+  Tensor labels;      // s32 [B]
+  int64_t index = 0;  // batch number within the epoch
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 128;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;  // drop the last batch when it would be smaller than batch_size
+  AugmentOptions augment;
+  /// Optional hook run on the worker thread on each finished batch (e.g. to convert its layout);
+  /// an exception it throws is rethrown by next().
+  std::function<void(Batch&)> on_batch;
+  float mean = kFashionMean;  // of pixel intensities in [0, 1]
+  float std = kFashionStd;
+  int prefetch = 2;  // batches prepared ahead by the background thread (at least 1)
+};
+
+class DataLoader {
+ public:
+  /// `dataset` must outlive the loader (it is read, not copied). Throws lathe::Error for a
+  /// batch_size < 1, std <= 0 or an inconsistent dataset, lathe::ConfigError for bad augment options.
+  DataLoader(const Dataset& dataset, LoaderOptions options);
+  /// Stops the worker, even mid-epoch; never throws.
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Begins (or restarts) an epoch: the order is reshuffled from (seed, epoch), batches already
+  /// prepared for a previous epoch are dropped, and the worker starts on batch 0.
+  void start_epoch(int64_t epoch);
+  /// The next batch of the current epoch; false once all of them were handed out. Blocks while the
+  /// worker prepares it; rethrows an exception the worker hit. Throws lathe::Error before start_epoch.
+  bool next(Batch& out);
+
+  int64_t batches_per_epoch() const;
+  /// Samples handed out per epoch (count, less the dropped tail when drop_last).
+  int64_t samples_per_epoch() const;
+  /// The sample indices of `epoch` in the order they are batched (identity when !shuffle).
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+  const LoaderOptions& options() const { return m_options; }
+  const Dataset& dataset() const { return *m_dataset; }
+
+ private:
+  const Dataset* m_dataset;
+  LoaderOptions m_options;
+  std::array<float, 256> m_table;  // u8 pixel -> normalised float
+  PixelSpace m_space;
+  bool m_augment = false;
+  std::vector<float> m_scratch;  // worker thread only
+
+  std::mutex m_mutex;
+  std::condition_variable m_work_cv;   // the worker waits for an epoch, or room in the queue
+  std::condition_variable m_ready_cv;  // next() waits for a batch
+  std::deque<Batch> m_queue;
+  size_t m_capacity = 2;
+  bool m_stop = false;
+  bool m_started = false;
+  uint64_t m_generation = 0;  // bumped by start_epoch, so stale batches are dropped
+  int64_t m_epoch = 0;
+  std::shared_ptr<const std::vector<int64_t>> m_order;
+  int64_t m_num_batches = 0;
+  int64_t m_next_to_make = 0;
+  int64_t m_handed_out = 0;
+  std::exception_ptr m_error;
+  std::thread m_worker;
+
+  void worker_loop();
+  Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index);
+};
+
+}  // namespace lathe

@@ -1,0 +1,177 @@
+// Experiment configs: load a JSON file, apply --set overrides, validate against the schema
+// (config_schema.h) with every default filled in, and turn the result into a typed struct.
+// Flow: load_config_file -> apply_override* -> validate_config -> parse_experiment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lathe {
+
+/// Reads a JSON config. ConfigError when the file is missing, not JSON (with line and column),
+/// or not a JSON object.
+nlohmann::json load_config_file(const std::string& path);
+
+/// Applies one `--set key.path=value`. The value is parsed as JSON when it parses (numbers, true,
+/// null, [..], {..}, "quoted"), else taken as a string; for string and enumeration fields a value
+/// that parses to a non-string (`name=2024`) is taken as the literal text. `key.path` must be a
+/// schema field, else ConfigError listing close matches. Intermediate objects are created.
+void apply_override(nlohmann::json& cfg, const std::string& assignment);
+
+/// Checks `cfg` against the schema and returns it with every default filled in (integral numbers
+/// given as 5.0 become 5). Throws ConfigError listing every problem, one per line, each starting
+/// with the JSON path, then the bad value and what is allowed: unknown keys (with the allowed keys
+/// at that level and the closest one), wrong types, out-of-range numbers, unknown choices,
+/// unsupported knobs set away from their default, and cross-field rules (model.layers with
+/// model.zoo=custom, the idx file names with data.dataset=idx, cost.instance in the price catalog
+/// at PriceCatalog::default_path()). Idempotent: validate_config(validate_config(c)) == validate_config(c).
+nlohmann::json validate_config(const nlohmann::json& cfg);
+
+// ---- the typed config ----------------------------------------------------------------------------
+
+enum class DatasetKind { fashion_mnist, idx };
+enum class ModelZoo { mlp, cnn, teacher, student, custom };
+enum class Precision { fp32, bf16, f16 };
+enum class OptimizerType { sgd, adamw };
+enum class ScheduleType { constant, step, cosine };
+enum class BackendChoice { automatic, cpu, cuda, reference };  // "auto" is a C++ keyword
+enum class GradCompression { none, fp16 };
+enum class Pricing { on_demand, spot };
+
+/// The schema spelling of each choice ("fashion-mnist", "auto", "on-demand", ...).
+std::string_view enum_name(DatasetKind v);
+std::string_view enum_name(ModelZoo v);
+std::string_view enum_name(Precision v);
+std::string_view enum_name(OptimizerType v);
+std::string_view enum_name(ScheduleType v);
+std::string_view enum_name(BackendChoice v);
+std::string_view enum_name(GradCompression v);
+std::string_view enum_name(Pricing v);
+
+/// The learning rate used when train.optimizer.lr is null: 0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom.
+double default_learning_rate(ModelZoo zoo);
+
+struct AugmentConfig {
+  int shift_px = 0;
+  bool hflip = false;
+  double noise_std = 0;
+  double strength = 1;
+};
+
+struct DataConfig {
+  DatasetKind dataset = DatasetKind::fashion_mnist;
+  std::string path;  ///< empty = the Debian package folder
+  std::string train_images, train_labels, test_images, test_labels;  ///< dataset=idx only
+  int64_t train_subset = 0;  ///< 0 = all
+  int64_t test_subset = 0;   ///< 0 = all
+  AugmentConfig augment;
+  int prefetch = 2;
+};
+
+struct ModelConfig {
+  ModelZoo zoo = ModelZoo::mlp;
+  nlohmann::json layers = nlohmann::json::array();  ///< custom only; checked by the model builder
+  std::string init_from;                            ///< safetensors file, empty = fresh init
+};
+
+struct OptimizerConfig {
+  OptimizerType type = OptimizerType::sgd;
+  double lr = 0.05;
+  bool lr_is_default = true;  ///< lr came from default_learning_rate(), not from the config
+  double momentum = 0.9;
+  double weight_decay = 0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+struct ScheduleConfig {
+  ScheduleType type = ScheduleType::constant;
+  double warmup_epochs = 0;
+  int64_t step_epochs = 1;
+  double gamma = 0.1;
+  double min_lr = 0;
+};
+
+struct TrainConfig {
+  int epochs = 5;
+  int batch_size = 128;
+  Precision precision = Precision::fp32;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  int grad_accum = 1;
+  int threads = 0;  ///< 0 = all cores
+  int64_t eval_every = 1;
+  bool save_model = true;
+};
+
+struct ComputeConfig {
+  BackendChoice backend = BackendChoice::automatic;
+  int devices = 1;
+  GradCompression grad_compression = GradCompression::none;
+};
+
+// The compression stages are not implemented yet (issues 5 and 6): their choices stay strings
+// until the stage that interprets them lands.
+struct PruneConfig {
+  std::string method = "none", scope = "global", schedule = "one-shot";
+  double ratio = 0.5;
+  int64_t finetune_epochs = 1;
+};
+
+struct DistillConfig {
+  std::string teacher;
+  double temperature = 4, alpha = 0.7, feature_weight = 0.3;
+};
+
+struct QuantConfig {
+  std::string mode = "none", calibration = "minmax", granularity = "per-channel";
+  double percentile = 99.99;
+  int64_t calib_samples = 512;
+};
+
+struct CheckpointConfig {
+  double every_min = 30;
+  int64_t keep = 3;
+};
+
+struct CostConfig {
+  std::string instance = "local";
+  Pricing pricing = Pricing::on_demand;
+  double interruptions_per_hour = 0;
+};
+
+struct OutputConfig {
+  std::string dir = "runs";
+};
+
+struct ExperimentConfig {
+  std::string name;
+  uint64_t seed = 0;
+  std::string description;
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  ComputeConfig compute;
+  PruneConfig prune;
+  DistillConfig distill;
+  QuantConfig quant;
+  CheckpointConfig checkpoint;
+  CostConfig cost;
+  OutputConfig output;
+  nlohmann::json raw;  ///< the validated JSON (train.optimizer.lr stays null when it was left unset)
+};
+
+/// The typed view of a config. Validates `validated` again (cheap, idempotent), so passing an
+/// unvalidated config throws ConfigError rather than reading garbage.
+ExperimentConfig parse_experiment(const nlohmann::json& validated);
+
+/// Leaf values by dotted path (keys sorted at each level), for the store's params table: strings as their
+/// text (no quotes), numbers and booleans as JSON, null as "null", arrays (model.layers) as compact JSON.
+std::vector<std::pair<std::string, std::string>> flatten_config(const nlohmann::json& cfg);
+
+}  // namespace lathe

@@ -1,0 +1,254 @@
+// The experiment schema table, and the helpers that describe a field to a user or a form.
+// To add a knob: add one row here; validation, --help, flatten_config and the GUI follow from it.
+#include "engine/run/config_schema.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace lathe {
+
+namespace {
+
+using Kind = FieldSpec::Kind;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const char* kPruneReason = "pruning lands with issue 5";
+const char* kDistillReason = "distillation lands with issue 5";
+const char* kQuantReason = "INT8 quantization lands with issue 6";
+const char* kCheckpointReason = "checkpoints land with the run-store issue";
+
+std::string section_of(const std::string& path) {
+  const size_t dot = path.find('.');
+  return dot == std::string::npos ? "experiment" : path.substr(0, dot);
+}
+
+// Small builders so that each row of the table reads as one line.
+FieldSpec field(std::string path, Kind kind, nlohmann::json def, std::string doc) {
+  FieldSpec f;
+  f.path = std::move(path);
+  f.kind = kind;
+  f.default_value = std::move(def);
+  f.doc = std::move(doc);
+  f.section = section_of(f.path);
+  return f;
+}
+FieldSpec integer(std::string path, int64_t def, double min, double max, std::string doc) {
+  FieldSpec f = field(std::move(path), Kind::integer, def, std::move(doc));
+  f.min = min;
+  f.max = max;
+  return f;
+}
+FieldSpec number(std::string path, nlohmann::json def, double min, double max, std::string doc,
+                 bool min_exclusive = false, bool max_exclusive = false) {
+  FieldSpec f = field(std::move(path), Kind::number, std::move(def), std::move(doc));
+  f.min = min;
+  f.max = max;
+  f.min_exclusive = min_exclusive;
+  f.max_exclusive = max_exclusive;
+  return f;
+}
+FieldSpec boolean(std::string path, bool def, std::string doc) {
+  return field(std::move(path), Kind::boolean, def, std::move(doc));
+}
+FieldSpec string(std::string path, std::string def, std::string doc) {
+  return field(std::move(path), Kind::string, std::move(def), std::move(doc));
+}
+// The default is the first choice unless `def` names another.
+FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def = "") {
+  FieldSpec f = field(std::move(path), Kind::enumeration, def.empty() ? choices.front() : def, std::move(doc));
+  f.choices = std::move(choices);
+  return f;
+}
+FieldSpec unsupported(FieldSpec f, std::string reason) {
+  f.supported = false;
+  f.unsupported_reason = std::move(reason);
+  return f;
+}
+
+std::vector<FieldSpec> build_schema() {
+  std::vector<FieldSpec> s;
+  // --- experiment
+  s.push_back(string("name", "experiment", "Run name shown in the run table and used for the output folder"));
+  s.push_back(integer("seed", 0, 0, kInf, "Seed for initialisation, shuffling and augmentation"));
+  s.push_back(string("description", "", "Free text kept with the run"));
+  // --- data
+  s.push_back(enumeration("data.dataset", {"fashion-mnist", "idx"},
+                          "fashion-mnist (the packaged files) or idx (any IDX image/label files)"));
+  s.push_back(string("data.path", "", "Folder holding the Fashion-MNIST files; empty = the Debian package folder"));
+  s.push_back(string("data.train_images", "", "Training images IDX file, .gz or plain (dataset=idx)"));
+  s.push_back(string("data.train_labels", "", "Training labels IDX file, .gz or plain (dataset=idx)"));
+  s.push_back(string("data.test_images", "", "Test images IDX file, .gz or plain (dataset=idx)"));
+  s.push_back(string("data.test_labels", "", "Test labels IDX file, .gz or plain (dataset=idx)"));
+  s.push_back(integer("data.train_subset", 0, 0, kInf, "Use only the first N training samples; 0 = all"));
+  s.push_back(integer("data.test_subset", 0, 0, kInf, "Use only the first N test samples; 0 = all"));
+  s.push_back(integer("data.augment.shift_px", 0, 0, 8, "Random shift of up to N pixels in x and y"));
+  s.push_back(boolean("data.augment.hflip", false, "Random horizontal flip"));
+  s.push_back(number("data.augment.noise_std", 0.0, 0, 1, "Std of Gaussian pixel noise (inputs in [0,1])"));
+  s.push_back(number("data.augment.strength", 1.0, 0, 4, "Scales every augmentation at once; 0 = off"));
+  s.push_back(integer("data.prefetch", 2, 1, 16, "Batches prepared ahead by the loader thread"));
+  // --- model
+  s.push_back(enumeration("model.zoo", {"mlp", "cnn", "teacher", "student", "custom"},
+                          "Reference model, or custom (then model.layers describes it)"));
+  s.push_back(field("model.layers", Kind::object_list, nlohmann::json::array(),
+                    "Layers of a custom model, e.g. [{\"type\":\"linear\",\"out\":128},{\"type\":\"relu\"}]"));
+  s.push_back(string("model.init_from", "", "Initialise the weights from this safetensors file"));
+  // --- train
+  s.push_back(integer("train.epochs", 5, 1, 10000, "Passes over the training set"));
+  s.push_back(integer("train.batch_size", 128, 1, 65536, "Samples per optimizer step (before grad_accum)"));
+  s.push_back(unsupported(enumeration("train.precision", {"fp32", "bf16", "f16"},
+                                      "Compute precision of the training step"),
+                          "mixed precision lands with issue 6"));
+  s.push_back(enumeration("train.optimizer.type", {"sgd", "adamw"}, "Optimizer"));
+  s.push_back(number("train.optimizer.lr", nullptr, 0, 10,
+                     "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom)",
+                     true));
+  s.push_back(number("train.optimizer.momentum", 0.9, 0, 1, "SGD momentum", false, true));
+  s.push_back(number("train.optimizer.weight_decay", 0.0, 0, kInf, "Weight decay (decoupled for adamw)"));
+  s.push_back(boolean("train.optimizer.nesterov", false, "Nesterov momentum (sgd)"));
+  s.push_back(number("train.optimizer.beta1", 0.9, 0, 1, "AdamW first-moment decay", false, true));
+  s.push_back(number("train.optimizer.beta2", 0.999, 0, 1, "AdamW second-moment decay", false, true));
+  s.push_back(number("train.optimizer.eps", 1e-8, 0, kInf, "AdamW epsilon", true));
+  s.push_back(enumeration("train.schedule.type", {"constant", "step", "cosine"}, "Learning-rate schedule"));
+  s.push_back(number("train.schedule.warmup_epochs", 0.0, 0, kInf, "Linear warm-up from 0, in epochs"));
+  s.push_back(integer("train.schedule.step_epochs", 1, 1, kInf, "step: multiply lr by gamma every N epochs"));
+  s.push_back(number("train.schedule.gamma", 0.1, 0, 1, "step: lr factor per step", true));
+  s.push_back(number("train.schedule.min_lr", 0.0, 0, kInf, "cosine: final learning rate"));
+  s.push_back(integer("train.grad_accum", 1, 1, 1024, "Micro-batches accumulated per optimizer step"));
+  s.push_back(integer("train.threads", 0, 0, 1024, "CPU threads; 0 = all cores"));
+  s.push_back(integer("train.eval_every", 1, 1, kInf, "Evaluate on the test set every N epochs"));
+  s.push_back(boolean("train.save_model", true, "Save the trained weights (safetensors) in the run folder"));
+  // --- compute
+  s.push_back(enumeration("compute.backend", {"auto", "cpu", "cuda", "reference"},
+                          "auto = cuda when a GPU is present, else cpu; reference = plain loops"));
+  s.push_back(unsupported(integer("compute.devices", 1, 1, 64, "Data-parallel ranks (one device each)"),
+                          "data-parallel training lands with a later issue"));
+  s.push_back(unsupported(enumeration("compute.grad_compression", {"none", "fp16"},
+                                      "Compress gradients before the all-reduce"),
+                          "gradient compression lands with data-parallel training"));
+  // --- prune
+  s.push_back(unsupported(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
+                                      "Pruning method; none = no pruning stage"),
+                          kPruneReason));
+  s.push_back(unsupported(number("prune.ratio", 0.5, 0, 1, "Fraction of weights removed", false, true), kPruneReason));
+  s.push_back(unsupported(enumeration("prune.scope", {"global", "layer"}, "Rank weights across all layers or per layer"),
+                          kPruneReason));
+  s.push_back(unsupported(enumeration("prune.schedule", {"one-shot", "agp"}, "One shot, or gradual (AGP)"),
+                          kPruneReason));
+  s.push_back(unsupported(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning"),
+                          kPruneReason));
+  // --- distill
+  s.push_back(unsupported(string("distill.teacher", "", "Teacher: zoo:<name> or a safetensors file; empty = none"),
+                          kDistillReason));
+  s.push_back(unsupported(number("distill.temperature", 4, 0, kInf, "Softmax temperature", true), kDistillReason));
+  s.push_back(unsupported(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss"), kDistillReason));
+  s.push_back(unsupported(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching loss"),
+                          kDistillReason));
+  // --- quant
+  s.push_back(unsupported(enumeration("quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
+                                      "INT8 quantization; none = no quantization stage"),
+                          kQuantReason));
+  s.push_back(unsupported(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
+                                      "How activation ranges are calibrated"),
+                          kQuantReason));
+  s.push_back(unsupported(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true),
+                          kQuantReason));
+  s.push_back(unsupported(enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity",
+                                      "per-channel"),
+                          kQuantReason));
+  s.push_back(unsupported(integer("quant.calib_samples", 512, 1, kInf, "Samples used for calibration"), kQuantReason));
+  // --- checkpoint
+  s.push_back(unsupported(number("checkpoint.every_min", 30, 0, kInf, "Minutes between checkpoints; 0 = never"),
+                          kCheckpointReason));
+  s.push_back(unsupported(integer("checkpoint.keep", 3, 1, kInf, "Checkpoints kept per run"), kCheckpointReason));
+  // --- cost
+  s.push_back(string("cost.instance", "local", "Instance from resources/prices.json used to price the run"));
+  s.push_back(enumeration("cost.pricing", {"on-demand", "spot"}, "Which hourly price applies"));
+  s.push_back(unsupported(number("cost.interruptions_per_hour", 0, 0, kInf, "Simulated spot interruptions per hour"),
+                          "spot interruption simulation lands later"));
+  // --- output
+  s.push_back(string("output.dir", "runs", "Folder under which each run gets its own folder"));
+  return s;
+}
+
+std::string format_bound(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  return nlohmann::json(v).dump();
+}
+
+}  // namespace
+
+const std::vector<FieldSpec>& experiment_schema() {
+  static const std::vector<FieldSpec> schema = build_schema();
+  return schema;
+}
+
+const FieldSpec* find_field(const std::string& path) {
+  for (const FieldSpec& f : experiment_schema())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+const char* kind_name(FieldSpec::Kind kind) {
+  switch (kind) {
+    case Kind::integer: return "integer";
+    case Kind::number: return "number";
+    case Kind::boolean: return "boolean";
+    case Kind::string: return "string";
+    case Kind::enumeration: return "enumeration";
+    case Kind::object_list: return "object_list";
+  }
+  return "?";
+}
+
+std::string describe_allowed(const FieldSpec& f) {
+  std::ostringstream os;
+  switch (f.kind) {
+    case Kind::integer:
+    case Kind::number: {
+      os << (f.kind == Kind::integer ? "an integer" : "a number");
+      const bool has_min = std::isfinite(f.min), has_max = std::isfinite(f.max);
+      if (f.kind == Kind::integer && has_min && has_max && !f.min_exclusive && !f.max_exclusive)
+        os << " from " << format_bound(f.min) << " to " << format_bound(f.max);
+      else {
+        if (has_min) os << (f.min_exclusive ? " > " : " >= ") << format_bound(f.min);
+        if (has_min && has_max) os << " and";
+        if (has_max) os << (f.max_exclusive ? " < " : " <= ") << format_bound(f.max);
+      }
+      if (f.default_value.is_null()) os << ", or null for the default";
+      break;
+    }
+    case Kind::boolean: os << "true or false"; break;
+    case Kind::string: os << "a string"; break;
+    case Kind::enumeration:
+      os << "one of ";
+      for (size_t i = 0; i < f.choices.size(); ++i) os << (i ? ", " : "") << '"' << f.choices[i] << '"';
+      break;
+    case Kind::object_list: os << "an array of objects, each with a string \"type\""; break;
+  }
+  return os.str();
+}
+
+nlohmann::json schema_as_json() {
+  nlohmann::json fields = nlohmann::json::array();
+  for (const FieldSpec& f : experiment_schema()) {
+    nlohmann::json j;
+    j["path"] = f.path;
+    j["kind"] = kind_name(f.kind);
+    j["default"] = f.default_value;
+    auto bound = [&](double v) { return f.kind == Kind::integer ? nlohmann::json(static_cast<int64_t>(v)) : nlohmann::json(v); };
+    if (std::isfinite(f.min)) j["min"] = bound(f.min);
+    if (std::isfinite(f.max)) j["max"] = bound(f.max);
+    j["min_exclusive"] = f.min_exclusive;
+    j["max_exclusive"] = f.max_exclusive;
+    if (f.kind == Kind::enumeration) j["choices"] = f.choices;
+    j["doc"] = f.doc;
+    j["allowed"] = describe_allowed(f);
+    j["supported"] = f.supported;
+    if (!f.supported) j["unsupported_reason"] = f.unsupported_reason;
+    j["section"] = f.section;
+    fields.push_back(std::move(j));
+  }
+  return {{"version", 1}, {"fields", std::move(fields)}};
+}
+
+}  // namespace lathe

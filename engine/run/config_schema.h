@@ -1,0 +1,51 @@
+// The experiment config schema: one table of every field, its type, default, range and doc.
+// It is the single source of truth: validate_config() checks against it, lathe-cli prints it for
+// --help, and the Qt experiment form is generated from schema_as_json(), so nothing about a field
+// is written down twice.
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lathe {
+
+/// One leaf field of the experiment JSON document.
+struct FieldSpec {
+  enum class Kind { integer, number, boolean, string, enumeration, object_list };
+
+  std::string path;  ///< dotted JSON path, e.g. "train.optimizer.lr"
+  Kind kind = Kind::string;
+  nlohmann::json default_value;  ///< null = no default / derived at parse time
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;
+  bool max_exclusive = false;
+  std::vector<std::string> choices;  ///< for Kind::enumeration, in display order
+  std::string doc;                   ///< one line for tooltips and --help
+  /// false: the field exists (schema, GUI) but only its default is accepted until the feature lands.
+  bool supported = true;
+  std::string unsupported_reason;  ///< e.g. "pruning lands with issue 5"
+  std::string section;             ///< GUI group: "experiment", "data", "model", "train", ...
+};
+
+/// Every field, in the order the GUI and --help show them.
+const std::vector<FieldSpec>& experiment_schema();
+
+/// The field at `path`, or nullptr when there is none.
+const FieldSpec* find_field(const std::string& path);
+
+/// "integer", "number", "boolean", "string", "enumeration", "object_list".
+const char* kind_name(FieldSpec::Kind kind);
+
+/// Human text for what a field accepts, e.g. `an integer from 1 to 10000`, `one of "sgd", "adamw"`.
+std::string describe_allowed(const FieldSpec& field);
+
+/// The schema as JSON, for generating forms: {"version": 1, "fields": [{"path", "kind", "default",
+/// "min"?, "max"?, "min_exclusive", "max_exclusive", "choices"?, "doc", "supported",
+/// "unsupported_reason"?, "section"}, ...]}. Infinite bounds are left out.
+nlohmann::json schema_as_json();
+
+}  // namespace lathe

@@ -1,0 +1,63 @@
+// The instance price catalog (resources/prices.json) and the cost of a run on an instance.
+// Prices are per instance-hour (all of the instance's GPUs together), with the date and source of
+// each number, so a report can say where its dollars come from.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lathe {
+
+/// One priced machine type. Prices are for the whole instance, per hour, in USD.
+struct InstancePrice {
+  std::string name;       ///< "p4d.24xlarge", "local", ...
+  int gpus = 0;           ///< GPUs per instance; 0 = CPU only / unknown ("local")
+  std::string gpu_model;  ///< "NVIDIA A100-SXM4-40GB"; empty when gpus == 0
+  double on_demand_usd_per_hour = 0;
+  double spot_usd_per_hour = 0;
+  std::string price_date;  ///< when the prices were read, "YYYY-MM" or "YYYY-MM-DD"
+  std::string source;      ///< where the on-demand price comes from
+  std::string spot_source; ///< where the spot price comes from (spot prices move; this says how it was taken)
+  /// Peak dense FLOP/s of ONE device per precision ("fp32", "tf32", "bf16", "fp16"), for MFU.
+  /// Empty when unknown.
+  std::map<std::string, double> peak_flops_per_device;
+  std::string peak_flops_source;
+
+  double usd_per_hour(bool spot) const { return spot ? spot_usd_per_hour : on_demand_usd_per_hour; }
+  /// Peak FLOP/s of one device at `precision`, or 0 when the catalog does not know it.
+  double peak_flops(const std::string& precision) const;
+};
+
+class PriceCatalog {
+ public:
+  /// Reads a catalog: {"version": 1, "currency": "USD", "instances": [{...}, ...]}.
+  /// Throws DataError naming the file and the entry when something is missing or malformed.
+  static PriceCatalog load(const std::string& path);
+  /// $LATHE_PRICES when set and non-empty, else LATHE_SOURCE_DIR "/resources/prices.json".
+  static std::string default_path();
+
+  /// Throws ConfigError naming the unknown instance and listing the catalog's names.
+  const InstancePrice& find(const std::string& name) const;
+  bool contains(const std::string& name) const;
+  /// Instance names in catalog order.
+  std::vector<std::string> names() const;
+  const std::vector<InstancePrice>& instances() const { return m_instances; }
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::vector<InstancePrice> m_instances;
+  std::string m_path;
+};
+
+/// Dollars for `elapsed_seconds` of `devices` ranks on `instance`.
+/// An instance has `gpus` GPUs, so `devices` ranks need ceil(devices / gpus) instances and
+/// cost = price_per_hour * ceil(devices / gpus) * elapsed_seconds / 3600. Instances with no GPUs
+/// (gpus == 0, e.g. "local") are one instance whatever `devices` is. Throws lathe::Error when
+/// devices < 1 or elapsed_seconds < 0.
+double cost_usd(const InstancePrice& instance, bool spot, int devices, double elapsed_seconds);
+
+/// Instances needed for `devices` ranks (see cost_usd).
+int instances_needed(const InstancePrice& instance, int devices);
+
+}  // namespace lathe

@@ -1,0 +1,72 @@
+// /proc- and getrusage-based CPU telemetry and the SGEMM peak measurement.
+#include "engine/run/telemetry.h"
+
+#include <omp.h>
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <oneapi/dnnl/dnnl.h>
+#include <vector>
+
+namespace lathe {
+
+namespace {
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+CpuUtilMeter::CpuUtilMeter()
+    : m_last_cpu_s(process_cpu_seconds()), m_last_wall_s(wall_seconds()), m_cores(usable_cores()) {}
+
+double CpuUtilMeter::sample() {
+  const double cpu = process_cpu_seconds(), wall = wall_seconds();
+  const double dt = wall - m_last_wall_s;
+  const double util = dt > 0 ? (cpu - m_last_cpu_s) / dt / m_cores : 0;
+  m_last_cpu_s = cpu;
+  m_last_wall_s = wall;
+  return std::clamp(util, 0.0, 1.0);
+}
+
+int64_t process_peak_rss_bytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+PeakFlops measure_cpu_peak_flops(int threads) {
+  const int n = 1536;
+  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size(), 0.f);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dnnl_sgemm('N', 'N', n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, s);  // the first call JIT-compiles
+  }
+  omp_set_num_threads(saved);
+  PeakFlops p;
+  p.flops_per_s = 2.0 * n * n * n / best;
+  p.how = "measured: oneDNN SGEMM " + std::to_string(n) + "^3 f32 on " + std::to_string(threads) + " thread(s)";
+  return p;
+}
+
+}  // namespace lathe

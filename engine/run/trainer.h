@@ -1,0 +1,46 @@
+// The training run: data -> model -> epochs of SGD/AdamW with test evaluation -> saved weights,
+// with every metric sent to a MetricsSink as it is measured. Used by lathe-cli, the tests and the
+// benchmarks; later stages (distill, prune, quantize) slot in around train_model().
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "engine/run/config.h"
+#include "engine/run/metrics_sink.h"
+
+namespace lathe {
+
+struct Progress {
+  int epoch = 0, epochs = 0;  // 1-based epoch being run
+  int64_t step = 0, total_steps = 0;  // optimizer steps done / planned
+  double elapsed_s = 0, eta_s = 0;
+  double train_loss = 0, train_accuracy = 0;  // running means over the current logging window
+  double test_accuracy = -1;                  // last evaluation, -1 before the first
+  double samples_per_s = 0;
+};
+
+struct RunOptions {
+  std::string run_id;                    // empty: make_run_id()
+  std::atomic<bool>* stop = nullptr;     // set (e.g. by SIGTERM) to end after the current step
+  MetricsSink* extra_sink = nullptr;     // also receives every sample and event
+  std::function<void(const Progress&)> on_progress;  // called after every optimizer step
+  bool write_run_dir = true;             // false: nothing on disk (tests, benchmarks)
+};
+
+struct RunSummary {
+  std::string run_id, run_dir;
+  std::string status;  // "finished" or "cancelled"
+  std::string backend, device;
+  std::map<std::string, double> final_metrics;  // last value of each metric
+  double elapsed_s = 0;
+  int64_t steps = 0;
+};
+
+/// Runs the whole experiment. Throws ConfigError / DataError before anything is written when the
+/// config or the data is bad; lathe::Error for failures during the run.
+RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options = {});
+
+}  // namespace lathe

@@ -1,0 +1,92 @@
+// Helpers for the data tests: a temporary folder per test, raw IDX byte builders (so malformed files
+// can be written byte by byte), and a check that a call throws DataError mentioning given words.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/core/error.h"
+
+namespace lathe::test {
+
+/// A fresh folder under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = "lathe_data_" + std::to_string(::getpid()) + "_";
+    if (info) name += std::string(info->test_suite_name()) + "_" + info->name();
+    m_path = std::filesystem::temp_directory_path() / name;
+    std::filesystem::remove_all(m_path);
+    std::filesystem::create_directories(m_path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(m_path, ec);
+  }
+  std::string file(const std::string& name) const { return (m_path / name).string(); }
+  std::string path() const { return m_path.string(); }
+
+ private:
+  std::filesystem::path m_path;
+};
+
+/// The bytes of an IDX file written by hand: magic (0, 0, type, ndim), big-endian dims, then data.
+inline std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data,
+                                      uint8_t type = 0x08) {
+  std::vector<uint8_t> b = {0, 0, type, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims) {
+    b.push_back(static_cast<uint8_t>(d >> 24));
+    b.push_back(static_cast<uint8_t>(d >> 16));
+    b.push_back(static_cast<uint8_t>(d >> 8));
+    b.push_back(static_cast<uint8_t>(d));
+  }
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+
+inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip = false) {
+  if (gzip) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << path;
+    ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+    ASSERT_EQ(gzclose(f), Z_OK);
+  } else {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr) << path;
+    if (!bytes.empty()) ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+}
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::vector<uint8_t> out;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  for (int c; (c = std::fgetc(f)) != EOF;) out.push_back(static_cast<uint8_t>(c));
+  std::fclose(f);
+  return out;
+}
+
+/// Runs `fn`, expects a lathe::DataError whose message contains every one of `words`.
+inline void expect_data_error(const std::function<void()>& fn, const std::vector<std::string>& words) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a DataError mentioning '" << (words.empty() ? "" : words[0]) << "'";
+  } catch (const DataError& e) {
+    const std::string msg = e.what();
+    for (const std::string& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected a DataError, got another exception: " << e.what();
+  }
+}
+
+}  // namespace lathe::test

@@ -1,0 +1,435 @@
+// Experiment config: defaults filled from the schema, every kind of error reported with its path,
+// the bad value and what is allowed, --set overrides, and the typed struct (lr default per model).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine/core/error.h"
+#include "engine/run/config.h"
+#include "engine/run/config_schema.h"
+
+namespace lathe {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// The message of the ConfigError that validate_config throws for `cfg` ("" when it passes).
+std::string problems_of(const json& cfg) {
+  try {
+    validate_config(cfg);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_HAS(haystack, needle)                                                    \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "missing: " << (needle) \
+                                                                   << "\nin: " << (haystack)
+
+const json& at_path(const json& j, const std::string& path) {
+  const json* node = &j;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    node = &node->at(path.substr(start, dot - start));
+    if (dot == std::string::npos) return *node;
+    start = dot + 1;
+  }
+}
+
+TEST(ConfigSchema, PathsAreUniqueDocumentedAndSectioned) {
+  std::set<std::string> paths;
+  for (const FieldSpec& f : experiment_schema()) {
+    EXPECT_TRUE(paths.insert(f.path).second) << "duplicate " << f.path;
+    EXPECT_FALSE(f.doc.empty()) << f.path;
+    EXPECT_FALSE(f.section.empty()) << f.path;
+    if (!f.supported) EXPECT_FALSE(f.unsupported_reason.empty()) << f.path;
+    if (f.kind == FieldSpec::Kind::enumeration) {
+      EXPECT_FALSE(f.choices.empty()) << f.path;
+      EXPECT_NE(std::find(f.choices.begin(), f.choices.end(), f.default_value.get<std::string>()), f.choices.end())
+          << f.path;
+    }
+  }
+  for (const char* p : {"name", "seed", "description", "data.augment.strength", "model.layers", "train.optimizer.lr",
+                        "train.schedule.min_lr", "compute.grad_compression", "prune.finetune_epochs",
+                        "distill.feature_weight", "quant.calib_samples", "checkpoint.keep",
+                        "cost.interruptions_per_hour", "output.dir"})
+    EXPECT_TRUE(paths.count(p)) << p;
+  EXPECT_EQ(find_field("train.optimizer.lr")->section, "train");
+  EXPECT_EQ(find_field("seed")->section, "experiment");
+  EXPECT_EQ(find_field("nope"), nullptr);
+}
+
+TEST(ConfigSchema, EveryDefaultPassesItsOwnChecks) {
+  // Setting each field explicitly to its default must validate: catches a default outside its
+  // own range or choices in the table.
+  for (const FieldSpec& f : experiment_schema()) {
+    json cfg = json::object();
+    apply_override(cfg, f.path + "=" + f.default_value.dump());
+    EXPECT_EQ(problems_of(cfg), "") << f.path;
+  }
+}
+
+TEST(ConfigSchema, AsJsonIsIntrospectable) {
+  const json s = schema_as_json();
+  ASSERT_EQ(s.at("fields").size(), experiment_schema().size());
+  const json* lr = nullptr;
+  const json* prune = nullptr;
+  for (const json& f : s.at("fields")) {
+    if (f.at("path") == "train.optimizer.lr") lr = &f;
+    if (f.at("path") == "prune.method") prune = &f;
+  }
+  ASSERT_TRUE(lr && prune);
+  EXPECT_EQ(lr->at("kind"), "number");
+  EXPECT_TRUE(lr->at("default").is_null());
+  EXPECT_EQ(lr->at("min"), 0.0);
+  EXPECT_EQ(lr->at("max"), 10.0);
+  EXPECT_EQ(lr->at("min_exclusive"), true);
+  EXPECT_EQ(prune->at("supported"), false);
+  EXPECT_EQ(prune->at("unsupported_reason"), "pruning lands with issue 5");
+  EXPECT_EQ(prune->at("choices").size(), 5u);
+  EXPECT_FALSE(find_field("seed") == nullptr);
+  EXPECT_FALSE(s.at("fields")[1].contains("max"));  // seed: no upper bound, so none is written
+}
+
+TEST(ValidateConfig, FillsEveryDefault) {
+  const json out = validate_config(json::object());
+  for (const FieldSpec& f : experiment_schema()) EXPECT_EQ(at_path(out, f.path), f.default_value) << f.path;
+  EXPECT_EQ(out.at("name"), "experiment");
+  EXPECT_EQ(out.at("train").at("epochs"), 5);
+  EXPECT_EQ(out.at("train").at("optimizer").at("momentum"), 0.9);
+  EXPECT_TRUE(out.at("train").at("optimizer").at("lr").is_null());
+  EXPECT_EQ(out.at("quant").at("granularity"), "per-channel");
+  EXPECT_EQ(out.at("cost").at("instance"), "local");
+  // Given values are kept, and validating twice changes nothing.
+  const json in = {{"name", "x"}, {"train", {{"epochs", 2}, {"optimizer", {{"lr", 0.1}}}}}};
+  const json once = validate_config(in);
+  EXPECT_EQ(once.at("train").at("epochs"), 2);
+  EXPECT_EQ(once.at("train").at("optimizer").at("lr"), 0.1);
+  EXPECT_EQ(once.at("train").at("batch_size"), 128);
+  EXPECT_EQ(validate_config(once), once);
+}
+
+TEST(ValidateConfig, UnknownKeysNameTheClosestAndTheAllowed) {
+  std::string msg = problems_of({{"nmae", "x"}});
+  EXPECT_HAS(msg, "nmae: unknown key; did you mean \"name\"?");
+  EXPECT_HAS(msg, "Allowed keys at the top level: \"name\", \"seed\"");
+  msg = problems_of({{"train", {{"optimzer", {{"lr", 0.1}}}}}});
+  EXPECT_HAS(msg, "train.optimzer: unknown key; did you mean \"optimizer\"?");
+  EXPECT_HAS(msg, "Allowed keys in train: \"epochs\"");
+  msg = problems_of({{"train", {{"optimizer", {{"learning_rate", 0.1}}}}}});
+  EXPECT_HAS(msg, "train.optimizer.learning_rate: unknown key");
+  EXPECT_HAS(msg, "\"lr\", \"momentum\"");
+  EXPECT_EQ(msg.find("did you mean"), std::string::npos) << "nothing is close to learning_rate: " << msg;
+}
+
+TEST(ValidateConfig, WrongTypesSayWhatIsExpected) {
+  EXPECT_HAS(problems_of({{"train", {{"epochs", 1.5}}}}),
+             "train.epochs: expected an integer from 1 to 10000, got 1.5 (a number)");
+  EXPECT_HAS(problems_of({{"name", 3}}), "name: expected a string, got 3 (an integer)");
+  EXPECT_HAS(problems_of({{"data", {{"augment", {{"hflip", "yes"}}}}}}),
+             "data.augment.hflip: expected true or false, got \"yes\" (a string)");
+  EXPECT_HAS(problems_of({{"train", {{"optimizer", {{"momentum", "0.9"}}}}}}),
+             "train.optimizer.momentum: expected a number >= 0 and < 1, got \"0.9\" (a string)");
+  EXPECT_HAS(problems_of({{"train", 5}}), "train: expected an object with keys \"epochs\"");
+  EXPECT_HAS(problems_of({{"seed", nullptr}}), "seed: expected an integer >= 0, got null");
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}, {"layers", {{"type", "relu"}}}}}}),
+             "model.layers: expected an array of objects");
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({{{"out", 3}}})}}}}),
+             "model.layers[0]: needs a string \"type\"");
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({3})}}}}), "model.layers[0]: expected an object");
+  EXPECT_THROW(validate_config(json::array()), ConfigError);
+  // An integral float is an integer (tools that write JSON from Python do this).
+  const json out = validate_config({{"train", {{"epochs", 7.0}}}});
+  EXPECT_TRUE(out.at("train").at("epochs").is_number_integer());
+  EXPECT_EQ(out.at("train").at("epochs"), 7);
+  // A number field takes an integer; null only where the default is null.
+  EXPECT_EQ(problems_of({{"train", {{"optimizer", {{"lr", 1}}}}}}), "");
+  EXPECT_EQ(problems_of({{"train", {{"optimizer", {{"lr", nullptr}}}}}}), "");
+}
+
+TEST(ValidateConfig, OutOfRangeValuesShowTheRange) {
+  EXPECT_HAS(problems_of({{"train", {{"optimizer", {{"lr", 0}}}}}}),
+             "train.optimizer.lr: 0 is out of range; allowed: a number > 0 and <= 10, or null for the default");
+  EXPECT_HAS(problems_of({{"train", {{"optimizer", {{"lr", 10.5}}}}}}), "train.optimizer.lr: 10.5 is out of range");
+  EXPECT_EQ(problems_of({{"train", {{"optimizer", {{"lr", 10}}}}}}), "");
+  EXPECT_HAS(problems_of({{"train", {{"optimizer", {{"momentum", 1}}}}}}),
+             "train.optimizer.momentum: 1 is out of range; allowed: a number >= 0 and < 1");
+  EXPECT_EQ(problems_of({{"train", {{"optimizer", {{"momentum", 0}}}}}}), "");
+  EXPECT_HAS(problems_of({{"data", {{"augment", {{"shift_px", 9}}}}}}),
+             "data.augment.shift_px: 9 is out of range; allowed: an integer from 0 to 8");
+  EXPECT_EQ(problems_of({{"data", {{"augment", {{"shift_px", 8}}}}}}), "");
+  EXPECT_HAS(problems_of({{"seed", -1}}), "seed: -1 is out of range; allowed: an integer >= 0");
+  EXPECT_HAS(problems_of({{"train", {{"schedule", {{"gamma", 0}}}}}}), "a number > 0 and <= 1");
+  EXPECT_EQ(problems_of({{"train", {{"schedule", {{"gamma", 1}}}}}}), "");
+  EXPECT_HAS(problems_of({{"train", {{"optimizer", {{"eps", 0}}}}}}), "train.optimizer.eps: 0 is out of range");
+  EXPECT_HAS(problems_of({{"train", {{"batch_size", 0}}}}), "an integer from 1 to 65536");
+}
+
+TEST(ValidateConfig, BadChoicesListTheChoices) {
+  EXPECT_HAS(problems_of({{"train", {{"optimizer", {{"type", "adam"}}}}}}),
+             "train.optimizer.type: \"adam\" is not one of \"sgd\", \"adamw\"; did you mean \"adamw\"?");
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "resnet50"}}}}),
+             "model.zoo: \"resnet50\" is not one of \"mlp\", \"cnn\", \"teacher\", \"student\", \"custom\"");
+  EXPECT_HAS(problems_of({{"compute", {{"backend", 1}}}}), "compute.backend: 1 is not one of \"auto\"");
+}
+
+TEST(ValidateConfig, UnsupportedKnobsOnlyAcceptTheirDefault) {
+  EXPECT_HAS(problems_of({{"prune", {{"method", "l1-unstructured"}}}}), "prune.method: pruning lands with issue 5");
+  EXPECT_HAS(problems_of({{"prune", {{"ratio", 0.3}}}}), "prune.ratio: pruning lands with issue 5 (got 0.3");
+  EXPECT_HAS(problems_of({{"train", {{"precision", "bf16"}}}}), "train.precision: mixed precision lands with issue 6");
+  EXPECT_HAS(problems_of({{"compute", {{"devices", 2}}}}),
+             "compute.devices: data-parallel training lands with a later issue");
+  EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "fp16"}}}}), "compute.grad_compression: ");
+  EXPECT_HAS(problems_of({{"distill", {{"teacher", "zoo:teacher"}}}}), "distill.teacher: distillation lands with issue 5");
+  EXPECT_HAS(problems_of({{"quant", {{"mode", "qat"}}}}), "quant.mode: INT8 quantization lands with issue 6");
+  EXPECT_HAS(problems_of({{"checkpoint", {{"keep", 5}}}}), "checkpoint.keep: checkpoints land with the run-store issue");
+  EXPECT_HAS(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}),
+             "cost.interruptions_per_hour: spot interruption simulation lands later");
+  // Their defaults, spelled out, are fine (a form writes every field).
+  EXPECT_EQ(problems_of({{"prune", {{"method", "none"}, {"ratio", 0.5}, {"scope", "global"}}},
+                         {"quant", {{"mode", "none"}}},
+                         {"distill", {{"temperature", 4.0}}},
+                         {"compute", {{"devices", 1}}},
+                         {"train", {{"precision", "fp32"}}}}),
+            "");
+  // A bad value in an unsupported field reports the type/range problem, once.
+  const std::string msg = problems_of({{"prune", {{"ratio", 2}}}});
+  EXPECT_HAS(msg, "prune.ratio: 2 is out of range");
+  EXPECT_EQ(msg.find("pruning lands"), std::string::npos) << msg;
+}
+
+TEST(ValidateConfig, CrossFieldRules) {
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}}}}), "model.layers: required when model.zoo is \"custom\"");
+  EXPECT_HAS(problems_of({{"model", {{"layers", json::array({{{"type", "relu"}}})}}}}),
+             "model.layers: only used when model.zoo is \"custom\"");
+  EXPECT_EQ(problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({{{"type", "linear"}, {"out", 10}}})}}}}),
+            "");
+  const std::string msg = problems_of({{"data", {{"dataset", "idx"}, {"train_images", "a.idx"}}}});
+  EXPECT_HAS(msg, "data.train_labels: required when data.dataset is \"idx\"");
+  EXPECT_HAS(msg, "data.test_images: required");
+  EXPECT_EQ(msg.find("data.train_images"), std::string::npos) << msg;
+  EXPECT_HAS(problems_of({{"data", {{"test_labels", "t.idx"}}}}), "data.test_labels: only used when data.dataset is \"idx\"");
+}
+
+TEST(ValidateConfig, InstanceMustBeInThePriceCatalog) {
+  const std::string msg = problems_of({{"cost", {{"instance", "p3.2xlarg"}}}});
+  EXPECT_HAS(msg, "cost.instance: \"p3.2xlarg\" is not in the price catalog");
+  EXPECT_HAS(msg, "\"local\"");
+  EXPECT_HAS(msg, "\"p4d.24xlarge\"");
+  EXPECT_HAS(msg, "did you mean \"p3.2xlarge\"?");
+  EXPECT_EQ(problems_of({{"cost", {{"instance", "p5.48xlarge"}, {"pricing", "spot"}}}}), "");
+}
+
+TEST(ValidateConfig, CollectsAllProblemsOnePerLine) {
+  const std::string msg = problems_of({{"seed", -3},
+                                       {"train", {{"epochs", 0}, {"optimizer", {{"type", "rmsprop"}}}}},
+                                       {"prune", {{"method", "nm"}}},
+                                       {"bogus", 1}});
+  EXPECT_EQ(std::count(msg.begin(), msg.end(), '\n'), 4) << msg;
+  EXPECT_HAS(msg, "bogus: unknown key");
+  EXPECT_HAS(msg, "seed: -3");
+  EXPECT_HAS(msg, "train.epochs: 0 is out of range");
+  EXPECT_HAS(msg, "train.optimizer.type: \"rmsprop\"");
+  EXPECT_HAS(msg, "prune.method: pruning lands");
+}
+
+TEST(ApplyOverride, SetsValuesParsedAsJsonOrText) {
+  json cfg = json::object();
+  apply_override(cfg, "train.optimizer.lr=0.1");
+  apply_override(cfg, "train.epochs=3");
+  apply_override(cfg, "data.augment.hflip=true");
+  apply_override(cfg, "name=my run");
+  apply_override(cfg, "description=2024");  // a string field keeps the text, not the number
+  apply_override(cfg, "cost.instance=p3.2xlarge");
+  apply_override(cfg, "data.path=/tmp/a=b");  // only the first '=' splits
+  apply_override(cfg, "model.zoo=custom");
+  apply_override(cfg, R"(model.layers=[{"type":"linear","out":10}])");
+  EXPECT_EQ(cfg["train"]["optimizer"]["lr"], 0.1);
+  EXPECT_EQ(cfg["train"]["epochs"], 3);
+  EXPECT_EQ(cfg["data"]["augment"]["hflip"], true);
+  EXPECT_EQ(cfg["name"], "my run");
+  EXPECT_EQ(cfg["description"], "2024");
+  EXPECT_EQ(cfg["cost"]["instance"], "p3.2xlarge");
+  EXPECT_EQ(cfg["data"]["path"], "/tmp/a=b");
+  EXPECT_EQ(cfg["model"]["layers"][0]["out"], 10);
+  EXPECT_EQ(problems_of(cfg), "");
+  // Overrides replace what the file had; a bad value is caught by validation, not by the override.
+  apply_override(cfg, "train.epochs=lots");
+  EXPECT_EQ(cfg["train"]["epochs"], "lots");
+  EXPECT_HAS(problems_of(cfg), "train.epochs: expected an integer");
+}
+
+TEST(ApplyOverride, UnknownKeysListCloseMatches) {
+  json cfg = json::object();
+  try {
+    apply_override(cfg, "train.optimiser.lr=0.1");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_HAS(e.what(), "train.optimiser.lr: no such config field; close matches: \"train.optimizer.lr\"");
+  }
+  try {
+    apply_override(cfg, "train.learning_rate=0.1");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_HAS(e.what(), "fields in train: \"train.epochs\", \"train.batch_size\", \"train.precision\", \"train.optimizer.*\"");
+  }
+  EXPECT_THROW(apply_override(cfg, "train"), ConfigError);
+  EXPECT_THROW(apply_override(cfg, "=3"), ConfigError);
+  EXPECT_THROW(apply_override(cfg, "train=3"), ConfigError);  // a section, not a field
+  json flat = {{"train", 5}};
+  EXPECT_THROW(apply_override(flat, "train.epochs=3"), ConfigError);
+  EXPECT_TRUE(cfg.empty()) << "a failed override must not change the config";
+}
+
+class ConfigFile : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    m_path = (fs::temp_directory_path() /
+              ("lathe_config_" + std::to_string(::getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json"))
+                 .string();
+    std::ofstream(m_path) << text;
+    return m_path;
+  }
+  void TearDown() override {
+    if (!m_path.empty()) fs::remove(m_path);
+  }
+  std::string m_path;
+};
+
+TEST_F(ConfigFile, LoadsAnObject) {
+  const json cfg = load_config_file(write(R"({"name": "a", "train": {"epochs": 2}})"));
+  EXPECT_EQ(cfg.at("train").at("epochs"), 2);
+}
+
+TEST_F(ConfigFile, SyntaxErrorsGiveLineAndColumn) {
+  const std::string path = write("{\n  \"name\": \"x\",\n  \"seed\": ,\n}\n");
+  try {
+    load_config_file(path);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_HAS(e.what(), path + ":3:11: JSON syntax error");
+  }
+}
+
+TEST_F(ConfigFile, MissingFileAndNonObjectAreRejected) {
+  EXPECT_THROW(load_config_file("/no/such/config.json"), ConfigError);
+  try {
+    load_config_file(write("[1, 2]"));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_HAS(e.what(), "expected a JSON object at the top level, got an array");
+  }
+}
+
+TEST(ParseExperiment, LearningRateDefaultsPerModel) {
+  const std::vector<std::pair<std::string, double>> cases{
+      {"mlp", 0.05}, {"student", 0.05}, {"cnn", 0.02}, {"teacher", 0.02}, {"custom", 0.01}};
+  for (const auto& [zoo, lr] : cases) {
+    json cfg = {{"model", {{"zoo", zoo}}}};
+    if (zoo == "custom") cfg["model"]["layers"] = json::array({{{"type", "flatten"}}});
+    const ExperimentConfig c = parse_experiment(validate_config(cfg));
+    EXPECT_EQ(c.train.optimizer.lr, lr) << zoo;
+    EXPECT_TRUE(c.train.optimizer.lr_is_default) << zoo;
+    EXPECT_EQ(enum_name(c.model.zoo), zoo);
+    EXPECT_TRUE(c.raw.at("train").at("optimizer").at("lr").is_null());
+  }
+  const ExperimentConfig c = parse_experiment(validate_config({{"model", {{"zoo", "cnn"}}},
+                                                               {"train", {{"optimizer", {{"lr", 0.3}}}}}}));
+  EXPECT_EQ(c.train.optimizer.lr, 0.3);
+  EXPECT_FALSE(c.train.optimizer.lr_is_default);
+}
+
+TEST(ParseExperiment, FillsTheTypedStruct) {
+  json cfg = json::object();
+  for (const char* s : {"name=cnn-a", "seed=7", "data.augment.shift_px=2", "data.augment.hflip=true",
+                        "data.train_subset=1000", "train.batch_size=64", "train.optimizer.type=adamw",
+                        "train.optimizer.weight_decay=0.01", "train.schedule.type=cosine",
+                        "train.schedule.warmup_epochs=0.5", "compute.backend=reference", "cost.pricing=spot",
+                        "cost.instance=g4dn.xlarge", "output.dir=/tmp/runs"})
+    apply_override(cfg, s);
+  const ExperimentConfig c = parse_experiment(validate_config(cfg));
+  EXPECT_EQ(c.name, "cnn-a");
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.data.dataset, DatasetKind::fashion_mnist);
+  EXPECT_EQ(c.data.augment.shift_px, 2);
+  EXPECT_TRUE(c.data.augment.hflip);
+  EXPECT_EQ(c.data.augment.strength, 1.0);
+  EXPECT_EQ(c.data.train_subset, 1000);
+  EXPECT_EQ(c.data.prefetch, 2);
+  EXPECT_EQ(c.train.batch_size, 64);
+  EXPECT_EQ(c.train.epochs, 5);
+  EXPECT_EQ(c.train.precision, Precision::fp32);
+  EXPECT_EQ(c.train.optimizer.type, OptimizerType::adamw);
+  EXPECT_EQ(c.train.optimizer.weight_decay, 0.01);
+  EXPECT_EQ(c.train.optimizer.beta2, 0.999);
+  EXPECT_EQ(c.train.optimizer.eps, 1e-8);
+  EXPECT_EQ(c.train.schedule.type, ScheduleType::cosine);
+  EXPECT_EQ(c.train.schedule.warmup_epochs, 0.5);
+  EXPECT_TRUE(c.train.save_model);
+  EXPECT_EQ(c.compute.backend, BackendChoice::reference);
+  EXPECT_EQ(c.compute.devices, 1);
+  EXPECT_EQ(c.cost.pricing, Pricing::spot);
+  EXPECT_EQ(c.cost.instance, "g4dn.xlarge");
+  EXPECT_EQ(c.prune.method, "none");
+  EXPECT_EQ(c.quant.calib_samples, 512);
+  EXPECT_EQ(c.checkpoint.every_min, 30.0);
+  EXPECT_EQ(c.output.dir, "/tmp/runs");
+  EXPECT_EQ(c.raw, validate_config(cfg));
+  // Unvalidated input is validated again, not trusted.
+  EXPECT_THROW(parse_experiment({{"train", {{"epochs", -1}}}}), ConfigError);
+}
+
+TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
+  // If someone adds a choice to the schema without an enum value, this fails.
+  for (const FieldSpec& f : experiment_schema()) {
+    if (f.kind != FieldSpec::Kind::enumeration || !f.supported) continue;
+    for (const std::string& choice : f.choices) {
+      json cfg = json::object();
+      apply_override(cfg, f.path + "=" + choice);
+      if (f.path == "model.zoo" && choice == "custom") cfg["model"]["layers"] = json::array({{{"type", "relu"}}});
+      if (f.path == "data.dataset" && choice == "idx")
+        for (const char* k : {"train_images", "train_labels", "test_images", "test_labels"}) cfg["data"][k] = "f";
+      const ExperimentConfig c = parse_experiment(validate_config(cfg));
+      std::string_view got;
+      if (f.path == "data.dataset") got = enum_name(c.data.dataset);
+      else if (f.path == "model.zoo") got = enum_name(c.model.zoo);
+      else if (f.path == "train.optimizer.type") got = enum_name(c.train.optimizer.type);
+      else if (f.path == "train.schedule.type") got = enum_name(c.train.schedule.type);
+      else if (f.path == "compute.backend") got = enum_name(c.compute.backend);
+      else if (f.path == "cost.pricing") got = enum_name(c.cost.pricing);
+      else ADD_FAILURE() << "no typed field checked for " << f.path;
+      EXPECT_EQ(got, choice) << f.path;
+    }
+  }
+}
+
+TEST(FlattenConfig, OneEntryPerSchemaField) {
+  const json cfg = validate_config({{"model", {{"zoo", "cnn"}}}, {"name", "a b"}});
+  const auto flat = flatten_config(cfg);
+  EXPECT_EQ(flat.size(), experiment_schema().size());
+  auto value = [&](const std::string& path) {
+    for (const auto& [p, v] : flat)
+      if (p == path) return v;
+    return std::string("<missing>");
+  };
+  EXPECT_EQ(value("name"), "a b");
+  EXPECT_EQ(value("model.zoo"), "cnn");
+  EXPECT_EQ(value("model.layers"), "[]");
+  EXPECT_EQ(value("train.optimizer.lr"), "null");
+  EXPECT_EQ(value("train.epochs"), "5");
+  EXPECT_EQ(value("train.save_model"), "true");
+  EXPECT_EQ(value("train.optimizer.momentum"), "0.9");
+  EXPECT_EQ(value("data.augment.hflip"), "false");
+}
+
+}  // namespace
+}  // namespace lathe

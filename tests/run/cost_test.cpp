@@ -1,0 +1,143 @@
+// The price catalog in resources/prices.json and the cost arithmetic, checked against hand-computed
+// dollars; malformed catalogs and unknown instances must fail with messages that help.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/error.h"
+#include "engine/run/cost_model.h"
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / ("lathe_cost_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+PriceCatalog seeded() { return PriceCatalog::load(LATHE_SOURCE_DIR "/resources/prices.json"); }
+
+TEST(PriceCatalog, SeededInstancesArePresentWithDateAndSource) {
+  const PriceCatalog c = seeded();
+  for (const char* name : {"local", "g4dn.xlarge", "p3.2xlarge", "p4d.24xlarge", "p5.48xlarge"}) {
+    ASSERT_TRUE(c.contains(name)) << name;
+    const InstancePrice& p = c.find(name);
+    EXPECT_FALSE(p.price_date.empty()) << name;
+    EXPECT_FALSE(p.source.empty()) << name;
+    EXPECT_FALSE(p.spot_source.empty()) << name;
+    EXPECT_LE(p.spot_usd_per_hour, p.on_demand_usd_per_hour) << name;
+    if (!p.peak_flops_per_device.empty()) EXPECT_FALSE(p.peak_flops_source.empty()) << name;
+  }
+  EXPECT_EQ(c.find("local").source, "your own machine");
+  EXPECT_EQ(c.find("local").on_demand_usd_per_hour, 0.0);
+  EXPECT_EQ(c.find("p4d.24xlarge").gpus, 8);
+  EXPECT_DOUBLE_EQ(c.find("p4d.24xlarge").on_demand_usd_per_hour, 32.7726);
+  EXPECT_DOUBLE_EQ(c.find("p5.48xlarge").on_demand_usd_per_hour, 98.32);
+  EXPECT_DOUBLE_EQ(c.find("p3.2xlarge").on_demand_usd_per_hour, 3.06);
+  EXPECT_DOUBLE_EQ(c.find("g4dn.xlarge").on_demand_usd_per_hour, 0.526);
+  EXPECT_EQ(c.find("g4dn.xlarge").gpus, 1);
+}
+
+TEST(PriceCatalog, PeakFlopsAreVendorDatasheetValues) {
+  const PriceCatalog c = seeded();
+  EXPECT_DOUBLE_EQ(c.find("p4d.24xlarge").peak_flops("fp32"), 19.5e12);
+  EXPECT_DOUBLE_EQ(c.find("p4d.24xlarge").peak_flops("tf32"), 156e12);
+  EXPECT_DOUBLE_EQ(c.find("p4d.24xlarge").peak_flops("bf16"), 312e12);
+  EXPECT_DOUBLE_EQ(c.find("p5.48xlarge").peak_flops("fp32"), 67e12);
+  EXPECT_DOUBLE_EQ(c.find("p5.48xlarge").peak_flops("bf16"), 989e12);
+  EXPECT_DOUBLE_EQ(c.find("p3.2xlarge").peak_flops("fp32"), 15.7e12);
+  EXPECT_DOUBLE_EQ(c.find("g4dn.xlarge").peak_flops("fp32"), 8.1e12);
+  EXPECT_EQ(c.find("p3.2xlarge").peak_flops("bf16"), 0.0);  // V100 has no bf16: unknown, not invented
+  EXPECT_EQ(c.find("local").peak_flops("fp32"), 0.0);
+}
+
+TEST(CostModel, HandComputedDollars) {
+  const PriceCatalog c = seeded();
+  // 30 min of one V100 on demand: 3.06 / 2.
+  EXPECT_NEAR(cost_usd(c.find("p3.2xlarge"), false, 1, 1800), 1.53, 1e-12);
+  // One p4d hour with all 8 GPUs, and with 1 GPU: the whole instance is billed either way.
+  EXPECT_NEAR(cost_usd(c.find("p4d.24xlarge"), false, 8, 3600), 32.7726, 1e-12);
+  EXPECT_NEAR(cost_usd(c.find("p4d.24xlarge"), false, 1, 3600), 32.7726, 1e-12);
+  // 9 ranks need two 8-GPU instances.
+  EXPECT_EQ(instances_needed(c.find("p4d.24xlarge"), 9), 2);
+  EXPECT_NEAR(cost_usd(c.find("p4d.24xlarge"), false, 9, 3600), 65.5452, 1e-12);
+  // Spot for 15 minutes: 10.5 / 4.
+  EXPECT_NEAR(cost_usd(c.find("p4d.24xlarge"), true, 2, 900), 2.625, 1e-12);
+  // Three single-GPU T4 instances for 2 hours: 0.526 * 3 * 2.
+  EXPECT_EQ(instances_needed(c.find("g4dn.xlarge"), 3), 3);
+  EXPECT_NEAR(cost_usd(c.find("g4dn.xlarge"), false, 3, 7200), 3.156, 1e-12);
+  EXPECT_EQ(cost_usd(c.find("local"), false, 4, 1e6), 0.0);
+  EXPECT_EQ(instances_needed(c.find("local"), 4), 1);
+  EXPECT_EQ(cost_usd(c.find("p5.48xlarge"), false, 8, 0), 0.0);
+  EXPECT_THROW(cost_usd(c.find("p3.2xlarge"), false, 0, 10), Error);
+  EXPECT_THROW(cost_usd(c.find("p3.2xlarge"), false, 1, -1), Error);
+}
+
+TEST(PriceCatalog, UnknownInstanceListsTheNames) {
+  const PriceCatalog c = seeded();
+  try {
+    c.find("p9.huge");
+    FAIL() << "found an instance that does not exist";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("p9.huge"), std::string::npos) << msg;
+    for (const std::string& name : c.names()) EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  }
+  EXPECT_EQ(c.names().front(), "local");
+  EXPECT_EQ(c.names().size(), c.instances().size());
+}
+
+TEST(PriceCatalog, DefaultPathHonoursLathePrices) {
+  const char* was = std::getenv("LATHE_PRICES");
+  const std::string saved = was ? was : "";
+  ::unsetenv("LATHE_PRICES");
+  EXPECT_EQ(PriceCatalog::default_path(), LATHE_SOURCE_DIR "/resources/prices.json");
+  ::setenv("LATHE_PRICES", "/somewhere/else.json", 1);
+  EXPECT_EQ(PriceCatalog::default_path(), "/somewhere/else.json");
+  if (was) ::setenv("LATHE_PRICES", saved.c_str(), 1); else ::unsetenv("LATHE_PRICES");
+}
+
+TEST(PriceCatalog, MalformedCatalogsAreRejected) {
+  const std::string entry_ok =
+      R"({"name":"x","gpus":1,"gpu_model":"g","on_demand_usd_per_hour":1,"spot_usd_per_hour":0.5,)"
+      R"("price_date":"2024-12","source":"s"})";
+  const std::string good = write_temp("good.json", R"({"instances":[)" + entry_ok + "]}");
+  EXPECT_NO_THROW(PriceCatalog::load(good));
+
+  auto expect_bad = [](const std::string& name, const std::string& text, const std::string& needle) {
+    const std::string path = write_temp(name, text);
+    try {
+      PriceCatalog::load(path);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    fs::remove(path);
+  };
+  expect_bad("syntax.json", "{\"instances\": [", "not valid JSON");
+  expect_bad("noarray.json", "{\"instances\": 3}", "\"instances\" array");
+  expect_bad("empty.json", "{\"instances\": []}", "no instances");
+  expect_bad("nosource.json",
+             R"({"instances":[{"name":"x","gpus":1,"gpu_model":"g","on_demand_usd_per_hour":1,)"
+             R"("spot_usd_per_hour":0.5,"price_date":"2024-12"}]})",
+             "missing \"source\"");
+  expect_bad("negative.json",
+             R"({"instances":[{"name":"x","gpus":1,"gpu_model":"g","on_demand_usd_per_hour":-1,)"
+             R"("spot_usd_per_hour":0.5,"price_date":"2024-12","source":"s"}]})",
+             "on_demand_usd_per_hour");
+  expect_bad("twice.json", R"({"instances":[)" + entry_ok + "," + entry_ok + "]}", "listed twice");
+  expect_bad("eur.json", R"({"currency":"EUR","instances":[)" + entry_ok + "]}", "USD");
+  EXPECT_THROW(PriceCatalog::load("/no/such/prices.json"), DataError);
+  fs::remove(good);
+}
+
+}  // namespace
+}  // namespace lathe
