@@ -74,8 +74,8 @@ class ProgressBar {
                    bar.c_str(), 100 * frac, p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, test,
                    p.samples_per_s, format_duration(p.eta_s).c_str());
       std::fflush(stderr);
-    } else if (p.test_accuracy >= 0 && p.epoch != m_last_epoch_printed) {
-      m_last_epoch_printed = p.epoch;
+    } else if (p.evaluations != m_evaluations_printed) {  // one line per evaluation
+      m_evaluations_printed = p.evaluations;
       std::fprintf(stderr, "epoch %d/%d  train loss %.4f  acc %.2f%%  test acc %.2f%%  %.0f samples/s  elapsed %s\n",
                    p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, 100 * p.test_accuracy, p.samples_per_s,
                    format_duration(p.elapsed_s).c_str());
@@ -87,7 +87,7 @@ class ProgressBar {
 
  private:
   bool m_tty;
-  int m_last_epoch_printed = 0;
+  int m_evaluations_printed = 0;
   std::chrono::steady_clock::time_point m_last{};
 };
 

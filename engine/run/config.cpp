@@ -115,7 +115,7 @@ class Validator {
       if (node.children.count(key)) continue;
       std::string text = "unknown key";
       const std::vector<std::string> close = close_matches(key, node.order, 1);
-      if (!close.empty()) text += "; did you mean \"" + close.front() + "\"?";
+      text += close.empty() ? "." : "; did you mean \"" + close.front() + "\"?";
       text += " Allowed keys " + (prefix.empty() ? std::string("at the top level") : "in " + prefix) + ": " +
               join_quoted(node.order);
       problem(join_path(prefix, key), text);

@@ -309,6 +309,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
       sink.sample("test/accuracy", step, wall_ms(), ev.accuracy);
       sink.event("epoch", {{"epoch", epoch + 1}, {"step", step}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}});
       prog.test_accuracy = ev.accuracy;
+      ++prog.evaluations;
       if (options.on_progress) options.on_progress(prog);
     }
   }

@@ -19,6 +19,7 @@ struct Progress {
   double elapsed_s = 0, eta_s = 0;
   double train_loss = 0, train_accuracy = 0;  // running means over the current logging window
   double test_accuracy = -1;                  // last evaluation, -1 before the first
+  int evaluations = 0;                        // how many evaluations have run (test_accuracy is the last)
   double samples_per_s = 0;
 };
 

@@ -112,6 +112,8 @@ struct DnnlBackend::Impl {
   std::unordered_map<std::string, ConvBwdWeightsEntry> conv_bwd_weights;
   std::unordered_map<std::string, PoolEntry> pools;
   std::unordered_map<std::string, dnnl::reorder> reorders;
+  std::unordered_map<std::string, dnnl::eltwise_forward> eltwise_fwd;
+  std::unordered_map<std::string, dnnl::eltwise_backward> eltwise_bwd;
   size_t created = 0;
 
   memory mem(const Tensor& t) { return memory(md_of(t), eng, t.raw()); }
@@ -426,23 +428,42 @@ void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst
 
 // ---------------------------------------------------------------- elementwise over dense f32
 void DnnlBackend::relu_forward(const Tensor& src, Tensor& dst) {
-  if (src.dtype() != DType::f32 || !dense_same(src, dst)) return ReferenceBackend::relu_forward(src, dst);
-  const float* x = static_cast<const float*>(src.raw());
-  float* y = static_cast<float*>(dst.raw());
-  const int64_t n = src.numel();
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  if (src.dtype() != DType::f32 || src.strides() != dst.strides()) return ReferenceBackend::relu_forward(src, dst);
+  std::string key = "relu_f";
+  append_key(key, src);
+  auto it = m_impl->eltwise_fwd.find(key);
+  if (it == m_impl->eltwise_fwd.end()) {
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md_of(src), 0.f, 0.f);
+    it = m_impl->eltwise_fwd.emplace(key, dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, m_impl->eng)))
+             .first;
+    ++m_impl->created;
+  }
+  it->second.execute(m_impl->strm, {{DNNL_ARG_SRC, m_impl->mem(src)}, {DNNL_ARG_DST, m_impl->mem(dst)}});
+  m_impl->strm.wait();
 }
 
 void DnnlBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
-  if (dst.dtype() != DType::f32 || !dense_same(dst, diff_dst) || !dense_same(dst, diff_src))
+  if (dst.dtype() != DType::f32 || dst.strides() != diff_dst.strides() || dst.strides() != diff_src.strides())
     return ReferenceBackend::relu_backward(dst, diff_dst, diff_src);
-  const float* y = static_cast<const float*>(dst.raw());
-  const float* g = static_cast<const float*>(diff_dst.raw());
-  float* dx = static_cast<float*>(diff_src.raw());
-  const int64_t n = dst.numel();
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.f ? g[i] : 0.f;
+  std::string key = "relu_b";
+  append_key(key, dst);
+  auto it = m_impl->eltwise_bwd.find(key);
+  if (it == m_impl->eltwise_bwd.end()) {
+    // The *_use_dst_for_bwd variant takes the forward output, which is what the Model keeps.
+    const memory::desc md = md_of(dst);
+    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu_use_dst_for_bwd,
+                                   md, 0.f, 0.f);
+    dnnl::eltwise_forward::primitive_desc fpd(fd, m_impl->eng);
+    dnnl::eltwise_backward::desc bd(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, md, md, 0.f, 0.f);
+    it = m_impl->eltwise_bwd
+             .emplace(key, dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, m_impl->eng, fpd)))
+             .first;
+    ++m_impl->created;
+  }
+  it->second.execute(m_impl->strm, {{DNNL_ARG_DST, m_impl->mem(dst)},
+                                    {DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)},
+                                    {DNNL_ARG_DIFF_SRC, m_impl->mem(diff_src)}});
+  m_impl->strm.wait();
 }
 
 void DnnlBackend::add(const Tensor& a, const Tensor& b, Tensor& dst) {

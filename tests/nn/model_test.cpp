@@ -1,0 +1,103 @@
+// Model graph: PyTorch state_dict names, hand-counted params and FLOPs, tapped activations, layer
+// list validation, and the CPU backend matching the reference on a whole cnn forward/backward.
+#include <gtest/gtest.h>
+
+#include "engine/backend/cpu/dnnl_backend.h"
+#include "engine/nn/zoo.h"
+#include "tests/support/random_tensor.h"
+
+namespace lathe {
+namespace {
+
+TEST(Model, ZooNamesMatchPyTorchSequential) {
+  auto cnn = build_zoo_model("cnn");
+  ReferenceBackend be;
+  Rng rng(0);
+  cnn->create_params(be, DType::f32, rng);
+  std::vector<std::string> names;
+  for (auto& p : cnn->named_params()) names.push_back(p.name + shape_str(p.param->value.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight[32, 1, 3, 3]", "0.bias[32]", "3.weight[64, 32, 3, 3]",
+                                             "3.bias[64]", "7.weight[128, 3136]", "7.bias[128]",
+                                             "9.weight[10, 128]", "9.bias[10]"}));
+  // By hand: 32*9+32 + 64*32*9+64 + 3136*128+128 + 128*10+10
+  EXPECT_EQ(cnn->param_count(), 320 + 18496 + 401536 + 1290);
+  EXPECT_EQ(cnn->param_bytes(), 4 * cnn->param_count());
+  // 2 * MACs: conv1 28*28*32*9, conv2 14*14*64*32*9, fc 3136*128, fc 128*10
+  EXPECT_EQ(cnn->flops_per_sample(), 2 * (28 * 28 * 32 * 9 + 14 * 14 * 64 * 32 * 9 + 3136 * 128 + 128 * 10));
+}
+
+TEST(Model, InitialisationBoundsFollowPyTorch) {
+  auto mlp = build_zoo_model("mlp");
+  ReferenceBackend be;
+  Rng rng(1);
+  mlp->create_params(be, DType::f32, rng);
+  const Tensor& w = mlp->named_params()[0].param->value;  // 0.weight, fan_in 784
+  double mx = 0, mean = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    mx = std::max(mx, std::fabs(w.at_flat(i)));
+    mean += w.at_flat(i);
+  }
+  EXPECT_LE(mx, 1.0 / 28.0);        // U(-1/sqrt(784), 1/sqrt(784))
+  EXPECT_GT(mx, 0.99 / 28.0);       // and it fills that range
+  EXPECT_NEAR(mean / w.numel(), 0.0, 1e-3);
+}
+
+TEST(Model, EveryNodeCanBeTappedAfterForward) {
+  auto cnn = build_zoo_model("cnn");
+  DnnlBackend be;
+  Rng rng(2);
+  cnn->create_params(be, DType::f32, rng);
+  Tensor x = test::random_tensor({4, 1, 28, 28}, rng);
+  LayerContext ctx{be, false, 0};
+  cnn->forward(ctx, x);
+  EXPECT_EQ(cnn->activation("2").shape(), (Shape{4, 32, 14, 14}));
+  EXPECT_EQ(cnn->activation("6").shape(), (Shape{4, 3136}));
+  EXPECT_EQ(cnn->activation("9").shape(), (Shape{4, 10}));
+  EXPECT_TRUE(cnn->activation("input").same_memory(x));
+  EXPECT_THROW(cnn->activation("nope"), ConfigError);
+}
+
+TEST(Model, CpuBackendMatchesReferenceOnAWholeCnnStep) {
+  Rng rng(3);
+  Tensor x = test::random_tensor({3, 1, 28, 28}, rng);
+  Tensor labels = Tensor::empty({3}, DType::s32);
+  for (int i = 0; i < 3; ++i) labels.set({i}, i);
+  auto run = [&](Backend& be) {
+    auto m = build_zoo_model("cnn");
+    Rng init(7);
+    m->create_params(be, DType::f32, init);
+    LayerContext ctx{be, true, 0};
+    const Tensor& out = m->forward(ctx, x);
+    Tensor diff = Tensor::empty(out.shape(), DType::f32);
+    be.softmax_cross_entropy(out, labels, &diff, 1.0 / 3);
+    m->backward(ctx, diff);
+    std::vector<Tensor> grads;
+    for (auto& p : m->named_params()) grads.push_back(p.param->grad.contiguous_copy());
+    return std::make_pair(out.contiguous_copy(), grads);
+  };
+  ReferenceBackend ref;
+  DnnlBackend cpu;
+  auto [out_ref, g_ref] = run(ref);
+  auto [out_cpu, g_cpu] = run(cpu);
+  EXPECT_TRUE(test::all_close(out_cpu, out_ref, 1e-4, 1e-5));
+  for (size_t i = 0; i < g_ref.size(); ++i) EXPECT_TRUE(test::all_close(g_cpu[i], g_ref[i], 1e-3, 1e-5)) << "grad " << i;
+}
+
+TEST(Model, LayerListErrorsNameThePosition) {
+  const auto bad_type = nlohmann::json::parse(R"([{"type": "linear", "out": 10}, {"type": "softmaxx"}])");
+  try {
+    build_model_from_layers(bad_type, {784});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers[1].type"), std::string::npos) << e.what();
+  }
+  const auto needs_flatten = nlohmann::json::parse(R"([{"type": "linear", "out": 10}])");
+  EXPECT_THROW(build_model_from_layers(needs_flatten, {1, 28, 28}), ConfigError);
+  const auto bad_key = nlohmann::json::parse(R"([{"type": "relu", "inplace": true}])");
+  EXPECT_THROW(build_model_from_layers(bad_key, {4}), ConfigError);
+  const auto bad_input = nlohmann::json::parse(R"([{"type": "relu"}, {"type": "add", "inputs": ["0", "9"]}])");
+  EXPECT_THROW(build_model_from_layers(bad_input, {4}), ConfigError);
+}
+
+}  // namespace
+}  // namespace lathe
