@@ -37,7 +37,7 @@ void Conv2d::create_params(Backend& backend, DType dtype, Rng& rng) {
 }
 
 void Conv2d::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
-  ctx.backend.conv2d_forward(m_p, *src[0], m_weight.value, m_has_bias ? &m_bias.value : nullptr, dst, PostOp::none);
+  ctx.backend.conv2d_forward(m_p, *src[0], m_weight.value, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
 }
 
 void Conv2d::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,

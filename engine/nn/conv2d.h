@@ -20,6 +20,8 @@ class Conv2d final : public Layer {
   void backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst, const Tensor& diff_dst,
                 const std::vector<Tensor*>& diff_src) override;
   std::vector<Param*> params() override;
+  bool can_fuse_relu() const override { return true; }
+  void set_fused_relu(bool on) override { m_post = on ? PostOp::relu : PostOp::none; }
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override;
 
   int64_t in_channels() const { return m_in; }
@@ -29,6 +31,7 @@ class Conv2d final : public Layer {
   int64_t m_in, m_out, m_kernel;
   ConvParams m_p;
   bool m_has_bias;
+  PostOp m_post = PostOp::none;
   Param m_weight, m_bias;
 };
 

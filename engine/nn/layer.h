@@ -60,6 +60,11 @@ class Layer {
   /// Forward FLOPs per sample, counted as 2 x multiply-adds of matmuls and convolutions (elementwise
   /// work is not counted, as in the usual MFU convention).
   virtual int64_t flops_per_sample(const std::vector<Shape>& inputs) const { return 0; }
+
+  /// Layers that can apply a ReLU to their own output as they write it (a oneDNN post-op) say so;
+  /// the Model then skips the separate ReLU pass (see Model::set_fuse_relu).
+  virtual bool can_fuse_relu() const { return false; }
+  virtual void set_fused_relu(bool) {}
 };
 
 /// Fills `t` (any device) with U(-bound, bound) drawn on the host from `rng`.

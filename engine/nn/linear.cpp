@@ -35,7 +35,7 @@ void Linear::create_params(Backend& backend, DType dtype, Rng& rng) {
 }
 
 void Linear::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
-  ctx.backend.linear_forward(*src[0], m_weight.value, m_has_bias ? &m_bias.value : nullptr, dst, PostOp::none);
+  ctx.backend.linear_forward(*src[0], m_weight.value, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
 }
 
 void Linear::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,

@@ -19,6 +19,8 @@ class Linear final : public Layer {
   void backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst, const Tensor& diff_dst,
                 const std::vector<Tensor*>& diff_src) override;
   std::vector<Param*> params() override;
+  bool can_fuse_relu() const override { return true; }
+  void set_fused_relu(bool on) override { m_post = on ? PostOp::relu : PostOp::none; }
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override { return 2 * m_in * m_out; }
 
   int64_t in_features() const { return m_in; }
@@ -27,6 +29,7 @@ class Linear final : public Layer {
  private:
   int64_t m_in, m_out;
   bool m_has_bias;
+  PostOp m_post = PostOp::none;
   Param m_weight, m_bias;
 };
 

@@ -69,6 +69,21 @@ void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
   m_diffs.assign(m_nodes.size(), Tensor());
   m_temps.assign(m_nodes.size(), Tensor());
   m_diff_ready.assign(m_nodes.size(), 0);
+  m_fused_relu_of.assign(m_nodes.size(), -1);
+  if (m_fuse_relu) {
+    std::vector<int> consumers(m_nodes.size(), 0);
+    for (const Node& n : m_nodes)
+      for (int j : n.inputs)
+        if (j != kModelInput) ++consumers[j];
+    for (size_t r = 0; r < m_nodes.size(); ++r) {
+      const Node& n = m_nodes[r];
+      if (n.layer->kind() != "relu" || n.inputs[0] == kModelInput) continue;
+      const int p = n.inputs[0];
+      if (consumers[p] != 1 || !m_nodes[p].layer->can_fuse_relu() || m_fused_relu_of[p] >= 0) continue;
+      m_nodes[p].layer->set_fused_relu(true);
+      m_fused_relu_of[p] = static_cast<int>(r);
+    }
+  }
   m_created = true;
 }
 
@@ -99,6 +114,10 @@ const Tensor& Model::forward(LayerContext& ctx, const Tensor& input) {
   std::vector<const Tensor*> srcs;
   for (size_t i = 0; i < m_nodes.size(); ++i) {
     Node& n = m_nodes[i];
+    if (n.inputs[0] != kModelInput && m_fused_relu_of[n.inputs[0]] == static_cast<int>(i)) {
+      m_outputs[i] = m_outputs[n.inputs[0]];  // the producer already applied this ReLU
+      continue;
+    }
     srcs.clear();
     for (int j : n.inputs) srcs.push_back(&input_of(j, m_input_view));
     ensure(ctx.backend, m_outputs[i], batch_shape(static_cast<int>(i), batch), m_dtype,
@@ -152,6 +171,10 @@ const Tensor& Model::activation(const std::string& name) const {
   if (name == "input") return m_input_view;
   const int i = find(name);
   if (i < 0) throw ConfigError("model has no layer named '" + name + "'");
+  if (!m_fused_relu_of.empty() && m_fused_relu_of[i] >= 0)
+    throw ConfigError("layer '" + name + "' is fused with the ReLU '" + m_nodes[m_fused_relu_of[i]].name +
+                      "' after it, so only its activated output exists: tap '" + m_nodes[m_fused_relu_of[i]].name +
+                      "' (or build the model with set_fuse_relu(false))");
   LATHE_CHECK(m_outputs.size() > static_cast<size_t>(i) && m_outputs[i].defined(),
               "activation '", name, "' read before any forward pass");
   return m_outputs[i];

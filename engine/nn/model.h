@@ -42,6 +42,12 @@ class Model {
   /// model input for the first). Returns the node's index.
   int add(const std::string& name, std::unique_ptr<Layer> layer, std::vector<std::string> inputs = {});
 
+  /// Fuses each ReLU into the Linear/Conv2d before it when that layer feeds nothing else (on by
+  /// default): the ReLU's output then is the layer's output, written once. The fused layer's own
+  /// pre-activation output no longer exists, so activation() refuses it and names the ReLU node.
+  /// Call before create_params().
+  void set_fuse_relu(bool on) { m_fuse_relu = on; }
+
   /// Creates and initialises every parameter on `backend` in `dtype` (PyTorch's default init, from `rng`).
   void create_params(Backend& backend, DType dtype, Rng& rng);
 
@@ -87,6 +93,8 @@ class Model {
   std::map<std::string, int> m_index;
   std::vector<Tensor> m_outputs, m_diffs, m_temps;
   std::vector<char> m_diff_ready;
+  std::vector<int> m_fused_relu_of;  // per node: the ReLU node fused into it, or -1
+  bool m_fuse_relu = true;
   Tensor m_input_view;
   DType m_dtype = DType::f32;
   bool m_created = false;

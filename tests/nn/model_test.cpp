@@ -83,6 +83,36 @@ TEST(Model, CpuBackendMatchesReferenceOnAWholeCnnStep) {
   for (size_t i = 0; i < g_ref.size(); ++i) EXPECT_TRUE(test::all_close(g_cpu[i], g_ref[i], 1e-3, 1e-5)) << "grad " << i;
 }
 
+TEST(Model, FusedReluGivesTheSameOutputsAndGradients) {
+  Rng rng(4);
+  Tensor x = test::random_tensor({5, 1, 28, 28}, rng);
+  Tensor labels = Tensor::empty({5}, DType::s32);
+  for (int i = 0; i < 5; ++i) labels.set({i}, i);
+  DnnlBackend be;
+  auto run = [&](bool fuse) {
+    auto m = build_zoo_model("cnn");
+    m->set_fuse_relu(fuse);
+    Rng init(11);
+    m->create_params(be, DType::f32, init);
+    LayerContext ctx{be, true, 0};
+    const Tensor& out = m->forward(ctx, x);
+    Tensor diff = Tensor::empty(out.shape(), DType::f32);
+    be.softmax_cross_entropy(out, labels, &diff, 1.0 / 5);
+    m->backward(ctx, diff);
+    std::vector<Tensor> r{out.contiguous_copy(), m->activation("1").contiguous_copy()};
+    for (auto& p : m->named_params()) r.push_back(p.param->grad.contiguous_copy());
+    if (fuse) {
+      EXPECT_THROW(m->activation("0"), ConfigError);  // the pre-ReLU conv output is never materialised
+    } else {
+      EXPECT_NO_THROW(m->activation("0"));
+    }
+    return r;
+  };
+  const auto fused = run(true), plain = run(false);
+  ASSERT_EQ(fused.size(), plain.size());
+  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(test::all_close(fused[i], plain[i], 1e-5, 1e-6)) << i;
+}
+
 TEST(Model, LayerListErrorsNameThePosition) {
   const auto bad_type = nlohmann::json::parse(R"([{"type": "linear", "out": 10}, {"type": "softmaxx"}])");
   try {

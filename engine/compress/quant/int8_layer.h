@@ -1,0 +1,49 @@
+// The integer arithmetic of one INT8 layer (linear or conv2d), shared by the oneDNN primitives
+// (int8_ops.h) and the plain reference loops (int8_reference.h) that are their oracle.
+//
+// Per output element, with src quantized per tensor (scale s_x, zero point z_x, u8 or s8) and
+// weights s8 per output channel, symmetric (scale s_w[o], zero point 0):
+//   acc = sum (q_x - z_x) * q_w                     int32; padding contributes 0 (real zero)
+//   y   = output_scale[o] * (float(acc) + bias_acc[o])     f32, in this order (oneDNN 2.x order:
+//                                                           bias is added in accumulator units)
+//   y   = max(y, 0)                                  when the post-op is ReLU
+//   dst = y                                          f32 output (the last layer), or
+//   dst = saturate(nearbyint(y + z_y))               s8/u8 output, round half to even
+// where bias_acc[o] = b[o] / (s_x s_w[o]) and output_scale[o] = s_x s_w[o] / s_y (s_x s_w[o] for
+// f32 output), both computed once in double and stored as f32, the exact values handed to oneDNN.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/compress/quant/quant_params.h"
+
+namespace lathe {
+
+struct Int8LayerConfig {
+  QuantParams src;                 // per tensor; u8 (e.g. after ReLU) or s8; a zero point is allowed
+  std::optional<QuantParams> dst;  // per tensor; nullopt: f32 output (the last layer)
+  PostOp post = PostOp::none;      // fused ReLU, applied before the dst zero point
+  int weight_bits = 8;             // per-output-channel symmetric weights, stored s8
+};
+
+struct Int8LayerData {
+  Int8LayerConfig config;
+  Tensor weights_q;                   // s8, contiguous PyTorch layout ([O, K] or [O, C, KH, KW])
+  QuantParams weights;                // per channel along axis 0, symmetric
+  std::vector<float> bias_acc;        // [O], zeros when the layer has no bias
+  std::vector<float> output_scales;   // [O]
+  bool has_bias = false;
+
+  int64_t out_channels() const { return weights_q.dim(0); }
+  DType src_dtype() const { return config.src.storage_dtype(); }
+  DType dst_dtype() const { return config.dst ? config.dst->storage_dtype() : DType::f32; }
+};
+
+/// Quantizes f32 weights (per output channel, symmetric, config.weight_bits) and folds the scales.
+/// weights: [O, K] or [O, C, KH, KW] f32; bias: [O] f32 or nullptr. Throws lathe::Error on
+/// per-channel or asymmetric activation parameters where per-tensor ones are required.
+Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config);
+
+}  // namespace lathe

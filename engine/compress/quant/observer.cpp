@@ -1,0 +1,155 @@
+// HistogramObserver and MinMaxObserver: one pass over calibration batches, exact re-binning.
+#include "engine/compress/quant/observer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace lathe {
+
+namespace {
+
+/// The dense f32 memory of a host tensor: the tensor itself, or a contiguous copy.
+Tensor dense_f32(const Tensor& t, const char* who) {
+  LATHE_CHECK(t.device().is_cpu(), who, " observes host tensors, got ", t.describe());
+  LATHE_CHECK(t.dtype() == DType::f32, who, " observes f32 tensors, got ", t.describe());
+  return t.is_dense() ? t : t.contiguous_copy();
+}
+
+/// Sets the range of an empty histogram to [lo, hi] (hi > lo).
+void set_range(Histogram& h, double lo, double hi) {
+  h.lo = lo;
+  h.hi = hi;
+  std::fill(h.counts.begin(), h.counts.end(), 0.0);
+}
+
+void add_values(Histogram& h, const float* x, int64_t n, bool absolute) {
+  const double lo = h.lo, inv_w = 1.0 / h.bin_width();
+  const int last = h.bins() - 1;
+  double* c = h.counts.data();
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = absolute ? std::fabs(static_cast<double>(x[i])) : static_cast<double>(x[i]);
+    const double pos = (v - lo) * inv_w;
+    // Rounding can put a value at the top edge one past the last bin, or just below 0.
+    const int b = pos <= 0 ? 0 : pos >= last ? last : static_cast<int>(pos);
+    c[b] += 1;
+  }
+}
+
+}  // namespace
+
+int Histogram::bin_of(double x) const {
+  if (!has_range()) return 0;
+  const double pos = (x - lo) / bin_width();
+  if (pos <= 0) return 0;
+  return pos >= bins() - 1 ? bins() - 1 : static_cast<int>(pos);
+}
+
+double Histogram::total() const { return std::accumulate(counts.begin(), counts.end(), 0.0); }
+
+void grow_histogram(Histogram& h, double lo, double hi) {
+  LATHE_CHECK(h.has_range(), "grow_histogram needs a histogram with a range");
+  LATHE_CHECK(lo <= h.lo && hi >= h.hi, "grow_histogram only widens: [", h.lo, ", ", h.hi, "] -> [", lo, ", ", hi,
+              "]");
+  const int nb = h.bins();
+  const double w = h.bin_width();
+  // m whole old bins to the left, then the smallest integer width factor k that reaches hi.
+  const double m_real = std::ceil((h.lo - lo) / w);
+  const double new_lo = h.lo - m_real * w;
+  const double k_real = std::max(1.0, std::ceil((hi - new_lo) / (nb * w)));
+  if (m_real == 0 && k_real == 1) return;
+  LATHE_CHECK(m_real < 1e15 && k_real < 1e15, "histogram range grows by more than 1e15 bins: [", h.lo, ", ", h.hi,
+              "] -> [", lo, ", ", hi, "]");
+  const int64_t m = static_cast<int64_t>(m_real), k = static_cast<int64_t>(k_real);
+  std::vector<double> grown(nb, 0.0);
+  for (int b = 0; b < nb; ++b) {
+    if (h.counts[b] == 0) continue;
+    // Old bin b spans [new_lo + (m + b) w, new_lo + (m + b + 1) w): inside one new bin of width k w.
+    grown[static_cast<size_t>((m + b) / k)] += h.counts[b];
+  }
+  h.counts = std::move(grown);
+  h.lo = new_lo;
+  h.hi = new_lo + static_cast<double>(nb) * static_cast<double>(k) * w;
+}
+
+HistogramObserver::HistogramObserver(int bins) : m_bins(bins) {
+  LATHE_CHECK(bins >= 2, "HistogramObserver needs at least 2 bins, got ", bins);
+  m_abs.counts.assign(bins, 0.0);
+  m_signed.counts.assign(bins, 0.0);
+}
+
+void HistogramObserver::reset() { *this = HistogramObserver(m_bins); }
+
+double HistogramObserver::abs_max() const { return std::max(std::fabs(m_min), std::fabs(m_max)); }
+
+void HistogramObserver::observe(const Tensor& t) {
+  const Tensor x = dense_f32(t, "HistogramObserver");
+  observe(static_cast<const float*>(x.raw()), x.numel());
+}
+
+void HistogramObserver::observe(const float* x, int64_t n) {
+  if (n <= 0) return;
+  double bmin = std::numeric_limits<double>::infinity(), bmax = -bmin;
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    LATHE_CHECK(std::isfinite(v), "HistogramObserver: non-finite value ", v, " at element ", i, " of the batch");
+    bmin = std::min(bmin, v);
+    bmax = std::max(bmax, v);
+    zeros += v == 0;
+  }
+  const bool first = m_count == 0;
+  m_min = first ? bmin : std::min(m_min, bmin);
+  m_max = first ? bmax : std::max(m_max, bmax);
+  const int64_t zeros_before = m_zeros;
+  m_count += n;
+  m_zeros += zeros;
+
+  const double amax = abs_max(), lo = std::min(m_min, 0.0), hi = std::max(m_max, 0.0);
+  if (amax == 0) return;  // only zeros so far: they wait in m_zeros until a range exists
+  if (!m_abs.has_range()) {
+    set_range(m_abs, 0.0, amax);
+    set_range(m_signed, lo, hi);
+    // Zeros from earlier all-zero batches go where 0 falls now.
+    m_abs.counts[0] += static_cast<double>(zeros_before);
+    m_signed.counts[m_signed.bin_of(0.0)] += static_cast<double>(zeros_before);
+  } else {
+    if (amax > m_abs.hi) grow_histogram(m_abs, 0.0, amax);
+    if (lo < m_signed.lo || hi > m_signed.hi)
+      grow_histogram(m_signed, std::min(lo, m_signed.lo), std::max(hi, m_signed.hi));
+  }
+  add_values(m_abs, x, n, true);
+  add_values(m_signed, x, n, false);
+}
+
+void MinMaxObserver::observe(const Tensor& t) {
+  const Tensor x = dense_f32(t, "MinMaxObserver");
+  LATHE_CHECK(m_axis >= -1 && m_axis < x.ndim(), "MinMaxObserver: axis ", m_axis, " out of range for ",
+              x.describe());
+  const int64_t channels = m_axis < 0 ? 1 : x.dim(m_axis);
+  if (m_min.empty()) {
+    m_min.assign(channels, std::numeric_limits<double>::infinity());
+    m_max.assign(channels, -std::numeric_limits<double>::infinity());
+  }
+  LATHE_CHECK(static_cast<int64_t>(m_min.size()) == channels, "MinMaxObserver: ", m_min.size(),
+              " channels observed before, now ", x.describe(), " along axis ", m_axis);
+  const float* v = static_cast<const float*>(x.raw());
+  const int64_t n = x.numel();
+  // Channel of a memory offset in a dense layout: (offset / stride) % size along the axis.
+  const int64_t stride = m_axis < 0 ? 1 : x.stride(m_axis);
+  for (int64_t i = 0; i < n; ++i) {
+    LATHE_CHECK(std::isfinite(v[i]), "MinMaxObserver: non-finite value ", v[i], " in ", x.describe());
+    const int64_t c = m_axis < 0 ? 0 : (i / stride) % channels;
+    m_min[c] = std::min(m_min[c], static_cast<double>(v[i]));
+    m_max[c] = std::max(m_max[c], static_cast<double>(v[i]));
+  }
+}
+
+QuantParams MinMaxObserver::params(int bits, bool symmetric, bool is_signed) const {
+  LATHE_CHECK(!empty(), "MinMaxObserver::params before any observe()");
+  if (m_axis < 0) return make_quant_params(m_min[0], m_max[0], bits, symmetric, is_signed);
+  return make_quant_params_per_channel(m_min, m_max, m_axis, bits, symmetric, is_signed);
+}
+
+}  // namespace lathe

@@ -1,0 +1,61 @@
+// Spellings of run statuses, the default metric direction, and the small helpers on store types.
+#include "engine/store/store_types.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+
+#include "engine/core/error.h"
+
+namespace lathe {
+
+namespace {
+constexpr std::array<std::string_view, 6> kStatusNames{"queued",    "running",  "finished",
+                                                       "failed",    "cancelled", "interrupted"};
+}
+
+std::string_view status_name(RunStatus s) {
+  const auto i = static_cast<size_t>(s);
+  return i < kStatusNames.size() ? kStatusNames[i] : "?";
+}
+
+RunStatus parse_status(std::string_view s) {
+  for (size_t i = 0; i < kStatusNames.size(); ++i)
+    if (kStatusNames[i] == s) return static_cast<RunStatus>(i);
+  std::string allowed;
+  for (std::string_view n : kStatusNames) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
+  throw DataError("unknown run status \"" + std::string(s) + "\" (allowed: " + allowed + ")");
+}
+
+Direction default_direction(std::string_view metric) {
+  std::string lower(metric);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find("loss") != std::string::npos ? Direction::minimize : Direction::maximize;
+}
+
+const MetricSummary* RunListItem::metric(std::string_view name) const {
+  const auto it = std::lower_bound(metrics.begin(), metrics.end(), name,
+                                   [](const MetricSummary& m, std::string_view n) { return m.metric < n; });
+  return it != metrics.end() && it->metric == name ? &*it : nullptr;
+}
+
+std::vector<Point> DownsampledSeries::points() const {
+  std::vector<Point> out;
+  out.reserve(buckets.size() * 4);
+  for (const Bucket& b : buckets) {
+    std::array<const Point*, 4> pts{&b.first, &b.min, &b.max, &b.last};
+    const size_t n = std::isnan(b.min.value) ? 0 : 2;  // an all-NaN bucket has no min/max points
+    std::array<const Point*, 4> keep{};
+    size_t k = 0;
+    keep[k++] = pts[0];
+    for (size_t i = 1; i <= n; ++i) keep[k++] = pts[i];
+    keep[k++] = pts[3];
+    std::sort(keep.begin(), keep.begin() + k, [](const Point* a, const Point* b) { return a->step < b->step; });
+    for (size_t i = 0; i < k; ++i)
+      if (out.empty() || out.back().step != keep[i]->step) out.push_back(*keep[i]);
+  }
+  return out;
+}
+
+}  // namespace lathe
