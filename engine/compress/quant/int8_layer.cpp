@@ -6,7 +6,8 @@
 namespace lathe {
 
 Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config) {
-  LATHE_CHECK(weights.dtype() == DType::f32 && weights.device().is_cpu() && (weights.ndim() == 2 || weights.ndim() == 4),
+  LATHE_CHECK(weights.dtype() == DType::f32 && weights.device().is_cpu() &&
+                  (weights.ndim() == 2 || weights.ndim() == 4),
               "INT8 layer weights must be host f32 [O, K] or [O, C, KH, KW], got ", weights.describe());
   config.src.validate();
   LATHE_CHECK(!config.src.per_channel(), "INT8 layer src must be quantized per tensor, got ", config.src.describe());

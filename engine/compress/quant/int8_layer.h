@@ -43,7 +43,7 @@ struct Int8LayerData {
 
 /// Quantizes f32 weights (per output channel, symmetric, config.weight_bits) and folds the scales.
 /// weights: [O, K] or [O, C, KH, KW] f32; bias: [O] f32 or nullptr. Throws lathe::Error on
-/// per-channel or asymmetric activation parameters where per-tensor ones are required.
+/// per-channel or non-8-bit activation parameters, or weights/bias of the wrong shape or type.
 Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config);
 
 }  // namespace lathe

@@ -25,7 +25,8 @@ class Int8Linear {
   Int8Linear(Int8Linear&&) noexcept;
   Int8Linear& operator=(Int8Linear&&) noexcept;
 
-  /// src [N, K] contiguous in src_params().storage_dtype(); returns [N, O] in dst_dtype().
+  /// src [N, K] (any strides) in src_params().storage_dtype(), quantized with src_params();
+  /// returns [N, O] contiguous in dst_dtype().
   Tensor forward(const Tensor& src);
   /// The same arithmetic in plain integer loops (int8_linear_reference).
   Tensor forward_reference(const Tensor& src) const;

@@ -55,7 +55,8 @@ Tensor int8_linear_reference(const Int8LayerData& layer, const Tensor& src) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       int64_t acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += static_cast<int64_t>(x[n * src.stride(0) + k * src.stride(1)] - zx) * w[o * K + k];
+      for (int64_t k = 0; k < K; ++k)
+        acc += static_cast<int64_t>(x[n * src.stride(0) + k * src.stride(1)] - zx) * w[o * K + k];
       finish(layer, o, acc, dst, n * O + o);
     }
   return dst;

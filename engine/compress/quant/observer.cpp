@@ -10,6 +10,8 @@ namespace lathe {
 
 namespace {
 
+constexpr double kTopHeadroom = 1e-9;
+
 /// The dense f32 memory of a host tensor: the tensor itself, or a contiguous copy.
 Tensor dense_f32(const Tensor& t, const char* who) {
   LATHE_CHECK(t.device().is_cpu(), who, " observes host tensors, got ", t.describe());
@@ -50,20 +52,21 @@ double Histogram::total() const { return std::accumulate(counts.begin(), counts.
 
 void grow_histogram(Histogram& h, double lo, double hi) {
   LATHE_CHECK(h.has_range(), "grow_histogram needs a histogram with a range");
-  LATHE_CHECK(lo <= h.lo && hi >= h.hi, "grow_histogram only widens: [", h.lo, ", ", h.hi, "] -> [", lo, ", ", hi,
-              "]");
-  const int nb = h.bins();
+  LATHE_CHECK(lo <= h.lo, "grow_histogram only widens: [", h.lo, ", ", h.hi, "] -> [", lo, ", ", hi, "]");
+  const int64_t nb = h.bins();
   const double w = h.bin_width();
-  // m whole old bins to the left, then the smallest integer width factor k that reaches hi.
-  const double m_real = std::ceil((h.lo - lo) / w);
+  // m whole old bins to the left (new lo <= lo), then the smallest integer width factor k that
+  // keeps every old bin and puts hi strictly below the top edge (bins are half-open).
+  const double m_real = lo < h.lo ? std::ceil((h.lo - lo) / w) : 0.0;
   const double new_lo = h.lo - m_real * w;
-  const double k_real = std::max(1.0, std::ceil((hi - new_lo) / (nb * w)));
-  if (m_real == 0 && k_real == 1) return;
-  LATHE_CHECK(m_real < 1e15 && k_real < 1e15, "histogram range grows by more than 1e15 bins: [", h.lo, ", ", h.hi,
+  const double k_strict = std::floor((hi - new_lo) / (static_cast<double>(nb) * w)) + 1;
+  LATHE_CHECK(m_real < 1e15 && k_strict < 1e15, "histogram range grows by more than 1e15 bins: [", h.lo, ", ", h.hi,
               "] -> [", lo, ", ", hi, "]");
-  const int64_t m = static_cast<int64_t>(m_real), k = static_cast<int64_t>(k_real);
+  const int64_t m = static_cast<int64_t>(m_real);
+  const int64_t k = std::max({int64_t{1}, static_cast<int64_t>(k_strict), (nb + m + nb - 1) / nb});
+  if (m == 0 && k == 1) return;
   std::vector<double> grown(nb, 0.0);
-  for (int b = 0; b < nb; ++b) {
+  for (int64_t b = 0; b < nb; ++b) {
     if (h.counts[b] == 0) continue;
     // Old bin b spans [new_lo + (m + b) w, new_lo + (m + b + 1) w): inside one new bin of width k w.
     grown[static_cast<size_t>((m + b) / k)] += h.counts[b];
@@ -108,16 +111,18 @@ void HistogramObserver::observe(const float* x, int64_t n) {
 
   const double amax = abs_max(), lo = std::min(m_min, 0.0), hi = std::max(m_max, 0.0);
   if (amax == 0) return;  // only zeros so far: they wait in m_zeros until a range exists
+  // The top edge sits a hair (1e-9 of the width) above the data, so no value lies on it and every
+  // bin is half-open: a value on the top edge would change bins when the range grows (recomputed
+  // edges differ from the old ones by rounding, so one ulp is not enough).
   if (!m_abs.has_range()) {
-    set_range(m_abs, 0.0, amax);
-    set_range(m_signed, lo, hi);
+    set_range(m_abs, 0.0, amax * (1 + kTopHeadroom));
+    set_range(m_signed, lo, hi + (hi - lo) * kTopHeadroom);
     // Zeros from earlier all-zero batches go where 0 falls now.
     m_abs.counts[0] += static_cast<double>(zeros_before);
     m_signed.counts[m_signed.bin_of(0.0)] += static_cast<double>(zeros_before);
   } else {
-    if (amax > m_abs.hi) grow_histogram(m_abs, 0.0, amax);
-    if (lo < m_signed.lo || hi > m_signed.hi)
-      grow_histogram(m_signed, std::min(lo, m_signed.lo), std::max(hi, m_signed.hi));
+    if (amax >= m_abs.hi) grow_histogram(m_abs, 0.0, amax);
+    if (lo < m_signed.lo || hi >= m_signed.hi) grow_histogram(m_signed, std::min(lo, m_signed.lo), hi);
   }
   add_values(m_abs, x, n, true);
   add_values(m_signed, x, n, false);

@@ -5,10 +5,11 @@
 // HistogramObserver keeps two histograms of a fixed number of bins (2048 by default, TensorRT's):
 //   abs_histogram(): |x| over [0, R]       (symmetric calibration)
 //   histogram():     x over [lo, hi] with lo <= 0 <= hi (asymmetric calibration)
-// The first batch holding a non-zero value sets the range tightly to its data. When a later batch
-// falls outside, the range grows by an integer factor k (the smallest that covers the data) and,
-// for the signed histogram, by a whole number m of old bins to the left, so that every old bin
-// edge is also a new bin edge: the new bin j is exactly the sum of old bins [j*k - m, (j+1)*k - m).
+// The first batch holding a non-zero value sets the range tightly to its data (the top edge 1e-9
+// of the width above the max, so every bin is half-open and no value sits on an edge). When a
+// later batch falls outside, the range grows by an integer factor k (the smallest that covers the
+// data) and, for the signed histogram, by a whole number m of old bins to the left, so that every
+// new bin edge is an old bin edge: new bin j is exactly the sum of old bins [j*k - m, (j+1)*k - m).
 // No bin's mass is ever split (PyTorch's HistogramObserver spreads old bins over new ones in
 // proportion to their overlap, which blurs the histogram each time it grows). The price is
 // resolution: after growing, the data fills between 1/k and all of the bins. Counts stay exact
@@ -75,9 +76,10 @@ class HistogramObserver {
   Histogram m_abs, m_signed;
 };
 
-/// Grows `h` to cover [lo, hi] (lo <= h.lo, hi >= h.hi) as described in the header comment:
-/// integer width factor, whole-bin shift, old bins summed into new ones without splitting.
-/// Exposed for tests.
+/// Grows `h` (keeping all its bins) to cover [lo, hi] with lo <= h.lo and hi strictly below the new
+/// top edge, as described in the header comment: a whole-bin shift m to the left, the smallest
+/// integer width factor k, old bins summed into new ones without splitting. No-op when [lo, hi]
+/// already fits. Exposed for tests.
 void grow_histogram(Histogram& h, double lo, double hi);
 
 class MinMaxObserver {

@@ -139,7 +139,8 @@ QuantParams make_quant_params_per_channel(const std::vector<double>& lo, const s
   p.is_signed = is_signed;
   p.scale.resize(lo.size());
   p.zero_point.resize(lo.size());
-  for (size_t c = 0; c < lo.size(); ++c) channel_params(lo[c], hi[c], bits, symmetric, is_signed, p.scale[c], p.zero_point[c]);
+  for (size_t c = 0; c < lo.size(); ++c)
+    channel_params(lo[c], hi[c], bits, symmetric, is_signed, p.scale[c], p.zero_point[c]);
   return p;
 }
 
