@@ -8,8 +8,15 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.h>
 #include <vector>
+
+#include "engine/backend/cpu/reference_backend.h"
+#include "engine/run/run_dir.h"
 
 namespace lathe {
 
@@ -67,6 +74,47 @@ PeakFlops measure_cpu_peak_flops(int threads) {
   p.flops_per_s = 2.0 * n * n * n / best;
   p.how = "measured: oneDNN SGEMM " + std::to_string(n) + "^3 f32 on " + std::to_string(threads) + " thread(s)";
   return p;
+}
+
+namespace {
+std::string peak_cache_path() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  if (xdg && *xdg) return std::string(xdg) + "/lathe/peak_flops.json";
+  if (home && *home) return std::string(home) + "/.cache/lathe/peak_flops.json";
+  return "";
+}
+}  // namespace
+
+PeakFlops cpu_peak_flops(int threads) {
+  PeakFlops now = measure_cpu_peak_flops(threads);
+  const std::string path = peak_cache_path();
+  if (path.empty()) return now;
+  const std::string key = cpu_model_name() + " x" + std::to_string(threads);
+  nlohmann::json cache = nlohmann::json::object();
+  try {
+    std::ifstream in(path);
+    if (in) cache = nlohmann::json::parse(in);
+    if (!cache.is_object()) cache = nlohmann::json::object();
+  } catch (const std::exception&) {
+    cache = nlohmann::json::object();  // a damaged cache is rebuilt
+  }
+  const double best = cache.contains(key) && cache[key].is_number() ? cache[key].get<double>() : 0.0;
+  if (best > now.flops_per_s) {
+    PeakFlops p;
+    p.flops_per_s = best;
+    p.how = now.how + "; using the best recorded on this machine (" + std::to_string(static_cast<int64_t>(best / 1e9)) +
+            " GFLOP/s > " + std::to_string(static_cast<int64_t>(now.flops_per_s / 1e9)) + " now)";
+    return p;
+  }
+  try {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    cache[key] = now.flops_per_s;
+    write_file_atomic(path, cache.dump(2) + "\n");
+  } catch (const std::exception&) {
+    // No writable cache: this run's measurement stands alone.
+  }
+  return now;
 }
 
 }  // namespace lathe

@@ -35,4 +35,10 @@ struct PeakFlops {
 /// Measures f32 peak on this CPU with `threads` threads: the best of a few large SGEMMs (~0.3 s).
 PeakFlops measure_cpu_peak_flops(int threads);
 
+/// The peak used for MFU: this run's measurement or, when higher, the best one recorded on this
+/// machine for the same CPU model and thread count (a measurement taken while other work shares
+/// the cores comes out low, which would inflate MFU). Records in $XDG_CACHE_HOME/lathe/peak_flops.json
+/// (default ~/.cache/lathe); without a writable cache it is this run's measurement alone.
+PeakFlops cpu_peak_flops(int threads);
+
 }  // namespace lathe

@@ -152,7 +152,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
 
   PeakFlops peak;
   if (be.device().is_cpu()) {
-    peak = measure_cpu_peak_flops(threads);
+    peak = cpu_peak_flops(threads);
   } else {
     peak.flops_per_s = instance.peak_flops("fp32");
     peak.how = peak.flops_per_s > 0 ? "datasheet (" + instance.peak_flops_source + ") for " + instance.name
