@@ -1,6 +1,8 @@
 // lathe-cli: the headless runner. `lathe-cli run CONFIG.json [--set key.path=value]... [--json]`
 // validates the experiment before any work starts (exit 2 with the JSON path, the bad value and
-// what is allowed), then trains with a progress bar (or JSON lines) and writes runs/<id>/.
+// what is allowed), then trains with a progress bar (or JSON lines), recording the run in the store
+// (--db, default ~/.local/share/lathe/lathe.db) and in runs/<id>/. list/show/compare/export/delete
+// read the store (app/cli_history.cpp).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -10,10 +12,12 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/cli_history.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
 #include "engine/run/trainer.h"
+#include "engine/store/run_writer.h"
 
 #ifdef LATHE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
@@ -91,7 +95,7 @@ class ProgressBar {
   std::chrono::steady_clock::time_point m_last{};
 };
 
-int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json) {
+int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db) {
   nlohmann::json cfg = lathe::load_config_file(config_path);
   for (const std::string& s : sets) lathe::apply_override(cfg, s);
   const lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
@@ -100,13 +104,42 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   std::signal(SIGINT, on_signal);
   StdoutJsonSink json_sink;
   ProgressBar bar(!json && isatty(STDERR_FILENO));
+  // The store run is created only once set-up succeeded (on_start), so bad input leaves no trace.
+  std::unique_ptr<lathe::RunWriter> writer;
+  lathe::FanoutSink sinks;
+  if (json) sinks.add(&json_sink);
   lathe::RunOptions opts;
   opts.stop = &g_stop;
-  if (json) opts.extra_sink = &json_sink;
+  opts.extra_sink = &sinks;
+  opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
+    writer = std::make_unique<lathe::RunWriter>(db);
+    lathe::RunInfo info;
+    info.id = id;
+    info.name = exp.name;
+    info.config = exp.raw;
+    info.backend = backend;
+    info.devices = {device};
+    writer->begin_run(info);
+    sinks.add(writer.get());
+  };
   if (!json) opts.on_progress = [&](const lathe::Progress& p) { bar.update(p); };
   if (!json) std::fprintf(stderr, "lathe: running %s (%s)\n", exp.name.c_str(), config_path.c_str());
-  const lathe::RunSummary s = lathe::run_experiment(exp, opts);
+  lathe::RunSummary s;
+  try {
+    s = lathe::run_experiment(exp, opts);
+  } catch (const std::exception& e) {
+    bar.finish();
+    if (writer) {
+      try {
+        writer->finish(lathe::RunStatus::failed, {{"error", e.what()}});
+      } catch (const std::exception& store_error) {  // keep the run's own error as the one reported
+        std::fprintf(stderr, "lathe-cli: could not record the failure in the store: %s\n", store_error.what());
+      }
+    }
+    throw;
+  }
   bar.finish();
+  if (writer) writer->finish(s.status == "finished" ? lathe::RunStatus::finished : lathe::RunStatus::cancelled);
   if (!json) {
     auto metric = [&](const char* k) {
       auto it = s.final_metrics.find(k);
@@ -115,11 +148,11 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     std::fprintf(stderr,
                  "lathe: %s run %s in %s on %s (%s)\n"
                  "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f  MFU %.1f%%  model %.0f bytes  cost $%.4f\n"
-                 "  %s\n",
+                 "  %s\n  recorded in %s\n",
                  s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(),
                  s.device.c_str(), 100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s"),
                  100 * metric("device/mfu"), metric("model/bytes"), metric("cost/usd"),
-                 s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str());
+                 s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(), db.c_str());
   }
   return s.status == "finished" ? 0 : 130;
 }
@@ -132,6 +165,11 @@ int main(int argc, char** argv) {
 #endif
   CLI::App app{"lathe-cli: run and inspect Lathe compute-optimization experiments headless"};
   app.require_subcommand(1);
+  app.fallthrough();
+  std::string db = lathe::Store::default_path();
+  app.add_option("--db", db, "The run store (SQLite), created on first use")->capture_default_str();
+  int exit_code = 0;
+
   std::string config_path;
   std::vector<std::string> sets;
   bool json = false;
@@ -139,30 +177,29 @@ int main(int argc, char** argv) {
   run->add_option("config", config_path, "Experiment JSON (see experiments/)")->required();
   run->add_option("--set", sets, "Override a config value: --set train.epochs=1 (repeatable)");
   run->add_flag("--json", json, "Print one JSON object per line on stdout instead of a progress bar");
+  run->callback([&] { exit_code = cmd_run(config_path, sets, json, db); });
+
   CLI::App* schema = app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");
-  CLI::App* validate = app.add_subcommand("validate", "Check a config and print it with every default filled in");
+  schema->callback([&] { std::cout << lathe::schema_as_json().dump(2) << "\n"; });
+
   std::string validate_path;
   std::vector<std::string> validate_sets;
+  CLI::App* validate = app.add_subcommand("validate", "Check a config and print it with every default filled in");
   validate->add_option("config", validate_path, "Experiment JSON")->required();
   validate->add_option("--set", validate_sets, "Override a config value (repeatable)");
+  validate->callback([&] {
+    nlohmann::json cfg = lathe::load_config_file(validate_path);
+    for (const std::string& s : validate_sets) lathe::apply_override(cfg, s);
+    std::cout << lathe::validate_config(cfg).dump(2) << "\n";
+  });
 
+  lathe::cli::add_history_commands(app, db, exit_code);
+
+  // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
-  }
-  try {
-    if (*run) return cmd_run(config_path, sets, json);
-    if (*schema) {
-      std::cout << lathe::schema_as_json().dump(2) << "\n";
-      return 0;
-    }
-    if (*validate) {
-      nlohmann::json cfg = lathe::load_config_file(validate_path);
-      for (const std::string& s : validate_sets) lathe::apply_override(cfg, s);
-      std::cout << lathe::validate_config(cfg).dump(2) << "\n";
-      return 0;
-    }
   } catch (const lathe::ConfigError& e) {
     std::fprintf(stderr, "lathe-cli: config error:\n%s\n", e.what());
     return 2;
@@ -173,5 +210,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lathe-cli: error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return exit_code;
 }

@@ -179,6 +179,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.backend = be.name();
   summary.device = be.device_name();
 
+  if (options.on_start) options.on_start(summary.run_id, summary.backend, summary.device);
   std::unique_ptr<JsonlSink> file_sink;
   FanoutSink fanout;
   if (options.write_run_dir) {
@@ -287,7 +288,10 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
           sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(be.device()).peak_bytes()));
         }
         if (peak.flops_per_s > 0) sink.sample("device/mfu", step, ms, sps * train_flops / peak.flops_per_s);
-        sink.sample("cost/usd", step, ms, cost_usd(instance, spot, cfg.compute.devices, seconds_since(t_start)));
+        // The run's last step gets its cost after evaluation and saving (a store keeps the first
+        // value written for a step, so it must be written once, at the end).
+        if (step != total_steps)
+          sink.sample("cost/usd", step, ms, cost_usd(instance, spot, cfg.compute.devices, seconds_since(t_start)));
         prog.train_loss = window_loss / std::max<int64_t>(window_samples, 1);
         prog.train_accuracy = static_cast<double>(window_correct) / std::max<int64_t>(window_samples, 1);
         prog.samples_per_s = sps;

@@ -29,6 +29,9 @@ struct RunOptions {
   MetricsSink* extra_sink = nullptr;     // also receives every sample and event
   std::function<void(const Progress&)> on_progress;  // called after every optimizer step
   bool write_run_dir = true;             // false: nothing on disk (tests, benchmarks)
+  /// Called once set-up has succeeded (config, data, model, prices), just before anything is
+  /// written: the place to register the run in the store, so a bad input leaves no trace there.
+  std::function<void(const std::string& run_id, const std::string& backend, const std::string& device)> on_start;
 };
 
 struct RunSummary {

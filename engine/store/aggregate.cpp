@@ -3,6 +3,8 @@
 #include "engine/store/aggregate.h"
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 namespace lathe::store_detail {
 
@@ -158,6 +160,90 @@ void upsert_series(sql::Stmt& block_upsert, sql::Stmt& summary_upsert, int64_t r
   bind_agg(summary_upsert, 3, b.summary());
   summary_upsert.run();
   b.clear();
+}
+
+// ---- summary pack ------------------------------------------------------------------------------
+
+namespace {
+constexpr size_t kPackFields = 10;
+constexpr int64_t kNoExtrema = std::numeric_limits<int64_t>::min();
+
+void put(std::string& out, int64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
+  out.append(b, 8);
+}
+void put(std::string& out, double v) {
+  int64_t bits;
+  std::memcpy(&bits, &v, 8);
+  put(out, bits);
+}
+int64_t get_int(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return static_cast<int64_t>(v);
+}
+double get_double(const char* p) {
+  const int64_t bits = get_int(p);
+  double v;
+  std::memcpy(&v, &bits, 8);
+  return v;
+}
+}  // namespace
+
+std::string pack_summaries(const std::vector<std::pair<int64_t, Agg>>& rows) {
+  std::string out;
+  out.reserve(rows.size() * kPackFields * 8);
+  for (const auto& [id, a] : rows) {
+    put(out, id);
+    put(out, a.count);
+    put(out, a.first.step);
+    put(out, a.last.step);
+    put(out, a.last.wall_ms);
+    put(out, a.last.value);
+    put(out, a.has_extrema ? a.min.step : kNoExtrema);
+    put(out, a.min.value);
+    put(out, a.max.step);
+    put(out, a.max.value);
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, Agg>> unpack_summaries(std::string_view pack) {
+  std::vector<std::pair<int64_t, Agg>> rows;
+  constexpr size_t kRow = kPackFields * 8;
+  rows.reserve(pack.size() / kRow);
+  for (size_t off = 0; off + kRow <= pack.size(); off += kRow) {
+    const char* p = pack.data() + off;
+    Agg a;
+    a.count = get_int(p + 8);
+    a.first.step = get_int(p + 16);
+    a.last.step = get_int(p + 24);
+    a.last.wall_ms = get_double(p + 32);
+    a.last.value = get_double(p + 40);
+    const int64_t min_step = get_int(p + 48);
+    a.has_extrema = min_step != kNoExtrema;
+    if (a.has_extrema) {
+      a.min = {min_step, 0.0, get_double(p + 56)};
+      a.max = {get_int(p + 64), 0.0, get_double(p + 72)};
+    } else {
+      a.min = a.max = {a.first.step, 0.0, std::nan("")};
+    }
+    rows.emplace_back(get_int(p), a);
+  }
+  return rows;
+}
+
+void refresh_summary_pack(sql::Db& db, int64_t rid) {
+  // Sorted by name, the order list_runs hands them out in (agg column names are unambiguous here).
+  sql::Stmt q = db.prepare(std::string("SELECT s.metric, ") + kAggColumns +
+                           " FROM metric_summary s JOIN metric_keys k ON k.id = s.metric WHERE s.run = ? ORDER BY k.name");
+  q.bind(1, rid);
+  std::vector<std::pair<int64_t, Agg>> rows;
+  while (q.step()) rows.emplace_back(q.col_int(0), read_agg(q, 1));
+  const std::string pack = pack_summaries(rows);
+  sql::Stmt up = db.prepare("UPDATE runs SET summary_pack = ? WHERE rid = ?");
+  up.bind_blob(1, pack.data(), pack.size()).bind(2, rid).run();
 }
 
 }  // namespace lathe::store_detail

@@ -77,6 +77,17 @@ class SeriesBuilder {
   std::vector<BlockAgg> m_closed;
 };
 
+/// runs.summary_pack: every metric_summary row of a run packed into one BLOB, so listing 10,000
+/// runs reads 10,000 rows rather than one per (run, metric). A cache of metric_summary, rewritten
+/// by refresh_summary_pack() in the same transaction as the summaries it copies. Layout: per
+/// metric 10 little-endian 8-byte fields (id, count, first_step, last_step, last_wall, last_value,
+/// min_step, min_value, max_step, max_value); min_step = INT64_MIN when the metric has no extrema.
+std::string pack_summaries(const std::vector<std::pair<int64_t, Agg>>& rows);
+/// The inverse; a malformed pack yields what could be read (never throws, never reads past `pack`).
+std::vector<std::pair<int64_t, Agg>> unpack_summaries(std::string_view pack);
+/// Re-reads the run's metric_summary rows and rewrites runs.summary_pack.
+void refresh_summary_pack(sql::Db& db, int64_t rid);
+
 /// Writes a builder's blocks and summary delta for (run, metric) with the two prepared upserts.
 void upsert_series(sql::Stmt& block_upsert, sql::Stmt& summary_upsert, int64_t run, int64_t metric,
                    SeriesBuilder& b);

@@ -87,6 +87,7 @@ void apply_v1(sql::Db& db) { db.exec(kV1); }
 const char* const kV2Ddl = R"sql(
 ALTER TABLE runs ADD COLUMN pid INTEGER;
 ALTER TABLE runs ADD COLUMN heartbeat_ms INTEGER;
+ALTER TABLE runs ADD COLUMN summary_pack BLOB;
 CREATE INDEX runs_by_name ON runs(name);
 CREATE INDEX runs_by_status ON runs(status);
 CREATE INDEX params_by_key ON params(key, value);
@@ -156,6 +157,9 @@ void backfill_series(sql::Db& db) {
     ++pending;
   }
   if (!builder.empty()) upsert_series(block_upsert, summary_upsert, run, metric, builder);
+  std::vector<int64_t> runs;
+  for (sql::Stmt q = db.prepare("SELECT DISTINCT run FROM metric_summary"); q.step();) runs.push_back(q.col_int(0));
+  for (int64_t rid : runs) refresh_summary_pack(db, rid);
 }
 
 void apply_v2(sql::Db& db) {

@@ -123,6 +123,11 @@ Stmt& Stmt::bind_null(int i) {
   return *this;
 }
 
+Stmt& Stmt::bind_blob(int i, const void* data, size_t size) {
+  LATHE_SQLITE_CHECK(m_db, sqlite3_bind_blob64(m_stmt, i, data, size, SQLITE_TRANSIENT));
+  return *this;
+}
+
 bool Stmt::step() {
   const int rc = sqlite3_step(m_stmt);
   if (rc == SQLITE_ROW) return true;

@@ -99,6 +99,7 @@ class Stmt {
   Stmt& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
   Stmt& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
   Stmt& bind_null(int i);
+  Stmt& bind_blob(int i, const void* data, size_t size);
   template <class T>
   Stmt& bind(int i, const std::optional<T>& v) {
     return v ? bind(i, *v) : bind_null(i);
@@ -119,6 +120,12 @@ class Stmt {
     return is_null(col) ? std::nan("") : sqlite3_column_double(m_stmt, col);
   }
   std::string col_text(int col) const;
+  /// The bytes of a BLOB (or TEXT) column; valid until the next step/reset.
+  std::string_view col_blob(int col) const {
+    const void* p = sqlite3_column_blob(m_stmt, col);
+    return p ? std::string_view(static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(m_stmt, col)))
+             : std::string_view();
+  }
   std::optional<int64_t> col_opt_int(int col) const {
     return is_null(col) ? std::nullopt : std::optional<int64_t>(col_int(col));
   }

@@ -44,16 +44,18 @@ std::vector<Point> DownsampledSeries::points() const {
   std::vector<Point> out;
   out.reserve(buckets.size() * 4);
   for (const Bucket& b : buckets) {
-    std::array<const Point*, 4> pts{&b.first, &b.min, &b.max, &b.last};
-    const size_t n = std::isnan(b.min.value) ? 0 : 2;  // an all-NaN bucket has no min/max points
-    std::array<const Point*, 4> keep{};
-    size_t k = 0;
-    keep[k++] = pts[0];
-    for (size_t i = 1; i <= n; ++i) keep[k++] = pts[i];
-    keep[k++] = pts[3];
-    std::sort(keep.begin(), keep.begin() + k, [](const Point* a, const Point* b) { return a->step < b->step; });
-    for (size_t i = 0; i < k; ++i)
-      if (out.empty() || out.back().step != keep[i]->step) out.push_back(*keep[i]);
+    Point pts[4];
+    int k = 0;
+    pts[k++] = b.first;
+    if (!std::isnan(b.min.value)) {  // an all-NaN bucket has no min/max points
+      pts[k++] = b.min;
+      pts[k++] = b.max;
+    }
+    pts[k++] = b.last;
+    for (int i = 1; i < k; ++i)
+      for (int j = i; j > 0 && pts[j].step < pts[j - 1].step; --j) std::swap(pts[j], pts[j - 1]);
+    for (int i = 0; i < k; ++i)
+      if (out.empty() || out.back().step != pts[i].step) out.push_back(pts[i]);
   }
   return out;
 }

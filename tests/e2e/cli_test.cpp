@@ -1,5 +1,6 @@
 // lathe-cli as a user runs it: exit code 2 with a clear message for a bad config or a bad dataset
-// file, nothing written in either case; --json ends with the finished event.
+// file, nothing written in either case (no run folder, no store row); --json ends with the finished
+// event; the history commands (list, show, compare, export, delete) read back what runs recorded.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -46,7 +47,10 @@ class Cli : public ::testing::Test {
     return p.string();
   }
   bool runs_written() const { return fs::exists(m_dir / "runs") && !fs::is_empty(m_dir / "runs"); }
-  std::string out_dir() const { return "--set output.dir=" + (m_dir / "runs").string(); }
+  std::string db() const { return (m_dir / "lathe.db").string(); }
+  /// Where a test's runs go: its own run folder and store, never the user's.
+  std::string out_dir() const { return "--db " + db() + " --set output.dir=" + (m_dir / "runs").string(); }
+  bool store_written() const { return fs::exists(m_dir / "lathe.db"); }
   fs::path m_dir;
 };
 
@@ -56,6 +60,7 @@ TEST_F(Cli, UnknownKeyIsRejectedWithItsPathAndExitCode2) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("train.learning_rate"), std::string::npos) << r.out;
   EXPECT_FALSE(runs_written());
+  EXPECT_FALSE(store_written());
 }
 
 TEST_F(Cli, OutOfRangeValueNamesTheAllowedRange) {
@@ -65,6 +70,7 @@ TEST_F(Cli, OutOfRangeValueNamesTheAllowedRange) {
   EXPECT_NE(r.out.find("train.batch_size"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0"), std::string::npos) << r.out;
   EXPECT_FALSE(runs_written());
+  EXPECT_FALSE(store_written());
 }
 
 TEST_F(Cli, BadOverrideTypeIsRejected) {
@@ -100,6 +106,7 @@ TEST_F(Cli, TruncatedDatasetFileIsRejectedAndNothingIsWritten) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("imgs.idx"), std::string::npos) << r.out;
   EXPECT_FALSE(runs_written());
+  EXPECT_FALSE(store_written());
 }
 
 TEST_F(Cli, JsonModePrintsOneObjectPerLineEndingWithFinished) {
@@ -125,6 +132,78 @@ TEST_F(Cli, JsonModePrintsOneObjectPerLineEndingWithFinished) {
   EXPECT_EQ(fin["event"], "finished");
   EXPECT_GT(fin["metrics"]["test/accuracy"].get<double>(), 0.5);
   EXPECT_TRUE(runs_written());
+}
+
+TEST_F(Cli, HistoryCommandsReadBackRecordedRuns) {
+  if (!fs::exists(lathe::default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const std::string cfg = write("tiny.json", R"({"name": "tiny", "model": {"zoo": "student"}, "train": {"epochs": 1},
+                                                 "data": {"train_subset": 512, "test_subset": 500}})");
+  ASSERT_EQ(run_cmd("run " + cfg + " " + out_dir() + " --set seed=1").code, 0);
+  ASSERT_EQ(run_cmd("run " + cfg + " " + out_dir() + " --set seed=2 --set name=tiny2").code, 0);
+
+  const CmdResult list = run_cmd("--db " + db() + " list --json");
+  ASSERT_EQ(list.code, 0) << list.out;
+  const auto runs = nlohmann::json::parse(list.out);
+  ASSERT_EQ(runs["total"], 2);
+  const std::string newest = runs["runs"][0]["id"], oldest = runs["runs"][1]["id"];
+  EXPECT_EQ(runs["runs"][0]["name"], "tiny2");
+  EXPECT_EQ(runs["runs"][0]["status"], "finished");
+  EXPECT_TRUE(runs["runs"][0]["metrics"].contains("test/accuracy"));
+
+  const CmdResult filtered = run_cmd("--db " + db() + " list --json --param seed=1");
+  EXPECT_EQ(nlohmann::json::parse(filtered.out)["total"], 1) << filtered.out;
+  EXPECT_EQ(nlohmann::json::parse(run_cmd("--db " + db() + " list --json --name 'tiny?'").out)["total"], 1);
+
+  // show by name; the summary's last value is the metric's final value in metrics.jsonl.
+  const CmdResult show = run_cmd("--db " + db() + " show tiny2 --json");
+  ASSERT_EQ(show.code, 0) << show.out;
+  const auto shown = nlohmann::json::parse(show.out);
+  EXPECT_EQ(shown["id"], newest);
+  EXPECT_EQ(shown["config"]["seed"], 2);
+  const auto acc = shown["metrics"]["test/accuracy"];
+  EXPECT_EQ(acc["count"], 1);
+  EXPECT_EQ(acc["last"], acc["best"]);
+  bool has_model = false;
+  for (const auto& a : shown["artifacts"]) has_model |= a["kind"] == "model" && a["bytes"].get<int64_t>() > 0;
+  EXPECT_TRUE(has_model) << show.out;
+  std::ifstream metrics(m_dir / "runs" / newest / "metrics.jsonl");
+  std::string line;
+  double jsonl_acc = -1;
+  while (std::getline(metrics, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("metric", "") == "test/accuracy") jsonl_acc = j["value"];
+  }
+  EXPECT_DOUBLE_EQ(acc["last"].get<double>(), jsonl_acc);
+
+  // compare --diff-only shows the keys that differ (name, seed) and hides the rest.
+  const CmdResult cmp = run_cmd("--db " + db() + " compare " + oldest + " " + newest.substr(0, 22) + " --diff-only --json");
+  ASSERT_EQ(cmp.code, 0) << cmp.out;
+  const auto diff = nlohmann::json::parse(cmp.out);
+  EXPECT_TRUE(diff["config"].contains("seed"));
+  EXPECT_TRUE(diff["config"].contains("name"));
+  EXPECT_FALSE(diff["config"].contains("train.epochs"));
+  const CmdResult cmp_text = run_cmd("--db " + db() + " compare " + oldest + " " + newest);
+  EXPECT_NE(cmp_text.out.find("test/accuracy"), std::string::npos) << cmp_text.out;
+
+  // export: every sample, as many rows as the summaries count.
+  const std::string csv = (m_dir / "all.csv").string();
+  ASSERT_EQ(run_cmd("--db " + db() + " export " + newest + " --format csv -o " + csv).code, 0);
+  std::ifstream in(csv);
+  int rows = 0;
+  while (std::getline(in, line)) ++rows;
+  int64_t expected = 0;
+  for (const auto& [k, m] : shown["metrics"].items()) expected += m["count"].get<int64_t>();
+  EXPECT_EQ(rows - 1, expected);
+
+  // an ambiguous prefix is refused with the candidates; delete needs --yes without a terminal.
+  const CmdResult ambiguous = run_cmd("--db " + db() + " show " + newest.substr(0, 2));
+  EXPECT_EQ(ambiguous.code, 2) << ambiguous.out;
+  EXPECT_EQ(run_cmd("--db " + db() + " delete " + oldest + " < /dev/null").code, 2);
+  const CmdResult del = run_cmd("--db " + db() + " delete " + oldest + " --yes");
+  ASSERT_EQ(del.code, 0) << del.out;
+  EXPECT_EQ(nlohmann::json::parse(run_cmd("--db " + db() + " list --json").out)["total"], 1);
+  EXPECT_FALSE(fs::exists(m_dir / "runs" / oldest / "model.safetensors"));
 }
 
 }  // namespace
