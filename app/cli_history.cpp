@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <map>
 #include <set>
@@ -16,15 +15,6 @@
 namespace lathe::cli {
 
 namespace {
-
-std::string fmt_time(int64_t ms) {
-  const std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
 
 std::string fmt_value(double v) {
   if (std::isnan(v)) return "-";
@@ -70,10 +60,10 @@ nlohmann::json summary_json(const MetricSummary& m) {
 
 nlohmann::json run_json(const RunRecord& r) {
   nlohmann::json j{{"id", r.id}, {"name", r.name}, {"status", std::string(status_name(r.status))},
-                   {"created", fmt_time(r.created_ms)}, {"host", r.host}, {"backend", r.backend},
+                   {"created", format_local_time(r.created_ms)}, {"host", r.host}, {"backend", r.backend},
                    {"devices", r.devices}, {"code_version", r.code_version}};
-  if (r.started_ms) j["started"] = fmt_time(*r.started_ms);
-  if (r.finished_ms) j["finished"] = fmt_time(*r.finished_ms);
+  if (r.started_ms) j["started"] = format_local_time(*r.started_ms);
+  if (r.finished_ms) j["finished"] = format_local_time(*r.finished_ms);
   return j;
 }
 
@@ -123,7 +113,7 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
       return s ? fmt_value(s->last) : std::string("-");
     };
     const MetricSummary* acc = item.metric("test/accuracy");
-    rows.push_back({item.run.id, item.run.name, std::string(status_name(item.run.status)), fmt_time(item.run.created_ms),
+    rows.push_back({item.run.id, item.run.name, std::string(status_name(item.run.status)), format_local_time(item.run.created_ms),
                     fmt_duration(item.run), item.run.backend, last("test/accuracy"), acc ? fmt_value(acc->best()) : "-",
                     last("train/samples_per_s"), last("model/bytes"), last("cost/usd")});
   }
@@ -145,7 +135,7 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
     for (const MetricSummary& m : summaries) out["metrics"][m.metric] = summary_json(m);
     out["events"] = nlohmann::json::array();
     for (const EventRecord& e : events)
-      out["events"].push_back({{"at", fmt_time(e.at_ms)}, {"kind", e.kind}, {"fields", e.fields}});
+      out["events"].push_back({{"at", format_local_time(e.at_ms)}, {"kind", e.kind}, {"fields", e.fields}});
     out["artifacts"] = nlohmann::json::array();
     for (const ArtifactRecord& a : artifacts)
       out["artifacts"].push_back({{"kind", a.kind}, {"path", a.path}, {"bytes", a.bytes}, {"sha256", a.sha256}});
@@ -153,7 +143,7 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
     return 0;
   }
   std::cout << "run " << r.id << "  " << r.name << "  [" << status_name(r.status) << "]\n"
-            << "  created " << fmt_time(r.created_ms) << ", duration " << fmt_duration(r) << ", host " << r.host
+            << "  created " << format_local_time(r.created_ms) << ", duration " << fmt_duration(r) << ", host " << r.host
             << ", backend " << r.backend << ", lathe " << r.code_version << "\n";
   for (const std::string& d : r.devices) std::cout << "  device " << d << "\n";
   std::cout << "\nconfig:\n";
@@ -168,7 +158,7 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
   for (const EventRecord& e : events) {
     std::string text = e.fields.dump();
     if (text.size() > 160) text = text.substr(0, 157) + "...";
-    std::cout << "  " << fmt_time(e.at_ms) << "  " << e.kind << "  " << text << "\n";
+    std::cout << "  " << format_local_time(e.at_ms) << "  " << e.kind << "  " << text << "\n";
   }
   std::cout << "\nartifacts:\n";
   for (const ArtifactRecord& a : artifacts)

@@ -97,16 +97,16 @@ MetricSummary to_summary(std::string name, Direction d, const Agg& a) {
 
 }  // namespace store_detail
 
-namespace {
-
-std::string local_time(int64_t ms) {
-  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+std::string format_local_time(int64_t unix_ms) {
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   localtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
   return buf;
 }
+
+namespace {
 
 /// A query whose text is assembled from optional parts, with its parameters collected alongside.
 struct SqlBuilder {
@@ -287,7 +287,7 @@ std::string Store::resolve_run(const std::string& ref) const {
   const size_t shown = std::min<size_t>(found.size(), 20);
   for (size_t i = 0; i < shown; ++i) {
     const RunRecord& r = found[i];
-    msg += "\n  " + r.id + "  " + r.name + "  " + std::string(status_name(r.status)) + "  " + local_time(r.created_ms);
+    msg += "\n  " + r.id + "  " + r.name + "  " + std::string(status_name(r.status)) + "  " + format_local_time(r.created_ms);
   }
   if (shown < found.size()) msg += "\n  ... and " + std::to_string(found.size() - shown) + " more";
   throw DataError(msg);

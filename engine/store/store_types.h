@@ -14,6 +14,9 @@
 
 namespace lathe {
 
+/// Unix milliseconds as local "YYYY-MM-DD HH:MM:SS" (for listings and messages).
+std::string format_local_time(int64_t unix_ms);
+
 /// queued (created, not started) -> running -> finished | failed | cancelled | interrupted.
 /// `interrupted` = the writer vanished (crash, kill -9, power loss) or closed without finish();
 /// such a run can be resumed.
