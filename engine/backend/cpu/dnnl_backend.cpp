@@ -4,6 +4,8 @@
 // (weights are small next to activations).
 #include "engine/backend/cpu/dnnl_backend.h"
 
+#include "engine/backend/cpu/dnnl_util.h"
+
 #include <omp.h>
 
 #include <cmath>
@@ -19,26 +21,9 @@ using dt = dnnl::memory::data_type;
 
 namespace {
 
-memory::data_type to_dnnl(DType d) {
-  switch (d) {
-    case DType::f32: return dt::f32;
-    case DType::bf16: return dt::bf16;
-    case DType::f16: return dt::f16;
-    case DType::s8: return dt::s8;
-    case DType::s32: return dt::s32;
-    case DType::u8: return dt::u8;
-    default: LATHE_FAIL("oneDNN has no ", dtype_name(d));
-  }
-}
-
-memory::desc md_of(const Tensor& t) {
-  // A 4-D tensor that is both NCHW and NHWC (C == 1, e.g. the input images) is described as NHWC,
-  // so oneDNN sees one layout through the whole network and picks its channels-last kernels.
-  if (t.ndim() == 4 && t.is_channels_last())
-    return memory::desc(memory::dims(t.shape().begin(), t.shape().end()), to_dnnl(t.dtype()), tag::acdb);
-  return memory::desc(memory::dims(t.shape().begin(), t.shape().end()), to_dnnl(t.dtype()),
-                      memory::dims(t.strides().begin(), t.strides().end()));
-}
+using dnnl_util::md_of;
+using dnnl_util::relu_attr;
+using dnnl_util::to_dnnl;
 
 memory::desc md_with(const Shape& shape, const std::vector<int64_t>& strides, DType d) {
   return memory::desc(memory::dims(shape.begin(), shape.end()), to_dnnl(d),
@@ -58,16 +43,6 @@ void append_key(std::string& k, int64_t v) { k += std::to_string(v) + ':'; }
 bool dense_same(const Tensor& a, const Tensor& b) { return a.strides() == b.strides() && a.is_dense(); }
 
 int64_t pad_right(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pl) { return (out - 1) * s + k - in - pl; }
-
-dnnl::primitive_attr relu_attr(PostOp post) {
-  dnnl::primitive_attr attr;
-  if (post == PostOp::relu) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    attr.set_post_ops(po);
-  }
-  return attr;
-}
 
 struct MatmulEntry {
   dnnl::matmul prim;

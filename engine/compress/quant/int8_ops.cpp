@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "engine/backend/cpu/dnnl_util.h"
 #include "engine/compress/quant/int8_reference.h"
 
 namespace lathe {
@@ -15,14 +16,7 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-dt to_dnnl(DType d) {
-  switch (d) {
-    case DType::s8: return dt::s8;
-    case DType::u8: return dt::u8;
-    case DType::f32: return dt::f32;
-    default: LATHE_FAIL("no oneDNN int8 data type for ", dtype_name(d));
-  }
-}
+using dnnl_util::to_dnnl;
 
 int32_t dst_zero_point(const Int8LayerData& L) { return L.config.dst ? L.config.dst->zero_point[0] : 0; }
 
@@ -33,7 +27,7 @@ dnnl::primitive_attr make_attr(const Int8LayerData& L) {
   if (dst_zero_point(L) != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   if (L.config.post == PostOp::relu) {
     dnnl::post_ops po;
-    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    dnnl_util::append_relu(po);
     attr.set_post_ops(po);
   }
   return attr;
