@@ -17,7 +17,8 @@ namespace lathe::cli {
 namespace {
 
 std::string fmt_value(double v) {
-  if (std::isnan(v)) return "-";
+  if (std::isnan(v))
+    return "-";
   char buf[32];
   // Counts, bytes and rates in full; fractions and losses to 4 significant digits.
   std::snprintf(buf, sizeof(buf), std::fabs(v) >= 1e4 ? "%.0f" : "%.4g", v);
@@ -25,7 +26,8 @@ std::string fmt_value(double v) {
 }
 
 std::string fmt_duration(const RunRecord& r) {
-  if (!r.started_ms) return "-";
+  if (!r.started_ms)
+    return "-";
   const int64_t end = r.finished_ms ? *r.finished_ms : (r.heartbeat_ms ? *r.heartbeat_ms : *r.started_ms);
   const int64_t s = (end - *r.started_ms) / 1000;
   char buf[32];
@@ -38,14 +40,16 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) {
-      if (width.size() <= i) width.push_back(0);
+      if (width.size() <= i)
+        width.push_back(0);
       width[i] = std::max(width[i], r[i].size());
     }
   for (const auto& r : rows) {
     std::string line;
     for (size_t i = 0; i < r.size(); ++i) {
       line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+      if (i + 1 < r.size())
+        line += std::string(width[i] - r[i].size() + 2, ' ');
     }
     std::cout << line << "\n";
   }
@@ -53,17 +57,26 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
 
 nlohmann::json summary_json(const MetricSummary& m) {
   auto num = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-  return {{"count", m.count}, {"last", num(m.last)}, {"last_step", m.last_step}, {"min", num(m.min)},
-          {"min_step", m.min_step}, {"max", num(m.max)}, {"max_step", m.max_step}, {"best", num(m.best())},
+  return {{"count", m.count},           {"last", num(m.last)},
+          {"last_step", m.last_step},   {"min", num(m.min)},
+          {"min_step", m.min_step},     {"max", num(m.max)},
+          {"max_step", m.max_step},     {"best", num(m.best())},
           {"best_step", m.best_step()}, {"direction", m.direction == Direction::minimize ? "min" : "max"}};
 }
 
 nlohmann::json run_json(const RunRecord& r) {
-  nlohmann::json j{{"id", r.id}, {"name", r.name}, {"status", std::string(status_name(r.status))},
-                   {"created", format_local_time(r.created_ms)}, {"host", r.host}, {"backend", r.backend},
-                   {"devices", r.devices}, {"code_version", r.code_version}};
-  if (r.started_ms) j["started"] = format_local_time(*r.started_ms);
-  if (r.finished_ms) j["finished"] = format_local_time(*r.finished_ms);
+  nlohmann::json j{{"id", r.id},
+                   {"name", r.name},
+                   {"status", std::string(status_name(r.status))},
+                   {"created", format_local_time(r.created_ms)},
+                   {"host", r.host},
+                   {"backend", r.backend},
+                   {"devices", r.devices},
+                   {"code_version", r.code_version}};
+  if (r.started_ms)
+    j["started"] = format_local_time(*r.started_ms);
+  if (r.finished_ms)
+    j["finished"] = format_local_time(*r.finished_ms);
   return j;
 }
 
@@ -73,18 +86,23 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
              const std::vector<std::string>& params, const std::string& sort, int64_t limit, bool json) {
   Store store = Store::open(db);
   RunQuery q;
-  for (const std::string& s : statuses) q.statuses.push_back(parse_status(s));
+  for (const std::string& s : statuses)
+    q.statuses.push_back(parse_status(s));
   q.name_glob = glob;
   for (const std::string& p : params) {
     const auto eq = p.find('=');
-    if (eq == std::string::npos || eq == 0) throw ConfigError("--param expects key.path=value, got '" + p + "'");
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--param expects key.path=value, got '" + p + "'");
     q.params.emplace_back(p.substr(0, eq), p.substr(eq + 1));
   }
   if (!sort.empty() && sort != "created") {
     // "test/accuracy" = by last value, "best:test/accuracy" = by best value, or name/status/started.
-    if (sort == "name") q.sort = RunQuery::Sort::name;
-    else if (sort == "status") q.sort = RunQuery::Sort::status;
-    else if (sort == "started") q.sort = RunQuery::Sort::started;
+    if (sort == "name")
+      q.sort = RunQuery::Sort::name;
+    else if (sort == "status")
+      q.sort = RunQuery::Sort::status;
+    else if (sort == "started")
+      q.sort = RunQuery::Sort::started;
     else if (sort.rfind("best:", 0) == 0) {
       q.sort = RunQuery::Sort::metric_best;
       q.sort_metric = sort.substr(5);
@@ -99,7 +117,8 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
     nlohmann::json out{{"total", page.total}, {"runs", nlohmann::json::array()}};
     for (const RunListItem& item : page.runs) {
       nlohmann::json r = run_json(item.run);
-      for (const MetricSummary& m : item.metrics) r["metrics"][m.metric] = summary_json(m);
+      for (const MetricSummary& m : item.metrics)
+        r["metrics"][m.metric] = summary_json(m);
       out["runs"].push_back(r);
     }
     std::cout << out.dump(2) << "\n";
@@ -113,9 +132,10 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
       return s ? fmt_value(s->last) : std::string("-");
     };
     const MetricSummary* acc = item.metric("test/accuracy");
-    rows.push_back({item.run.id, item.run.name, std::string(status_name(item.run.status)), format_local_time(item.run.created_ms),
-                    fmt_duration(item.run), item.run.backend, last("test/accuracy"), acc ? fmt_value(acc->best()) : "-",
-                    last("train/samples_per_s"), last("model/bytes"), last("cost/usd")});
+    rows.push_back({item.run.id, item.run.name, std::string(status_name(item.run.status)),
+                    format_local_time(item.run.created_ms), fmt_duration(item.run), item.run.backend,
+                    last("test/accuracy"), acc ? fmt_value(acc->best()) : "-", last("train/samples_per_s"),
+                    last("model/bytes"), last("cost/usd")});
   }
   print_table(rows);
   std::cout << page.runs.size() << " of " << page.total << " run(s) in " << store.path() << "\n";
@@ -132,7 +152,8 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
   if (json) {
     nlohmann::json out = run_json(r);
     out["config"] = r.config_json.empty() ? nlohmann::json(nullptr) : nlohmann::json::parse(r.config_json);
-    for (const MetricSummary& m : summaries) out["metrics"][m.metric] = summary_json(m);
+    for (const MetricSummary& m : summaries)
+      out["metrics"][m.metric] = summary_json(m);
     out["events"] = nlohmann::json::array();
     for (const EventRecord& e : events)
       out["events"].push_back({{"at", format_local_time(e.at_ms)}, {"kind", e.kind}, {"fields", e.fields}});
@@ -143,11 +164,13 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
     return 0;
   }
   std::cout << "run " << r.id << "  " << r.name << "  [" << status_name(r.status) << "]\n"
-            << "  created " << format_local_time(r.created_ms) << ", duration " << fmt_duration(r) << ", host " << r.host
-            << ", backend " << r.backend << ", lathe " << r.code_version << "\n";
-  for (const std::string& d : r.devices) std::cout << "  device " << d << "\n";
+            << "  created " << format_local_time(r.created_ms) << ", duration " << fmt_duration(r) << ", host "
+            << r.host << ", backend " << r.backend << ", lathe " << r.code_version << "\n";
+  for (const std::string& d : r.devices)
+    std::cout << "  device " << d << "\n";
   std::cout << "\nconfig:\n";
-  for (const auto& [k, v] : store.params(id)) std::cout << "  " << k << " = " << v << "\n";
+  for (const auto& [k, v] : store.params(id))
+    std::cout << "  " << k << " = " << v << "\n";
   std::cout << "\nmetrics:\n";
   std::vector<std::vector<std::string>> rows{{"  metric", "last", "min", "max", "best", "best step", "count"}};
   for (const MetricSummary& m : summaries)
@@ -157,7 +180,8 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
   std::cout << "\nevents:\n";
   for (const EventRecord& e : events) {
     std::string text = e.fields.dump();
-    if (text.size() > 160) text = text.substr(0, 157) + "...";
+    if (text.size() > 160)
+      text = text.substr(0, 157) + "...";
     std::cout << "  " << format_local_time(e.at_ms) << "  " << e.kind << "  " << text << "\n";
   }
   std::cout << "\nartifacts:\n";
@@ -167,10 +191,12 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
 }
 
 int cmd_compare(const std::string& db, const std::vector<std::string>& refs, bool diff_only, bool json) {
-  if (refs.size() < 2) throw ConfigError("compare needs at least two runs");
+  if (refs.size() < 2)
+    throw ConfigError("compare needs at least two runs");
   Store store = Store::open(db);
   std::vector<std::string> ids;
-  for (const std::string& r : refs) ids.push_back(store.resolve_run(r));
+  for (const std::string& r : refs)
+    ids.push_back(store.resolve_run(r));
   // Config side by side: every key, or only those that differ.
   std::map<std::string, std::vector<std::string>> config;
   for (size_t i = 0; i < ids.size(); ++i)
@@ -179,7 +205,8 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
       row.resize(ids.size(), "(absent)");
       row[i] = v;
     }
-  for (auto& [k, row] : config) row.resize(ids.size(), "(absent)");
+  for (auto& [k, row] : config)
+    row.resize(ids.size(), "(absent)");
   std::map<std::string, std::vector<std::optional<MetricSummary>>> metrics;
   for (size_t i = 0; i < ids.size(); ++i)
     for (const MetricSummary& m : store.summaries(ids[i])) {
@@ -187,17 +214,20 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
       row.resize(ids.size());
       row[i] = m;
     }
-  for (auto& [k, row] : metrics) row.resize(ids.size());
+  for (auto& [k, row] : metrics)
+    row.resize(ids.size());
   auto differs = [](const std::vector<std::string>& row) {
     return std::set<std::string>(row.begin(), row.end()).size() > 1;
   };
   if (json) {
     nlohmann::json out{{"runs", ids}, {"config", nlohmann::json::object()}, {"metrics", nlohmann::json::object()}};
     for (const auto& [k, row] : config)
-      if (!diff_only || differs(row)) out["config"][k] = row;
+      if (!diff_only || differs(row))
+        out["config"][k] = row;
     for (const auto& [k, row] : metrics) {
       nlohmann::json cells = nlohmann::json::array();
-      for (const auto& m : row) cells.push_back(m ? summary_json(*m) : nlohmann::json(nullptr));
+      for (const auto& m : row)
+        cells.push_back(m ? summary_json(*m) : nlohmann::json(nullptr));
       out["metrics"][k] = cells;
     }
     std::cout << out.dump(2) << "\n";
@@ -205,7 +235,8 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
   }
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> header{"config"};
-  for (const std::string& id : ids) header.push_back(id);
+  for (const std::string& id : ids)
+    header.push_back(id);
   rows.push_back(header);
   int same = 0;
   for (const auto& [k, row] : config) {
@@ -218,14 +249,16 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
     rows.push_back(r);
   }
   print_table(rows);
-  if (diff_only) std::cout << "(" << same << " identical keys hidden)\n";
+  if (diff_only)
+    std::cout << "(" << same << " identical keys hidden)\n";
   std::cout << "\n";
   rows.clear();
   header[0] = "metric (last / best)";
   rows.push_back(header);
   for (const auto& [k, row] : metrics) {
     std::vector<std::string> r{k};
-    for (const auto& m : row) r.push_back(m ? fmt_value(m->last) + " / " + fmt_value(m->best()) : "-");
+    for (const auto& m : row)
+      r.push_back(m ? fmt_value(m->last) + " / " + fmt_value(m->best()) : "-");
     rows.push_back(r);
   }
   print_table(rows);
@@ -236,9 +269,11 @@ int cmd_export(const std::string& db, const std::vector<std::string>& refs, cons
                const std::string& out_path) {
   Store store = Store::open(db);
   std::FILE* out = out_path.empty() || out_path == "-" ? stdout : std::fopen(out_path.c_str(), "w");
-  if (!out) throw DataError("cannot write " + out_path);
+  if (!out)
+    throw DataError("cannot write " + out_path);
   int64_t n = 0;
-  if (format == "csv") std::fprintf(out, "run,metric,step,wall_ms,value\n");
+  if (format == "csv")
+    std::fprintf(out, "run,metric,step,wall_ms,value\n");
   for (const std::string& ref : refs) {
     const std::string id = store.resolve_run(ref);
     store.for_each_sample(id, [&](const std::string& metric, const Point& p) {
@@ -263,9 +298,11 @@ int cmd_export(const std::string& db, const std::vector<std::string>& refs, cons
 int cmd_delete(const std::string& db, const std::vector<std::string>& refs, bool yes) {
   Store store = Store::open(db);
   std::vector<std::string> ids;
-  for (const std::string& r : refs) ids.push_back(store.resolve_run(r));
+  for (const std::string& r : refs)
+    ids.push_back(store.resolve_run(r));
   if (!yes) {
-    if (!isatty(STDIN_FILENO)) throw ConfigError("delete asks for confirmation: pass --yes when not on a terminal");
+    if (!isatty(STDIN_FILENO))
+      throw ConfigError("delete asks for confirmation: pass --yes when not on a terminal");
     std::cerr << "delete " << ids.size() << " run(s) and their artifact files? [y/N] ";
     std::string answer;
     std::getline(std::cin, answer);
@@ -277,7 +314,8 @@ int cmd_delete(const std::string& db, const std::vector<std::string>& refs, bool
   for (const std::string& id : ids) {
     const DeleteResult r = store.delete_run(id, true);
     std::cout << "deleted " << id << ": " << r.samples << " samples, " << r.files_deleted.size() << " file(s)\n";
-    for (const std::string& f : r.files_failed) std::cout << "  could not delete " << f << "\n";
+    for (const std::string& f : r.files_failed)
+      std::cout << "  could not delete " << f << "\n";
   }
   return 0;
 }
@@ -319,7 +357,8 @@ void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_c
   compare->add_option("runs", *cmp_refs, "Two or more runs")->required();
   compare->add_flag("--diff-only", *cmp_diff, "Show only the config keys that differ");
   compare->add_flag("--json", *cmp_json, "JSON output");
-  compare->callback([&, cmp_refs, cmp_diff, cmp_json] { exit_code = cmd_compare(db_path, *cmp_refs, *cmp_diff, *cmp_json); });
+  compare->callback(
+      [&, cmp_refs, cmp_diff, cmp_json] { exit_code = cmd_compare(db_path, *cmp_refs, *cmp_diff, *cmp_json); });
 
   auto exp_refs = std::make_shared<std::vector<std::string>>();
   auto exp_format = std::make_shared<std::string>("csv");
@@ -328,7 +367,8 @@ void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_c
   exp->add_option("runs", *exp_refs, "Runs to export")->required();
   exp->add_option("--format", *exp_format, "csv or json")->check(CLI::IsMember({"csv", "json"}));
   exp->add_option("-o,--output", *exp_out, "File to write (default: stdout)");
-  exp->callback([&, exp_refs, exp_format, exp_out] { exit_code = cmd_export(db_path, *exp_refs, *exp_format, *exp_out); });
+  exp->callback(
+      [&, exp_refs, exp_format, exp_out] { exit_code = cmd_export(db_path, *exp_refs, *exp_format, *exp_out); });
 
   auto del_refs = std::make_shared<std::vector<std::string>>();
   auto del_yes = std::make_shared<bool>(false);

@@ -39,14 +39,16 @@ class StdoutJsonSink final : public lathe::MetricsSink {
   }
   void event(const std::string& kind, const nlohmann::json& fields) override {
     nlohmann::json j{{"event", kind}};
-    for (auto it = fields.begin(); it != fields.end(); ++it) j[it.key()] = it.value();
+    for (auto it = fields.begin(); it != fields.end(); ++it)
+      j[it.key()] = it.value();
     std::cout << j.dump() << '\n' << std::flush;
   }
   void flush() override { std::cout << std::flush; }
 };
 
 std::string format_duration(double s) {
-  if (!std::isfinite(s) || s < 0) s = 0;
+  if (!std::isfinite(s) || s < 0)
+    s = 0;
   const long t = std::lround(s);
   char buf[32];
   if (t >= 3600) {
@@ -65,7 +67,8 @@ class ProgressBar {
     const auto now = std::chrono::steady_clock::now();
     const bool done = p.step == p.total_steps;
     if (m_tty) {
-      if (!done && now - m_last < std::chrono::milliseconds(100)) return;
+      if (!done && now - m_last < std::chrono::milliseconds(100))
+        return;
       m_last = now;
       const int width = 24;
       const double frac = p.total_steps ? static_cast<double>(p.step) / p.total_steps : 0;
@@ -73,10 +76,11 @@ class ProgressBar {
       std::string bar(filled, '#');
       bar.resize(width, '.');
       char test[32] = "";
-      if (p.test_accuracy >= 0) std::snprintf(test, sizeof(test), " test %.2f%%", 100 * p.test_accuracy);
-      std::fprintf(stderr, "\r[%s] %3.0f%% epoch %d/%d  loss %.4f  acc %.2f%%%s  %.0f samples/s  ETA %s ",
-                   bar.c_str(), 100 * frac, p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, test,
-                   p.samples_per_s, format_duration(p.eta_s).c_str());
+      if (p.test_accuracy >= 0)
+        std::snprintf(test, sizeof(test), " test %.2f%%", 100 * p.test_accuracy);
+      std::fprintf(stderr, "\r[%s] %3.0f%% epoch %d/%d  loss %.4f  acc %.2f%%%s  %.0f samples/s  ETA %s ", bar.c_str(),
+                   100 * frac, p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, test, p.samples_per_s,
+                   format_duration(p.eta_s).c_str());
       std::fflush(stderr);
     } else if (p.evaluations != m_evaluations_printed) {  // one line per evaluation
       m_evaluations_printed = p.evaluations;
@@ -86,7 +90,8 @@ class ProgressBar {
     }
   }
   void finish() {
-    if (m_tty) std::fprintf(stderr, "\n");
+    if (m_tty)
+      std::fprintf(stderr, "\n");
   }
 
  private:
@@ -97,7 +102,8 @@ class ProgressBar {
 
 int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db) {
   nlohmann::json cfg = lathe::load_config_file(config_path);
-  for (const std::string& s : sets) lathe::apply_override(cfg, s);
+  for (const std::string& s : sets)
+    lathe::apply_override(cfg, s);
   const lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
 
   std::signal(SIGTERM, on_signal);
@@ -107,7 +113,8 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   // The store run is created only once set-up succeeded (on_start), so bad input leaves no trace.
   std::unique_ptr<lathe::RunWriter> writer;
   lathe::FanoutSink sinks;
-  if (json) sinks.add(&json_sink);
+  if (json)
+    sinks.add(&json_sink);
   lathe::RunOptions opts;
   opts.stop = &g_stop;
   opts.extra_sink = &sinks;
@@ -122,8 +129,10 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     writer->begin_run(info);
     sinks.add(writer.get());
   };
-  if (!json) opts.on_progress = [&](const lathe::Progress& p) { bar.update(p); };
-  if (!json) std::fprintf(stderr, "lathe: running %s (%s)\n", exp.name.c_str(), config_path.c_str());
+  if (!json)
+    opts.on_progress = [&](const lathe::Progress& p) { bar.update(p); };
+  if (!json)
+    std::fprintf(stderr, "lathe: running %s (%s)\n", exp.name.c_str(), config_path.c_str());
   lathe::RunSummary s;
   try {
     s = lathe::run_experiment(exp, opts);
@@ -139,20 +148,22 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     throw;
   }
   bar.finish();
-  if (writer) writer->finish(s.status == "finished" ? lathe::RunStatus::finished : lathe::RunStatus::cancelled);
+  if (writer)
+    writer->finish(s.status == "finished" ? lathe::RunStatus::finished : lathe::RunStatus::cancelled);
   if (!json) {
     auto metric = [&](const char* k) {
       auto it = s.final_metrics.find(k);
       return it == s.final_metrics.end() ? NAN : it->second;
     };
-    std::fprintf(stderr,
-                 "lathe: %s run %s in %s on %s (%s)\n"
-                 "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f  MFU %.1f%%  model %.0f bytes  cost $%.4f\n"
-                 "  %s\n  recorded in %s\n",
-                 s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(),
-                 s.device.c_str(), 100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s"),
-                 100 * metric("device/mfu"), metric("model/bytes"), metric("cost/usd"),
-                 s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(), db.c_str());
+    std::fprintf(
+        stderr,
+        "lathe: %s run %s in %s on %s (%s)\n"
+        "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f  MFU %.1f%%  model %.0f bytes  cost $%.4f\n"
+        "  %s\n  recorded in %s\n",
+        s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(), s.device.c_str(),
+        100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s"), 100 * metric("device/mfu"),
+        metric("model/bytes"), metric("cost/usd"), s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
+        db.c_str());
   }
   return s.status == "finished" ? 0 : 130;
 }
@@ -179,7 +190,8 @@ int main(int argc, char** argv) {
   run->add_flag("--json", json, "Print one JSON object per line on stdout instead of a progress bar");
   run->callback([&] { exit_code = cmd_run(config_path, sets, json, db); });
 
-  CLI::App* schema = app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");
+  CLI::App* schema =
+      app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");
   schema->callback([&] { std::cout << lathe::schema_as_json().dump(2) << "\n"; });
 
   std::string validate_path;
@@ -189,7 +201,8 @@ int main(int argc, char** argv) {
   validate->add_option("--set", validate_sets, "Override a config value (repeatable)");
   validate->callback([&] {
     nlohmann::json cfg = lathe::load_config_file(validate_path);
-    for (const std::string& s : validate_sets) lathe::apply_override(cfg, s);
+    for (const std::string& s : validate_sets)
+      lathe::apply_override(cfg, s);
     std::cout << lathe::validate_config(cfg).dump(2) << "\n";
   });
 

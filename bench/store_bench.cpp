@@ -34,7 +34,8 @@ double median(std::vector<double> v) {
 }
 
 double percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
+  if (v.empty())
+    return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
@@ -58,11 +59,16 @@ Options parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--samples-per-metric") o.samples_per_metric = std::stoll(next());
-    else if (a == "--metrics") o.metrics = std::stoi(next());
-    else if (a == "--runs") o.runs = std::stoi(next());
-    else if (a == "--dir") o.dir = next();
-    else if (a == "--keep") o.keep = true;
+    if (a == "--samples-per-metric")
+      o.samples_per_metric = std::stoll(next());
+    else if (a == "--metrics")
+      o.metrics = std::stoi(next());
+    else if (a == "--runs")
+      o.runs = std::stoi(next());
+    else if (a == "--dir")
+      o.dir = next();
+    else if (a == "--keep")
+      o.keep = true;
     else {
       std::fprintf(stderr, "usage: store_bench [--samples-per-metric N] [--metrics M] [--runs R] [--dir D] [--keep]\n");
       std::exit(2);
@@ -74,7 +80,7 @@ Options parse(int argc, char** argv) {
 /// Ingest: one writer fed as fast as the producer can go, one reader tailing train/loss every
 /// 100 ms like the GUI. Returns the run id.
 std::string bench_ingest(const std::string& db, const Options& o) {
-  std::vector<std::string> names = {"train/loss", "train/accuracy", "train/lr", "train/samples_per_s",
+  std::vector<std::string> names = {"train/loss",  "train/accuracy", "train/lr", "train/samples_per_s",
                                     "device/util", "mem/peak_bytes", "cost/usd", "device/mfu"};
   names.resize(static_cast<size_t>(std::clamp(o.metrics, 1, 8)));
   lathe::RunWriter w(db);
@@ -94,7 +100,8 @@ std::string bench_ingest(const std::string& db, const Options& o) {
       const std::vector<lathe::Point> pts = s.series(id, "train/loss", next);
       s.summary(id, "train/loss");
       poll_ms.push_back(ms_since(t));
-      if (!pts.empty()) next = pts.back().step + 1;
+      if (!pts.empty())
+        next = pts.back().step + 1;
       tailed += static_cast<int64_t>(pts.size());
       ++polls;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -126,12 +133,14 @@ std::string bench_ingest(const std::string& db, const Options& o) {
   w.finish(lathe::RunStatus::finished);
 
   const double rate = static_cast<double>(w.committed_samples()) / (commit_ms / 1000.0);
-  std::printf("ingest: %lld samples (%zu metrics x %lld steps) committed in %.0f ms = %.0f samples/s  [target >= 300000: %s]\n",
-              static_cast<long long>(w.committed_samples()), names.size(), static_cast<long long>(o.samples_per_metric),
-              commit_ms, rate, rate >= 300000 ? "PASS" : "MISS");
-  std::printf("        producer done after %.0f ms; sample() call p50 %.2f us, p99 %.2f us, max %.0f us "
-              "(max includes waits when the 1M-row queue was full)\n",
-              produce_ms, percentile(call_us, 0.5), percentile(call_us, 0.99), percentile(call_us, 1.0));
+  std::printf(
+      "ingest: %lld samples (%zu metrics x %lld steps) committed in %.0f ms = %.0f samples/s  [target >= 300000: %s]\n",
+      static_cast<long long>(w.committed_samples()), names.size(), static_cast<long long>(o.samples_per_metric),
+      commit_ms, rate, rate >= 300000 ? "PASS" : "MISS");
+  std::printf(
+      "        producer done after %.0f ms; sample() call p50 %.2f us, p99 %.2f us, max %.0f us "
+      "(max includes waits when the 1M-row queue was full)\n",
+      produce_ms, percentile(call_us, 0.5), percentile(call_us, 0.99), percentile(call_us, 1.0));
   std::printf("        tailing reader: %lld polls, %lld points seen, poll p50 %.2f ms, max %.2f ms\n",
               static_cast<long long>(polls), static_cast<long long>(tailed), percentile(poll_ms, 0.5),
               percentile(poll_ms, 1.0));
@@ -148,20 +157,22 @@ void bench_downsample(const std::string& db, const std::string& id) {
     t.push_back(ms_since(t0));
   }
   int64_t count = 0;
-  for (const lathe::Bucket& b : d.buckets) count += b.count;
+  for (const lathe::Bucket& b : d.buckets)
+    count += b.count;
   const double first = t.front(), med = median(t);
-  std::printf("downsample: %lld samples -> %zu buckets (width %lld, %zu points to draw): first %.2f ms, median %.2f ms"
-              "  [target < 50: %s]\n",
-              static_cast<long long>(count), d.buckets.size(), static_cast<long long>(d.bucket_width),
-              d.points().size(), first, med, med < 50 ? "PASS" : "MISS");
+  std::printf(
+      "downsample: %lld samples -> %zu buckets (width %lld, %zu points to draw): first %.2f ms, median %.2f ms"
+      "  [target < 50: %s]\n",
+      static_cast<long long>(count), d.buckets.size(), static_cast<long long>(d.bucket_width), d.points().size(), first,
+      med, med < 50 ? "PASS" : "MISS");
   const auto t0 = Clock::now();
   const size_t raw = s.series(id, "train/loss").size();
   std::printf("            (for scale: reading all %zu raw samples takes %.0f ms)\n", raw, ms_since(t0));
 }
 
 void bench_list(const std::string& db, int runs) {
-  const std::vector<std::string> metrics = {"train/loss", "train/accuracy", "test/loss", "test/accuracy",
-                                            "train/samples_per_s", "model/bytes", "cost/usd", "device/mfu"};
+  const std::vector<std::string> metrics = {"train/loss",          "train/accuracy", "test/loss", "test/accuracy",
+                                            "train/samples_per_s", "model/bytes",    "cost/usd",  "device/mfu"};
   {
     Store s = Store::open(db);
     const auto t0 = Clock::now();
@@ -182,13 +193,16 @@ void bench_list(const std::string& db, int runs) {
     lathe::sql::Db& raw = s.db();
     lathe::sql::Txn txn(raw, lathe::sql::Txn::Kind::write);
     lathe::sql::Stmt key = raw.prepare("INSERT OR IGNORE INTO metric_keys(name, direction) VALUES(?, ?)");
-    for (const std::string& m : metrics) key.bind(1, m).bind(2, static_cast<int64_t>(lathe::default_direction(m))).run();
+    for (const std::string& m : metrics)
+      key.bind(1, m).bind(2, static_cast<int64_t>(lathe::default_direction(m))).run();
     lathe::sql::Stmt up = raw.prepare(lathe::store_detail::summary_upsert_sql());
     for (int i = 0; i < runs; ++i) {
-      const int64_t rid = raw.query_int("SELECT rid FROM runs WHERE id = '" + ids[static_cast<size_t>(i)] + "'").value();
+      const int64_t rid =
+          raw.query_int("SELECT rid FROM runs WHERE id = '" + ids[static_cast<size_t>(i)] + "'").value();
       for (size_t m = 0; m < metrics.size(); ++m) {
         lathe::store_detail::Agg a;
-        for (int64_t step = 0; step < 3; ++step) a.add({step * 1000, step * 10.0, std::sin(i + m + step)});
+        for (int64_t step = 0; step < 3; ++step)
+          a.add({step * 1000, step * 10.0, std::sin(i + m + step)});
         const int64_t mid = raw.query_int("SELECT id FROM metric_keys WHERE name = '" + metrics[m] + "'").value();
         up.bind(1, rid).bind(2, mid);
         lathe::store_detail::bind_agg(up, 3, a);
@@ -197,7 +211,8 @@ void bench_list(const std::string& db, int runs) {
       lathe::store_detail::refresh_summary_pack(raw, rid);  // what RunWriter does in each batch
     }
     txn.commit();
-    std::printf("list: created %d runs with %zu metric summaries each in %.0f ms\n", runs, metrics.size(), ms_since(t0));
+    std::printf("list: created %d runs with %zu metric summaries each in %.0f ms\n", runs, metrics.size(),
+                ms_since(t0));
   }
   Store s = Store::open(db);
   const auto time_query = [&](const lathe::RunQuery& q, const char* what, bool target) {
@@ -209,10 +224,11 @@ void bench_list(const std::string& db, int runs) {
       t.push_back(ms_since(t0));
     }
     size_t sums = 0;
-    for (const auto& r : page.runs) sums += r.metrics.size();
+    for (const auto& r : page.runs)
+      sums += r.metrics.size();
     const double med = median(t);
-    std::printf("list: %-44s %5zu runs, %6zu summaries: median %.1f ms, first %.1f ms%s\n", what, page.runs.size(), sums,
-                med, t.front(), target ? (med < 100 ? "  [target < 100: PASS]" : "  [target < 100: MISS]") : "");
+    std::printf("list: %-44s %5zu runs, %6zu summaries: median %.1f ms, first %.1f ms%s\n", what, page.runs.size(),
+                sums, med, t.front(), target ? (med < 100 ? "  [target < 100: PASS]" : "  [target < 100: MISS]") : "");
   };
   lathe::RunQuery all;
   all.limit = runs;
@@ -234,12 +250,13 @@ void bench_list(const std::string& db, int runs) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   namespace fs = std::filesystem;
-  const fs::path dir = o.dir.empty() ? fs::temp_directory_path() / ("lathe_store_bench_" + std::to_string(getpid()))
-                                     : fs::path(o.dir);
+  const fs::path dir =
+      o.dir.empty() ? fs::temp_directory_path() / ("lathe_store_bench_" + std::to_string(getpid())) : fs::path(o.dir);
   fs::create_directories(dir);
   const std::string ingest_db = (dir / "ingest.db").string(), list_db = (dir / "list.db").string();
   for (const std::string& f : {ingest_db, list_db})
-    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(f + suffix);
+    for (const char* suffix : {"", "-wal", "-shm"})
+      fs::remove(f + suffix);
   try {
     std::printf("store_bench: SQLite %s, store in %s\n", sqlite3_libversion(), dir.c_str());
     const std::string id = bench_ingest(ingest_db, o);
@@ -249,6 +266,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "store_bench: %s\n", e.what());
     return 1;
   }
-  if (!o.keep) fs::remove_all(dir);
+  if (!o.keep)
+    fs::remove_all(dir);
   return 0;
 }

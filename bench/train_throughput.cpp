@@ -37,18 +37,25 @@ int main(int argc, char** argv) {
   int steps = 200, warmup = 20, batch = 128, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--models") models = v;
-    else if (a == "--steps") steps = std::stoi(v);
-    else if (a == "--warmup") warmup = std::stoi(v);
-    else if (a == "--batch") batch = std::stoi(v);
-    else if (a == "--threads") threads = std::stoi(v);
-    else if (a == "--backend") backend_name = v;
+    if (a == "--models")
+      models = v;
+    else if (a == "--steps")
+      steps = std::stoi(v);
+    else if (a == "--warmup")
+      warmup = std::stoi(v);
+    else if (a == "--batch")
+      batch = std::stoi(v);
+    else if (a == "--threads")
+      threads = std::stoi(v);
+    else if (a == "--backend")
+      backend_name = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
-  if (threads > 0) omp_set_num_threads(threads);
+  if (threads > 0)
+    omp_set_num_threads(threads);
   threads = omp_get_max_threads();
   try {
     auto backend = make_backend(backend_name);
@@ -64,7 +71,8 @@ int main(int argc, char** argv) {
     std::vector<Batch> batches;
     for (int i = 0; i < 50; ++i) {
       Batch b;
-      if (!loader.next(b)) break;
+      if (!loader.next(b))
+        break;
       if (!backend->device().is_cpu()) {
         Batch d;
         d.images = backend->empty(b.images.shape(), b.images.dtype());

@@ -26,13 +26,13 @@ template <class F>
 __device__ __forceinline__ void for_channel(const Dims4& d, F&& f) {
   const int64_t hw = d.h * d.w;
   for (int64_t n = 0; n < d.n; ++n)
-    for (int64_t j = threadIdx.x; j < hw; j += blockDim.x) f(n, j / d.w, j % d.w);
+    for (int64_t j = threadIdx.x; j < hw; j += blockDim.x)
+      f(n, j / d.w, j % d.w);
 }
 
 __global__ void bn_forward_training_kernel(Dims4 d, const float* x, Strides4 xs, float* y, Strides4 ys,
-                                           const float* gamma, const float* beta, float* save_mean,
-                                           float* save_invstd, float* running_mean, float* running_var, double eps,
-                                           double momentum) {
+                                           const float* gamma, const float* beta, float* save_mean, float* save_invstd,
+                                           float* running_mean, float* running_var, double eps, double momentum) {
   __shared__ double shared[32];
   const int64_t c = blockIdx.x;
   const double count = static_cast<double>(d.n * d.h * d.w);
@@ -108,7 +108,8 @@ cudaError_t batchnorm_forward_training(cudaStream_t stream, Dims4 dims, const fl
                                        float* dst, Strides4 dst_strides, const float* gamma, const float* beta,
                                        float* save_mean, float* save_invstd, float* running_mean, float* running_var,
                                        double eps, double momentum) {
-  if (dims.c <= 0) return cudaSuccess;
+  if (dims.c <= 0)
+    return cudaSuccess;
   bn_forward_training_kernel<<<static_cast<unsigned>(dims.c), kBnBlock, 0, stream>>>(
       dims, src, src_strides, dst, dst_strides, gamma, beta, save_mean, save_invstd, running_mean, running_var, eps,
       momentum);
@@ -119,7 +120,8 @@ cudaError_t batchnorm_forward_inference(cudaStream_t stream, Dims4 dims, const f
                                         float* dst, Strides4 dst_strides, const float* gamma, const float* beta,
                                         const float* running_mean, const float* running_var, double eps) {
   const int64_t planes = dims.n * dims.c, hw = dims.h * dims.w;
-  if (planes <= 0 || hw <= 0) return cudaSuccess;
+  if (planes <= 0 || hw <= 0)
+    return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((hw + detail::kBlock - 1) / detail::kBlock, 64)),
                   static_cast<unsigned>(std::min<int64_t>(planes, 65535)));
   bn_forward_inference_kernel<<<grid, detail::kBlock, 0, stream>>>(dims, src, src_strides, dst, dst_strides, gamma,
@@ -131,7 +133,8 @@ cudaError_t batchnorm_backward(cudaStream_t stream, Dims4 dims, const float* src
                                const float* diff_dst, Strides4 diff_dst_strides, const float* gamma,
                                const float* save_mean, const float* save_invstd, float* diff_src,
                                Strides4 diff_src_strides, float* diff_gamma, float* diff_beta) {
-  if (dims.c <= 0) return cudaSuccess;
+  if (dims.c <= 0)
+    return cudaSuccess;
   bn_backward_kernel<<<static_cast<unsigned>(dims.c), kBnBlock, 0, stream>>>(
       dims, src, src_strides, diff_dst, diff_dst_strides, gamma, save_mean, save_invstd, diff_src, diff_src_strides,
       diff_gamma, diff_beta);

@@ -26,9 +26,8 @@ struct Strides4 {
 
 [[nodiscard]] cudaError_t batchnorm_forward_inference(cudaStream_t stream, Dims4 dims, const float* src,
                                                       Strides4 src_strides, float* dst, Strides4 dst_strides,
-                                                      const float* gamma, const float* beta,
-                                                      const float* running_mean, const float* running_var,
-                                                      double eps);
+                                                      const float* gamma, const float* beta, const float* running_mean,
+                                                      const float* running_var, double eps);
 
 /// diff_gamma = sum dy*xhat, diff_beta = sum dy, dx = g*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)).
 [[nodiscard]] cudaError_t batchnorm_backward(cudaStream_t stream, Dims4 dims, const float* src, Strides4 src_strides,

@@ -29,19 +29,20 @@ __global__ void dropout_backward_kernel(const float* dy, TensorLayout dyl, const
 // ------------------------------------------------------------------ launchers
 cudaError_t dropout_forward(cudaStream_t stream, const float* src, const TensorLayout& src_layout, float* dst,
                             const TensorLayout& dst_layout, uint8_t* mask, int64_t n, double p, uint64_t seed) {
-  if (n <= 0) return cudaSuccess;
-  dropout_forward_kernel<<<detail::grid_for(n), detail::kBlock, 0, stream>>>(src, src_layout, dst, dst_layout, mask,
-                                                                             n, p, 1.0 / (1.0 - p), seed);
+  if (n <= 0)
+    return cudaSuccess;
+  dropout_forward_kernel<<<detail::grid_for(n), detail::kBlock, 0, stream>>>(src, src_layout, dst, dst_layout, mask, n,
+                                                                             p, 1.0 / (1.0 - p), seed);
   return cudaGetLastError();
 }
 
 cudaError_t dropout_backward(cudaStream_t stream, const float* diff_dst, const TensorLayout& diff_dst_layout,
                              const uint8_t* mask, float* diff_src, const TensorLayout& diff_src_layout, int64_t n,
                              double p) {
-  if (n <= 0) return cudaSuccess;
-  dropout_backward_kernel<<<detail::grid_for(n), detail::kBlock, 0, stream>>>(diff_dst, diff_dst_layout, mask,
-                                                                              diff_src, diff_src_layout, n,
-                                                                              1.0 / (1.0 - p));
+  if (n <= 0)
+    return cudaSuccess;
+  dropout_backward_kernel<<<detail::grid_for(n), detail::kBlock, 0, stream>>>(diff_dst, diff_dst_layout, mask, diff_src,
+                                                                              diff_src_layout, n, 1.0 / (1.0 - p));
   return cudaGetLastError();
 }
 

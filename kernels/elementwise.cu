@@ -46,15 +46,18 @@ __global__ void map_kernel(const float* a, const float* b, float* dst, int64_t n
     const float4* a4 = reinterpret_cast<const float4*>(a);
     const float4* b4 = reinterpret_cast<const float4*>(b);
     float4* d4 = reinterpret_cast<float4*>(dst);
-    for (int64_t i = start; i < n4; i += stride) d4[i] = apply4(a4[i], b4[i], f);
+    for (int64_t i = start; i < n4; i += stride)
+      d4[i] = apply4(a4[i], b4[i], f);
     tail = n4 * 4;
   }
-  for (int64_t i = tail + start; i < n; i += stride) dst[i] = f(a[i], b[i]);
+  for (int64_t i = tail + start; i < n; i += stride)
+    dst[i] = f(a[i], b[i]);
 }
 
 template <class F>
 cudaError_t launch_map(cudaStream_t stream, const float* a, const float* b, float* dst, int64_t n, F f) {
-  if (n <= 0) return cudaSuccess;
+  if (n <= 0)
+    return cudaSuccess;
   if (detail::aligned16(a) && detail::aligned16(b) && detail::aligned16(dst)) {
     map_kernel<true><<<detail::grid_for((n + 3) / 4), detail::kBlock, 0, stream>>>(a, b, dst, n, f);
   } else {

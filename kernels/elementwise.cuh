@@ -11,8 +11,8 @@ namespace lathe::kernels {
 /// dst = max(src, 0)
 [[nodiscard]] cudaError_t relu_forward(cudaStream_t stream, const float* src, float* dst, int64_t n);
 /// diff_src = dst > 0 ? diff_dst : 0   (dst is the forward output)
-[[nodiscard]] cudaError_t relu_backward(cudaStream_t stream, const float* dst, const float* diff_dst,
-                                        float* diff_src, int64_t n);
+[[nodiscard]] cudaError_t relu_backward(cudaStream_t stream, const float* dst, const float* diff_dst, float* diff_src,
+                                        int64_t n);
 /// dst = a + b
 [[nodiscard]] cudaError_t add(cudaStream_t stream, const float* a, const float* b, float* dst, int64_t n);
 /// dst += alpha * src

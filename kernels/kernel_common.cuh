@@ -17,8 +17,10 @@ constexpr int64_t kMaxBlocks = 8192;
 
 inline int grid_for(int64_t n, int block = kBlock) {
   int64_t blocks = (n + block - 1) / block;
-  if (blocks < 1) blocks = 1;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  if (blocks < 1)
+    blocks = 1;
+  if (blocks > kMaxBlocks)
+    blocks = kMaxBlocks;
   return static_cast<int>(blocks);
 }
 
@@ -32,7 +34,8 @@ __device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  for (int off = 16; off > 0; off >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
 
@@ -43,7 +46,8 @@ __device__ T block_sum(T v, T* shared) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   v = warp_sum(v);
   __syncthreads();  // `shared` may still be read by a previous call
-  if (lane == 0) shared[warp] = v;
+  if (lane == 0)
+    shared[warp] = v;
   __syncthreads();
   const int warps = (blockDim.x + 31) >> 5;
   T r = lane < warps ? shared[lane] : T(0);
@@ -54,7 +58,8 @@ __device__ T block_sum(T v, T* shared) {
 /// Element offset of the logical row-major index `i` in a right-aligned layout (fixed trip count,
 /// so the layout stays in registers / the parameter bank instead of local memory).
 __device__ __forceinline__ int64_t offset_of(const TensorLayout& l, int64_t i) {
-  if (l.contiguous) return i;
+  if (l.contiguous)
+    return i;
   int64_t off = 0;
 #pragma unroll
   for (int d = kMaxDims - 1; d >= 0; --d) {

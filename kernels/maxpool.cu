@@ -40,8 +40,8 @@ __device__ __forceinline__ int64_t at(const Strides4& s, const Index4& i) {
   return i.n * s.n + i.c * s.c + i.h * s.h + i.w * s.w;
 }
 
-__global__ void maxpool_forward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWindow win, const float* x,
-                                       Strides4 xs, float* y, Strides4 ys, int32_t* argmax, bool nhwc) {
+__global__ void maxpool_forward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWindow win, const float* x, Strides4 xs,
+                                       float* y, Strides4 ys, int32_t* argmax, bool nhwc) {
   const int64_t total = in.n * in.c * OH * OW;
   for (int64_t i = detail::global_thread(); i < total; i += detail::grid_threads()) {
     const Index4 o = split(i, in.c, OH, OW, nhwc);
@@ -50,10 +50,12 @@ __global__ void maxpool_forward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWin
     const float* plane = x + o.n * xs.n + o.c * xs.c;
     for (int64_t kh = 0; kh < win.kernel_h; ++kh) {
       const int64_t ih = o.h * win.stride_h - win.pad_h + kh;
-      if (ih < 0 || ih >= in.h) continue;
+      if (ih < 0 || ih >= in.h)
+        continue;
       for (int64_t kw = 0; kw < win.kernel_w; ++kw) {
         const int64_t iw = o.w * win.stride_w - win.pad_w + kw;
-        if (iw < 0 || iw >= in.w) continue;
+        if (iw < 0 || iw >= in.w)
+          continue;
         const float v = plane[ih * xs.h + iw * xs.w];
         if (where < 0 || v > best) {
           best = v;
@@ -66,8 +68,8 @@ __global__ void maxpool_forward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWin
   }
 }
 
-__global__ void maxpool_backward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWindow win, const float* dy,
-                                        Strides4 dys, const int32_t* argmax, float* dx, Strides4 dxs, bool nhwc) {
+__global__ void maxpool_backward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWindow win, const float* dy, Strides4 dys,
+                                        const int32_t* argmax, float* dx, Strides4 dxs, bool nhwc) {
   const int64_t total = in.n * in.c * in.h * in.w;
   for (int64_t i = detail::global_thread(); i < total; i += detail::grid_threads()) {
     const Index4 p = split(i, in.c, in.h, in.w, nhwc);
@@ -82,7 +84,8 @@ __global__ void maxpool_backward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWi
     float acc = 0.0f;
     for (int64_t oh = oh0; oh <= oh1; ++oh)
       for (int64_t ow = ow0; ow <= ow1; ++ow)
-        if (argmax[(plane + oh) * OW + ow] == me) acc += dy[p.n * dys.n + p.c * dys.c + oh * dys.h + ow * dys.w];
+        if (argmax[(plane + oh) * OW + ow] == me)
+          acc += dy[p.n * dys.n + p.c * dys.c + oh * dys.h + ow * dys.w];
     dx[at(dxs, p)] = acc;
   }
 }
@@ -91,20 +94,22 @@ __global__ void maxpool_backward_kernel(Dims4 in, int64_t OH, int64_t OW, PoolWi
 
 // ------------------------------------------------------------------ launchers
 cudaError_t maxpool2d_forward(cudaStream_t stream, Dims4 in, int64_t out_h, int64_t out_w, const PoolWindow& win,
-                              const float* src, Strides4 src_strides, float* dst, Strides4 dst_strides,
-                              int32_t* argmax, bool channels_last_order) {
+                              const float* src, Strides4 src_strides, float* dst, Strides4 dst_strides, int32_t* argmax,
+                              bool channels_last_order) {
   const int64_t total = in.n * in.c * out_h * out_w;
-  if (total <= 0) return cudaSuccess;
+  if (total <= 0)
+    return cudaSuccess;
   maxpool_forward_kernel<<<detail::grid_for(total), detail::kBlock, 0, stream>>>(
       in, out_h, out_w, win, src, src_strides, dst, dst_strides, argmax, channels_last_order);
   return cudaGetLastError();
 }
 
 cudaError_t maxpool2d_backward(cudaStream_t stream, Dims4 in, int64_t out_h, int64_t out_w, const PoolWindow& win,
-                               const float* diff_dst, Strides4 diff_dst_strides, const int32_t* argmax,
-                               float* diff_src, Strides4 diff_src_strides, bool channels_last_order) {
+                               const float* diff_dst, Strides4 diff_dst_strides, const int32_t* argmax, float* diff_src,
+                               Strides4 diff_src_strides, bool channels_last_order) {
   const int64_t total = in.n * in.c * in.h * in.w;
-  if (total <= 0) return cudaSuccess;
+  if (total <= 0)
+    return cudaSuccess;
   maxpool_backward_kernel<<<detail::grid_for(total), detail::kBlock, 0, stream>>>(
       in, out_h, out_w, win, diff_dst, diff_dst_strides, argmax, diff_src, diff_src_strides, channels_last_order);
   return cudaGetLastError();

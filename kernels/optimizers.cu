@@ -26,8 +26,8 @@ __global__ void sgd_kernel(float* w, const float* g, float* buf, int64_t n, floa
   }
 }
 
-__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t n, double lr, double b1,
-                             double b2, double eps, double wd, double bc1, double bc2) {
+__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t n, double lr, double b1, double b2,
+                             double eps, double wd, double bc1, double bc2) {
   for (int64_t i = detail::global_thread(); i < n; i += detail::grid_threads()) {
     const double gi = g[i];
     const float wi = static_cast<float>(w[i] * (1.0 - lr * wd));
@@ -43,9 +43,10 @@ __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
-cudaError_t sgd_update(cudaStream_t stream, float* param, const float* grad, float* momentum_buf, int64_t n,
-                       float lr, float momentum, float weight_decay, bool nesterov) {
-  if (n <= 0) return cudaSuccess;
+cudaError_t sgd_update(cudaStream_t stream, float* param, const float* grad, float* momentum_buf, int64_t n, float lr,
+                       float momentum, float weight_decay, bool nesterov) {
+  if (n <= 0)
+    return cudaSuccess;
   if (momentum_buf) {
     sgd_kernel<true><<<detail::grid_for(n), detail::kBlock, 0, stream>>>(param, grad, momentum_buf, n, lr, momentum,
                                                                          weight_decay, nesterov);
@@ -56,10 +57,11 @@ cudaError_t sgd_update(cudaStream_t stream, float* param, const float* grad, flo
   return cudaGetLastError();
 }
 
-cudaError_t adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, int64_t n,
-                         double lr, double beta1, double beta2, double eps, double weight_decay,
-                         double bias_correction1, double bias_correction2) {
-  if (n <= 0) return cudaSuccess;
+cudaError_t adamw_update(cudaStream_t stream, float* param, const float* grad, float* m, float* v, int64_t n, double lr,
+                         double beta1, double beta2, double eps, double weight_decay, double bias_correction1,
+                         double bias_correction2) {
+  if (n <= 0)
+    return cudaSuccess;
   adamw_kernel<<<detail::grid_for(n), detail::kBlock, 0, stream>>>(param, grad, m, v, n, lr, beta1, beta2, eps,
                                                                    weight_decay, bias_correction1, bias_correction2);
   return cudaGetLastError();

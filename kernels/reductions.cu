@@ -35,17 +35,21 @@ __global__ void reduce_partials_kernel(const float* src, int64_t n, double* part
     }
     tail = n4 * 4;
   }
-  for (int64_t i = tail + start; i < n; i += stride) acc += term<kSquares>(src[i]);
+  for (int64_t i = tail + start; i < n; i += stride)
+    acc += term<kSquares>(src[i]);
   acc = detail::block_sum(acc, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = acc;
 }
 
 __global__ void reduce_final_kernel(const double* partials, int count, double* result) {
   __shared__ double shared[32];
   double acc = 0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+  for (int i = threadIdx.x; i < count; i += blockDim.x)
+    acc += partials[i];
   acc = detail::block_sum(acc, shared);
-  if (threadIdx.x == 0) *result = acc;
+  if (threadIdx.x == 0)
+    *result = acc;
 }
 
 template <bool kSquares>
@@ -62,20 +66,22 @@ void launch_partials(cudaStream_t stream, const float* src, int64_t n, double* p
 // ------------------------------------------------------------------ launchers
 size_t reduce_scratch_bytes() { return kReduceBlocks * sizeof(double); }
 
-cudaError_t reduce_sum(cudaStream_t stream, const float* src, int64_t n, bool squares, void* scratch,
-                       double* result) {
+cudaError_t reduce_sum(cudaStream_t stream, const float* src, int64_t n, bool squares, void* scratch, double* result) {
   double* partials = static_cast<double*>(scratch);
   const bool vec = detail::aligned16(src);
   // Each thread of pass 1 handles at least 4 float4s before the grid reaches its cap.
   const int blocks =
-      n <= 0 ? 0 : static_cast<int>(std::min<int64_t>((n + 16 * detail::kBlock - 1) / (16 * detail::kBlock), kReduceBlocks));
+      n <= 0
+          ? 0
+          : static_cast<int>(std::min<int64_t>((n + 16 * detail::kBlock - 1) / (16 * detail::kBlock), kReduceBlocks));
   if (blocks > 0) {
     if (squares) {
       launch_partials<true>(stream, src, n, partials, blocks, vec);
     } else {
       launch_partials<false>(stream, src, n, partials, blocks, vec);
     }
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      return e;
   }
   reduce_final_kernel<<<1, 1024, 0, stream>>>(partials, blocks, result);
   return cudaGetLastError();

@@ -21,8 +21,8 @@ struct TensorLayout {
 enum class ElemType : int32_t { f32, bf16, f16 };
 
 /// dst[layout_d(i)] = src[layout_s(i)] for the n logical elements; elem_bytes is 1, 2, 4 or 8.
-[[nodiscard]] cudaError_t strided_copy(cudaStream_t stream, const void* src, const TensorLayout& src_layout,
-                                       void* dst, const TensorLayout& dst_layout, int64_t n, int elem_bytes);
+[[nodiscard]] cudaError_t strided_copy(cudaStream_t stream, const void* src, const TensorLayout& src_layout, void* dst,
+                                       const TensorLayout& dst_layout, int64_t n, int elem_bytes);
 /// Like strided_copy, converting element types (f32 -> bf16 rounds to nearest even, NaN stays NaN).
 [[nodiscard]] cudaError_t convert(cudaStream_t stream, const void* src, ElemType src_type,
                                   const TensorLayout& src_layout, void* dst, ElemType dst_type,

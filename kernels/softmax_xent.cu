@@ -21,8 +21,7 @@ __global__ void xent_rows_kernel(const float* logits, int64_t rows, int64_t cols
                                  uint32_t* row_flags) {
   const int lane = threadIdx.x & 31;
   const int64_t warps_total = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); r < rows;
-       r += warps_total) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); r < rows; r += warps_total) {
     const float* z = logits + r * ld;
     float mx = -FLT_MAX;
     int64_t arg = cols;  // "none yet": loses every tie-break
@@ -43,7 +42,8 @@ __global__ void xent_rows_kernel(const float* logits, int64_t rows, int64_t cols
       }
     }
     float se = 0.0f;
-    for (int64_t c = lane; c < cols; c += 32) se += expf(z[c] - mx);
+    for (int64_t c = lane; c < cols; c += 32)
+      se += expf(z[c] - mx);
     se = detail::warp_sum(se);
     const float lse = mx + logf(se);
     const int32_t y = labels[r];
@@ -60,8 +60,7 @@ __global__ void xent_rows_kernel(const float* logits, int64_t rows, int64_t cols
   }
 }
 
-__global__ void xent_total_kernel(const double* row_loss, const uint32_t* row_flags, int64_t rows,
-                                  XentTotals* totals) {
+__global__ void xent_total_kernel(const double* row_loss, const uint32_t* row_flags, int64_t rows, XentTotals* totals) {
   __shared__ double sd[32];
   __shared__ unsigned long long su[32];
   double loss = 0;
@@ -74,7 +73,8 @@ __global__ void xent_total_kernel(const double* row_loss, const uint32_t* row_fl
   loss = detail::block_sum(loss, sd);
   correct = detail::block_sum(correct, su);
   bad = detail::block_sum(bad, su);
-  if (threadIdx.x == 0) *totals = XentTotals{loss, correct, bad};
+  if (threadIdx.x == 0)
+    *totals = XentTotals{loss, correct, bad};
 }
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
@@ -96,7 +96,8 @@ cudaError_t softmax_xent(cudaStream_t stream, const float* logits, int64_t rows,
     const int64_t blocks = std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, detail::kMaxBlocks);
     xent_rows_kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(
         logits, rows, cols, ld, labels, diff, diff_ld, grad_scale, row_loss, row_flags);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      return e;
   }
   xent_total_kernel<<<1, 1024, 0, stream>>>(row_loss, row_flags, cols > 0 ? rows : 0, totals);
   return cudaGetLastError();

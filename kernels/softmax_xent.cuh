@@ -21,8 +21,8 @@ struct XentTotals {
 size_t softmax_xent_scratch_bytes(int64_t rows);
 
 /// logits row r at logits + r * ld; diff (may be null) row r at diff + r * diff_ld.
-[[nodiscard]] cudaError_t softmax_xent(cudaStream_t stream, const float* logits, int64_t rows, int64_t cols,
-                                       int64_t ld, const int32_t* labels, float* diff, int64_t diff_ld,
-                                       float grad_scale, void* scratch, XentTotals* totals);
+[[nodiscard]] cudaError_t softmax_xent(cudaStream_t stream, const float* logits, int64_t rows, int64_t cols, int64_t ld,
+                                       const int32_t* labels, float* diff, int64_t diff_ld, float grad_scale,
+                                       void* scratch, XentTotals* totals);
 
 }  // namespace lathe::kernels

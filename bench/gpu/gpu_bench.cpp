@@ -36,7 +36,8 @@ Tensor random_device(CudaBackend& be, const lathe::Shape& shape, uint64_t seed,
   Tensor host = Tensor::empty(shape, lathe::DType::f32, lathe::Device::cpu(), format);
   lathe::Rng rng(seed);
   float* p = host.data<float>();
-  for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<float>(rng.normal());
+  for (int64_t i = 0; i < host.numel(); ++i)
+    p[i] = static_cast<float>(rng.normal());
   Tensor dev = be.empty(shape, lathe::DType::f32, format);
   be.copy(host, dev);
   return dev;
@@ -44,7 +45,8 @@ Tensor random_device(CudaBackend& be, const lathe::Shape& shape, uint64_t seed,
 
 /// Median of `reps` timings (device events around each call) after `warmup` untimed calls.
 double median_ms(CudaBackend& be, const std::function<void()>& op, int reps, int warmup = 5) {
-  for (int i = 0; i < warmup; ++i) op();
+  for (int i = 0; i < warmup; ++i)
+    op();
   cudaEvent_t start, stop;
   LATHE_CUDA_CHECK(cudaEventCreate(&start));
   LATHE_CUDA_CHECK(cudaEventCreate(&stop));
@@ -66,7 +68,8 @@ double median_ms(CudaBackend& be, const std::function<void()>& op, int reps, int
 
 std::string dims(std::initializer_list<int64_t> d) {
   std::string s;
-  for (int64_t v : d) s += (s.empty() ? "" : "x") + std::to_string(v);
+  for (int64_t v : d)
+    s += (s.empty() ? "" : "x") + std::to_string(v);
   return s;
 }
 
@@ -77,7 +80,8 @@ void bench_gemms(CudaBackend& be, int reps, std::vector<Row>& rows) {
     Tensor a = random_device(be, {n, n}, 1), b = random_device(be, {n, n}, 2), c = be.empty({n, n}, lathe::DType::f32);
     for (bool tf32 : {false, true}) {
       be.set_allow_tf32(tf32);
-      const double ms = median_ms(be, [&] { lathe::cuda::sgemm(be.context(), a, false, b, false, c); }, reps);
+      const double ms = median_ms(
+          be, [&] { lathe::cuda::sgemm(be.context(), a, false, b, false, c); }, reps);
       rows.push_back({"sgemm", dims({n, n, n}), tf32 ? "tf32" : "fp32", ms, 2.0 * n * n * n / (ms * 1e9), "TFLOP/s"});
     }
     be.set_allow_tf32(false);
@@ -96,11 +100,14 @@ void bench_gemms(CudaBackend& be, int reps, std::vector<Row>& rows) {
     Tensor dw = be.empty({l.out, l.in}, lathe::DType::f32), db = be.empty({l.out}, lathe::DType::f32);
     const double flops = 2.0 * N * l.in * l.out;
     const std::string shape = std::string(l.model) + " " + dims({N, l.in, l.out});
-    double ms = median_ms(be, [&] { be.linear_forward(x, w, &bias, y, lathe::PostOp::relu); }, reps);
+    double ms = median_ms(
+        be, [&] { be.linear_forward(x, w, &bias, y, lathe::PostOp::relu); }, reps);
     rows.push_back({"linear fwd+bias+relu", shape, "fp32", ms, flops / (ms * 1e9), "TFLOP/s"});
-    ms = median_ms(be, [&] { be.linear_backward_data(dy, w, dx); }, reps);
+    ms = median_ms(
+        be, [&] { be.linear_backward_data(dy, w, dx); }, reps);
     rows.push_back({"linear bwd data", shape, "fp32", ms, flops / (ms * 1e9), "TFLOP/s"});
-    ms = median_ms(be, [&] { be.linear_backward_weights(x, dy, dw, &db); }, reps);
+    ms = median_ms(
+        be, [&] { be.linear_backward_weights(x, dy, dw, &db); }, reps);
     rows.push_back({"linear bwd weights+bias", shape, "fp32", ms, flops / (ms * 1e9), "TFLOP/s"});
   }
 }
@@ -125,14 +132,19 @@ void bench_convs(CudaBackend& be, int reps, std::vector<Row>& rows) {
         Tensor dx = be.empty(x.shape(), lathe::DType::f32, format), dw = be.empty(w.shape(), lathe::DType::f32, format);
         Tensor db = be.empty({cv.o}, lathe::DType::f32);
         const double flops = 2.0 * N * cv.o * cv.h * cv.h * cv.c * K * K;
-        const std::string shape = std::string(cv.name) + " " + dims({N, cv.c, cv.h, cv.h}) + "->" + std::to_string(cv.o);
+        const std::string shape =
+            std::string(cv.name) + " " + dims({N, cv.c, cv.h, cv.h}) + "->" + std::to_string(cv.o);
         const std::string mode = std::string(nhwc ? "fp32 nhwc" : "fp32 nchw") + (find ? " find" : " v7");
-        double ms = median_ms(be, [&] { be.conv2d_forward(p, x, w, &b, y, lathe::PostOp::relu); }, reps);
+        double ms = median_ms(
+            be, [&] { be.conv2d_forward(p, x, w, &b, y, lathe::PostOp::relu); }, reps);
         rows.push_back({"conv fwd+bias+relu", shape, mode, ms, flops / (ms * 1e9), "TFLOP/s"});
-        if (find) continue;  // backward rows once, with the heuristics training uses
-        ms = median_ms(be, [&] { be.conv2d_backward_data(p, dy, w, dx); }, reps);
+        if (find)
+          continue;  // backward rows once, with the heuristics training uses
+        ms = median_ms(
+            be, [&] { be.conv2d_backward_data(p, dy, w, dx); }, reps);
         rows.push_back({"conv bwd data", shape, mode, ms, flops / (ms * 1e9), "TFLOP/s"});
-        ms = median_ms(be, [&] { be.conv2d_backward_weights(p, x, dy, dw, &db); }, reps);
+        ms = median_ms(
+            be, [&] { be.conv2d_backward_weights(p, x, dy, dw, &db); }, reps);
         rows.push_back({"conv bwd weights+bias", shape, mode, ms, flops / (ms * 1e9), "TFLOP/s"});
       }
   }
@@ -143,7 +155,8 @@ void bench_copy(CudaBackend& be, int reps, std::vector<Row>& rows) {
   const int64_t n = int64_t{1} << 28;  // 1 GiB of f32
   Tensor a = be.empty({n}, lathe::DType::f32), b = be.empty({n}, lathe::DType::f32);
   be.fill_zero(a);
-  const double ms = median_ms(be, [&] { be.copy(a, b); }, reps);
+  const double ms = median_ms(
+      be, [&] { be.copy(a, b); }, reps);
   rows.push_back({"copy d2d", "1 GiB", "-", ms, 2.0 * n * 4 / (ms * 1e6), "GB/s"});
 }
 
@@ -182,7 +195,8 @@ int main(int argc, char** argv) {
                   r.unit.c_str());
     if (!csv.empty()) {
       FILE* f = std::fopen(csv.c_str(), "w");
-      if (!f) throw lathe::Error("gpu_bench: cannot write " + csv);
+      if (!f)
+        throw lathe::Error("gpu_bench: cannot write " + csv);
       std::fprintf(f, "device,op,shape,mode,ms,rate,unit\n");
       for (const Row& r : rows)
         std::fprintf(f, "\"%s\",%s,%s,%s,%.6f,%.4f,%s\n", be.device_name().c_str(), r.name.c_str(), r.shape.c_str(),

@@ -8,19 +8,32 @@ namespace lathe {
 
 std::string_view op_name(Op op) {
   switch (op) {
-    case Op::linear: return "linear";
-    case Op::conv2d: return "conv2d";
-    case Op::maxpool2d: return "maxpool2d";
-    case Op::relu: return "relu";
-    case Op::add: return "add";
-    case Op::batchnorm2d: return "batchnorm2d";
-    case Op::dropout: return "dropout";
-    case Op::softmax_cross_entropy: return "softmax_cross_entropy";
-    case Op::sgd_update: return "sgd_update";
-    case Op::adamw_update: return "adamw_update";
-    case Op::reorder: return "reorder";
-    case Op::reduce_sum: return "reduce_sum";
-    case Op::scale: return "scale";
+    case Op::linear:
+      return "linear";
+    case Op::conv2d:
+      return "conv2d";
+    case Op::maxpool2d:
+      return "maxpool2d";
+    case Op::relu:
+      return "relu";
+    case Op::add:
+      return "add";
+    case Op::batchnorm2d:
+      return "batchnorm2d";
+    case Op::dropout:
+      return "dropout";
+    case Op::softmax_cross_entropy:
+      return "softmax_cross_entropy";
+    case Op::sgd_update:
+      return "sgd_update";
+    case Op::adamw_update:
+      return "adamw_update";
+    case Op::reorder:
+      return "reorder";
+    case Op::reduce_sum:
+      return "reduce_sum";
+    case Op::scale:
+      return "scale";
   }
   return "?";
 }
@@ -55,22 +68,27 @@ void register_cuda_backend(BackendFactory factory, int (*device_count)()) {
 int cuda_device_count() { return g_cuda_count ? g_cuda_count() : 0; }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int device_index) {
-  if (name == "reference") return std::make_unique<ReferenceBackend>();
-  if (name == "cpu") return std::make_unique<DnnlBackend>();
+  if (name == "reference")
+    return std::make_unique<ReferenceBackend>();
+  if (name == "cpu")
+    return std::make_unique<DnnlBackend>();
   if (name == "cuda" || name == "auto") {
     if (!g_cuda_factory) {
-      if (name == "auto") return std::make_unique<DnnlBackend>();
-      throw ConfigError("backend 'cuda' is not available: this build has no CUDA backend "
-                        "(rebuild with -DLATHE_CUDA=ON where the CUDA toolkit is installed)");
+      if (name == "auto")
+        return std::make_unique<DnnlBackend>();
+      throw ConfigError(
+          "backend 'cuda' is not available: this build has no CUDA backend "
+          "(rebuild with -DLATHE_CUDA=ON where the CUDA toolkit is installed)");
     }
     const int n = cuda_device_count();
     if (n == 0) {
-      if (name == "auto") return std::make_unique<DnnlBackend>();
+      if (name == "auto")
+        return std::make_unique<DnnlBackend>();
       throw ConfigError("backend 'cuda' is not available: no CUDA device or driver found on this machine");
     }
     if (device_index >= n)
-      throw ConfigError("CUDA device " + std::to_string(device_index) + " requested but only " +
-                        std::to_string(n) + " present");
+      throw ConfigError("CUDA device " + std::to_string(device_index) + " requested but only " + std::to_string(n) +
+                        " present");
     return g_cuda_factory(device_index);
   }
   throw ConfigError("unknown backend '" + name + "': allowed auto, cpu, cuda, reference");

@@ -18,8 +18,19 @@
 namespace lathe {
 
 enum class Op : uint8_t {
-  linear, conv2d, maxpool2d, relu, add, batchnorm2d, dropout, softmax_cross_entropy,
-  sgd_update, adamw_update, reorder, reduce_sum, scale,
+  linear,
+  conv2d,
+  maxpool2d,
+  relu,
+  add,
+  batchnorm2d,
+  dropout,
+  softmax_cross_entropy,
+  sgd_update,
+  adamw_update,
+  reorder,
+  reduce_sum,
+  scale,
 };
 std::string_view op_name(Op op);
 
@@ -60,8 +71,8 @@ struct BatchNormParams {
 
 /// Result of a softmax cross-entropy over a batch.
 struct LossResult {
-  double loss_sum = 0;   // sum of per-sample losses
-  int64_t correct = 0;   // argmax(logits) == label
+  double loss_sum = 0;  // sum of per-sample losses
+  int64_t correct = 0;  // argmax(logits) == label
 };
 
 class Backend {
@@ -123,8 +134,8 @@ class Backend {
                                           const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
                                           Tensor& running_mean, Tensor& running_var) = 0;
   virtual void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                           const Tensor& beta, const Tensor& running_mean,
-                                           const Tensor& running_var, Tensor& dst) = 0;
+                                           const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                           Tensor& dst) = 0;
   virtual void batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma,
                                   const Tensor& save_mean, const Tensor& save_invstd, Tensor& diff_src,
                                   Tensor& diff_gamma, Tensor& diff_beta) = 0;

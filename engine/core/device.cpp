@@ -28,7 +28,8 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t bytes) override {
     const size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (!p) throw std::bad_alloc();
+    if (!p)
+      throw std::bad_alloc();
     note_alloc(bytes);
     return p;
   }
@@ -60,16 +61,18 @@ void register_allocator(Device device, Allocator* allocator) {
   LATHE_CHECK(device.kind == DeviceKind::cuda, "only CUDA allocators are registered");
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  if (r.cuda.size() <= static_cast<size_t>(device.index)) r.cuda.resize(device.index + 1, nullptr);
+  if (r.cuda.size() <= static_cast<size_t>(device.index))
+    r.cuda.resize(device.index + 1, nullptr);
   r.cuda[device.index] = allocator;
 }
 
 Allocator& allocator_for(Device device) {
-  if (device.is_cpu()) return cpu_allocator();
+  if (device.is_cpu())
+    return cpu_allocator();
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  LATHE_CHECK(static_cast<size_t>(device.index) < r.cuda.size() && r.cuda[device.index],
-              "no allocator for ", device.str(), ": this build or machine has no CUDA backend for it");
+  LATHE_CHECK(static_cast<size_t>(device.index) < r.cuda.size() && r.cuda[device.index], "no allocator for ",
+              device.str(), ": this build or machine has no CUDA backend for it");
   return *r.cuda[device.index];
 }
 

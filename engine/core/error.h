@@ -40,9 +40,9 @@ std::string concat(Args&&... args) {
 }  // namespace lathe
 
 /// Throws lathe::Error with the failed condition, file and line when `cond` is false.
-#define LATHE_CHECK(cond, ...)                                                                 \
-  do {                                                                                         \
-    if (!(cond))                                                                               \
+#define LATHE_CHECK(cond, ...)                                                                       \
+  do {                                                                                               \
+    if (!(cond))                                                                                     \
       ::lathe::detail::throw_error(#cond, __FILE__, __LINE__, ::lathe::detail::concat(__VA_ARGS__)); \
   } while (0)
 

@@ -26,7 +26,8 @@ class Rng {
   /// Standard normal (Box-Muller, one value per call).
   double normal() {
     double u1 = uniform();
-    if (u1 < 1e-300) u1 = 1e-300;
+    if (u1 < 1e-300)
+      u1 = 1e-300;
     const double u2 = uniform();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }

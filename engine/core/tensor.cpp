@@ -10,14 +10,16 @@ namespace lathe {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    n *= d;
   return n;
 }
 
 std::string shape_str(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
+    if (i)
+      s += ", ";
     s += std::to_string(shape[i]);
   }
   return s + "]";
@@ -46,7 +48,8 @@ Storage::Storage(size_t bytes, Device device) : m_bytes(bytes), m_device(device)
 Storage::~Storage() { allocator_for(m_device).deallocate(m_data, m_bytes); }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
-  for (int64_t d : shape) LATHE_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  for (int64_t d : shape)
+    LATHE_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
   Tensor t;
   t.m_shape = shape;
   t.m_dtype = dtype;
@@ -65,7 +68,8 @@ namespace {
 /// Strides agree where it matters: a dimension of size 1 is never stepped along.
 bool same_layout(const Shape& shape, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   for (size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] != 1 && a[i] != b[i]) return false;
+    if (shape[i] != 1 && a[i] != b[i])
+      return false;
   return true;
 }
 }  // namespace
@@ -83,8 +87,10 @@ bool Tensor::is_dense() const {
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return m_strides[a] < m_strides[b]; });
   int64_t expect = 1;
   for (size_t i : order) {
-    if (m_shape[i] == 1) continue;
-    if (m_strides[i] != expect) return false;
+    if (m_shape[i] == 1)
+      continue;
+    if (m_strides[i] != expect)
+      return false;
     expect *= m_shape[i];
   }
   return true;
@@ -130,25 +136,46 @@ int64_t Tensor::offset_of_flat(int64_t i) const {
 namespace {
 double load(const void* base, DType dt, int64_t off) {
   switch (dt) {
-    case DType::f32: return static_cast<const float*>(base)[off];
-    case DType::f64: return static_cast<const double*>(base)[off];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(base)[off]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(base)[off]);
-    case DType::s8: return static_cast<const int8_t*>(base)[off];
-    case DType::s32: return static_cast<const int32_t*>(base)[off];
-    case DType::u8: return static_cast<const uint8_t*>(base)[off];
+    case DType::f32:
+      return static_cast<const float*>(base)[off];
+    case DType::f64:
+      return static_cast<const double*>(base)[off];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(base)[off]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(base)[off]);
+    case DType::s8:
+      return static_cast<const int8_t*>(base)[off];
+    case DType::s32:
+      return static_cast<const int32_t*>(base)[off];
+    case DType::u8:
+      return static_cast<const uint8_t*>(base)[off];
   }
   return 0;
 }
 void store(void* base, DType dt, int64_t off, double v) {
   switch (dt) {
-    case DType::f32: static_cast<float*>(base)[off] = static_cast<float>(v); break;
-    case DType::f64: static_cast<double*>(base)[off] = v; break;
-    case DType::bf16: static_cast<uint16_t*>(base)[off] = f32_to_bf16(static_cast<float>(v)); break;
-    case DType::f16: static_cast<uint16_t*>(base)[off] = f32_to_f16(static_cast<float>(v)); break;
-    case DType::s8: static_cast<int8_t*>(base)[off] = static_cast<int8_t>(v); break;
-    case DType::s32: static_cast<int32_t*>(base)[off] = static_cast<int32_t>(v); break;
-    case DType::u8: static_cast<uint8_t*>(base)[off] = static_cast<uint8_t>(v); break;
+    case DType::f32:
+      static_cast<float*>(base)[off] = static_cast<float>(v);
+      break;
+    case DType::f64:
+      static_cast<double*>(base)[off] = v;
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(base)[off] = f32_to_bf16(static_cast<float>(v));
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(base)[off] = f32_to_f16(static_cast<float>(v));
+      break;
+    case DType::s8:
+      static_cast<int8_t*>(base)[off] = static_cast<int8_t>(v);
+      break;
+    case DType::s32:
+      static_cast<int32_t*>(base)[off] = static_cast<int32_t>(v);
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(base)[off] = static_cast<uint8_t>(v);
+      break;
   }
 }
 }  // namespace
@@ -179,7 +206,8 @@ void Tensor::fill(double value) {
     std::fill_n(static_cast<float*>(raw()), n, static_cast<float>(value));
     return;
   }
-  for (int64_t i = 0; i < n; ++i) set_flat(i, value);
+  for (int64_t i = 0; i < n; ++i)
+    set_flat(i, value);
 }
 
 void Tensor::copy_to(Tensor& dst) const {
@@ -193,7 +221,8 @@ void Tensor::copy_to(Tensor& dst) const {
   const size_t es = dtype_size(m_dtype);
   const char* s = static_cast<const char*>(raw());
   char* d = static_cast<char*>(dst.raw());
-  for (int64_t i = 0; i < n; ++i) std::memcpy(d + dst.offset_of_flat(i) * es, s + offset_of_flat(i) * es, es);
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(d + dst.offset_of_flat(i) * es, s + offset_of_flat(i) * es, es);
 }
 
 Tensor Tensor::contiguous_copy() const {
@@ -205,7 +234,8 @@ Tensor Tensor::contiguous_copy() const {
 std::string Tensor::describe() const {
   std::ostringstream os;
   os << "Tensor(" << shape_str(m_shape) << ", " << dtype_name(m_dtype) << ", " << device().str();
-  if (is_channels_last() && !is_contiguous()) os << ", channels_last";
+  if (is_channels_last() && !is_contiguous())
+    os << ", channels_last";
   os << ")";
   return os.str();
 }

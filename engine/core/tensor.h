@@ -66,7 +66,9 @@ class Tensor {
   bool is_contiguous() const;
   /// 4-D and laid out N, H, W, C in memory.
   bool is_channels_last() const;
-  MemoryFormat format() const { return is_channels_last() && !is_contiguous() ? MemoryFormat::channels_last : MemoryFormat::contiguous; }
+  MemoryFormat format() const {
+    return is_channels_last() && !is_contiguous() ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  }
 
   void* raw() const { return static_cast<char*>(m_storage->data()) + m_offset; }
   template <class T>

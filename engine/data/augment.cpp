@@ -21,7 +21,8 @@ void validate_augment(const AugmentOptions& o) {
 }
 
 int effective_shift(const AugmentOptions& o) {
-  if (o.shift_px <= 0 || o.strength <= 0) return 0;
+  if (o.shift_px <= 0 || o.strength <= 0)
+    return 0;
   return static_cast<int>(std::lround(o.shift_px * o.strength));
 }
 
@@ -46,7 +47,8 @@ AugmentPlan draw_augment(const AugmentOptions& o, Rng& rng) {
     plan.dy = static_cast<int>(rng.below(span)) - s;
   }
   const double p = flip_probability(o);
-  if (p > 0) plan.flip = rng.uniform() < p;
+  if (p > 0)
+    plan.flip = rng.uniform() < p;
   plan.noise_std = effective_noise_std(o);
   return plan;
 }
@@ -75,7 +77,8 @@ void apply_augment(const AugmentPlan& plan, const float* src, float* dst, int64_
       const float* in = src + sr * cols;
       std::fill(out, out + c0, pad);
       if (plan.flip) {
-        for (int64_t c = c0; c < c1; ++c) out[c] = in[cols - 1 - (c - plan.dx)];
+        for (int64_t c = c0; c < c1; ++c)
+          out[c] = in[cols - 1 - (c - plan.dx)];
       } else if (c1 > c0) {
         std::copy(in + (c0 - plan.dx), in + (c1 - plan.dx), out + c0);
       }
@@ -94,13 +97,14 @@ void apply_augment(const AugmentPlan& plan, const float* src, float* dst, int64_
       const float angle = 6.2831853f * static_cast<float>(noise_rng.next_u64() >> 40) * 0x1.0p-24f;
       const float radius = scale * std::sqrt(-2.0f * std::log(u1));
       dst[i] += radius * std::cos(angle);
-      if (i + 1 < n) dst[i + 1] += radius * std::sin(angle);
+      if (i + 1 < n)
+        dst[i + 1] += radius * std::sin(angle);
     }
   }
 }
 
-void augment_image(const float* src, float* dst, int64_t rows, int64_t cols, const AugmentOptions& options,
-                   Rng& rng, const PixelSpace& space) {
+void augment_image(const float* src, float* dst, int64_t rows, int64_t cols, const AugmentOptions& options, Rng& rng,
+                   const PixelSpace& space) {
   const AugmentPlan plan = draw_augment(options, rng);
   apply_augment(plan, src, dst, rows, cols, space, rng);
 }

@@ -62,7 +62,7 @@ void apply_augment(const AugmentPlan& plan, const float* src, float* dst, int64_
                    const PixelSpace& space, Rng& noise_rng);
 
 /// draw_augment then apply_augment with the same rng. src == dst is allowed.
-void augment_image(const float* src, float* dst, int64_t rows, int64_t cols, const AugmentOptions& options,
-                   Rng& rng, const PixelSpace& space = {});
+void augment_image(const float* src, float* dst, int64_t rows, int64_t cols, const AugmentOptions& options, Rng& rng,
+                   const PixelSpace& space = {});
 
 }  // namespace lathe

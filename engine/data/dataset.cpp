@@ -16,8 +16,8 @@ const char* const kFashionFiles[] = {"train-images-idx3-ubyte", "train-labels-id
                                      "t10k-labels-idx1-ubyte"};
 
 std::string fashion_hint() {
-  return "install the data with `apt-get install dataset-fashion-mnist` (it goes to " +
-         default_fashion_mnist_dir() + "), or set `data.path` in the experiment config to a folder holding " +
+  return "install the data with `apt-get install dataset-fashion-mnist` (it goes to " + default_fashion_mnist_dir() +
+         "), or set `data.path` in the experiment config to a folder holding " +
          "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte " +
          "(each may be .gz)";
 }
@@ -27,7 +27,8 @@ std::string find_fashion_file(const std::string& folder, const std::string& name
   std::error_code ec;
   for (const std::string& candidate : {name, name + ".gz"}) {
     const fs::path p = fs::path(folder) / candidate;
-    if (fs::is_regular_file(p, ec)) return p.string();
+    if (fs::is_regular_file(p, ec))
+      return p.string();
   }
   throw DataError("Fashion-MNIST: the folder '" + folder + "' has no " + name + " or " + name + ".gz; " +
                   fashion_hint());
@@ -48,9 +49,9 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
     throw DataError("IDX file '" + images_path + "': images of " + std::to_string(ds.rows) + " x " +
                     std::to_string(ds.cols) + " pixels; rows and cols must be at least 1");
   if (labels.dims[0] != ds.count)
-    throw DataError("image/label count mismatch: images file '" + images_path + "' holds " +
-                    std::to_string(ds.count) + " images but labels file '" + labels_path + "' holds " +
-                    std::to_string(labels.dims[0]) + " labels");
+    throw DataError("image/label count mismatch: images file '" + images_path + "' holds " + std::to_string(ds.count) +
+                    " images but labels file '" + labels_path + "' holds " + std::to_string(labels.dims[0]) +
+                    " labels");
 
   ds.labels.resize(static_cast<size_t>(ds.count));
   int max_label = -1;
@@ -76,7 +77,8 @@ TrainTest load_fashion_mnist(const std::string& folder) {
   if (!fs::is_directory(dir, ec))
     throw DataError("Fashion-MNIST: the folder '" + dir + "' does not exist; " + fashion_hint());
   std::string paths[4];
-  for (int i = 0; i < 4; ++i) paths[i] = find_fashion_file(dir, kFashionFiles[i]);
+  for (int i = 0; i < 4; ++i)
+    paths[i] = find_fashion_file(dir, kFashionFiles[i]);
 
   TrainTest tt;
   tt.train = load_idx_pair(paths[0], paths[1], kFashionClasses);

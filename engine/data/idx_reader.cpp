@@ -34,19 +34,28 @@ std::string hex8(uint32_t v) {
 
 const char* type_name(uint8_t code) {
   switch (code) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return nullptr;
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "int16";
+    case 0x0C:
+      return "int32";
+    case 0x0D:
+      return "float32";
+    case 0x0E:
+      return "float64";
+    default:
+      return nullptr;
   }
 }
 
 std::string magic_meaning(int ndim) {
-  if (ndim == 1) return " (labels, u8 1-D)";
-  if (ndim == 3) return " (images, u8 3-D)";
+  if (ndim == 1)
+    return " (labels, u8 1-D)";
+  if (ndim == 3)
+    return " (images, u8 3-D)";
   return " (u8 " + std::to_string(ndim) + "-D)";
 }
 
@@ -59,17 +68,21 @@ class ByteSource {
  public:
   ByteSource(const std::string& path) : m_path(path) {
     std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) fail(path, "file not found");
-    if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, expected a file");
+    if (!std::filesystem::exists(path, ec))
+      fail(path, "file not found");
+    if (std::filesystem::is_directory(path, ec))
+      fail(path, "is a directory, expected a file");
     FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fail(path, std::string("cannot open: ") + std::strerror(errno));
+    if (!f)
+      fail(path, std::string("cannot open: ") + std::strerror(errno));
     unsigned char head[2] = {0, 0};
     const size_t got = std::fread(head, 1, 2, f);
     m_gzip = got == 2 && head[0] == 0x1f && head[1] == 0x8b;
     if (m_gzip) {
       std::fclose(f);
       m_gz = gzopen(path.c_str(), "rb");
-      if (!m_gz) fail(path, std::string("cannot open gzip stream: ") + std::strerror(errno));
+      if (!m_gz)
+        fail(path, std::string("cannot open gzip stream: ") + std::strerror(errno));
       gzbuffer(m_gz, 256 * 1024);
     } else {
       std::rewind(f);
@@ -77,8 +90,10 @@ class ByteSource {
     }
   }
   ~ByteSource() {
-    if (m_gz) gzclose(m_gz);
-    if (m_file) std::fclose(m_file);
+    if (m_gz)
+      gzclose(m_gz);
+    if (m_file)
+      std::fclose(m_file);
   }
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
@@ -95,15 +110,19 @@ class ByteSource {
       size_t got = 0;
       if (m_gz) {
         const int r = gzread(m_gz, out + total, static_cast<unsigned>(want));
-        if (r < 0) check_gz_error();
+        if (r < 0)
+          check_gz_error();
         got = r > 0 ? static_cast<size_t>(r) : 0;
-        if (got < want) check_gz_error();
+        if (got < want)
+          check_gz_error();
       } else {
         got = std::fread(out + total, 1, want, m_file);
-        if (got < want && std::ferror(m_file)) fail(m_path, std::string("read error: ") + std::strerror(errno));
+        if (got < want && std::ferror(m_file))
+          fail(m_path, std::string("read error: ") + std::strerror(errno));
       }
       total += got;
-      if (got < want) break;
+      if (got < want)
+        break;
     }
     return total;
   }
@@ -149,8 +168,8 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
       expected_ndim > 0 ? hex32((uint32_t{kTypeU8} << 8) | uint32_t(expected_ndim)) + magic_meaning(expected_ndim)
                         : hex32(kIdxLabelsMagic) + " (labels) or " + hex32(kIdxImagesMagic) + " (images)";
   if (magic[0] != 0 || magic[1] != 0)
-    fail(path, "wrong magic number " + hex32(magic_value) + ", expected " + expected_text +
-                   ": this is not an IDX file");
+    fail(path,
+         "wrong magic number " + hex32(magic_value) + ", expected " + expected_text + ": this is not an IDX file");
   if (magic[2] != kTypeU8) {
     const char* name = type_name(magic[2]);
     fail(path, "wrong element type " + hex8(magic[2]) + (name ? std::string(" (") + name + ")" : " (unknown)") +
@@ -158,7 +177,8 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
                    " (unsigned byte) is supported");
   }
   const int ndim = magic[3];
-  if (ndim == 0) fail(path, "wrong magic number " + hex32(magic_value) + " (rank 0), expected " + expected_text);
+  if (ndim == 0)
+    fail(path, "wrong magic number " + hex32(magic_value) + " (rank 0), expected " + expected_text);
   if (expected_ndim > 0 && ndim != expected_ndim)
     fail(path, "wrong magic number " + hex32(magic_value) + magic_meaning(ndim) + ", expected " + expected_text);
 
@@ -189,19 +209,21 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
 
   unsigned char extra[4096];
   size_t trailing = 0;
-  for (size_t n; (n = src.read(extra, sizeof extra)) > 0;) trailing += n;
+  for (size_t n; (n = src.read(extra, sizeof extra)) > 0;)
+    trailing += n;
   if (trailing > 0)
     fail(path, std::to_string(trailing) + " unexpected bytes after the " + std::to_string(total) +
                    " bytes of data the header promises (" + dims_text + ")");
   return out;
 }
 
-void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& data,
-               bool gzip) {
-  if (dims.empty() || dims.size() > 255) throw DataError("write_idx '" + path + "': rank must be 1..255");
+void write_idx(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& data, bool gzip) {
+  if (dims.empty() || dims.size() > 255)
+    throw DataError("write_idx '" + path + "': rank must be 1..255");
   int64_t total = 1;
   for (int64_t d : dims) {
-    if (d < 0 || d > 0xffffffffll) throw DataError("write_idx '" + path + "': dimension out of range");
+    if (d < 0 || d > 0xffffffffll)
+      throw DataError("write_idx '" + path + "': dimension out of range");
     total *= d;
   }
   if (total != static_cast<int64_t>(data.size()))
@@ -210,7 +232,8 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims, const 
   std::vector<unsigned char> bytes = {0, 0, kTypeU8, static_cast<unsigned char>(dims.size())};
   for (int64_t d : dims) {
     const auto v = static_cast<uint32_t>(d);
-    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<unsigned char>(v >> s));
+    for (int s = 24; s >= 0; s -= 8)
+      bytes.push_back(static_cast<unsigned char>(v >> s));
   }
   bytes.insert(bytes.end(), data.begin(), data.end());
 
@@ -225,7 +248,8 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims, const 
     ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
     ok = (std::fclose(f) == 0) && ok;
   }
-  if (!ok) throw DataError("write_idx '" + path + "': cannot write: " + std::strerror(errno));
+  if (!ok)
+    throw DataError("write_idx '" + path + "': cannot write: " + std::strerror(errno));
 }
 
 }  // namespace lathe

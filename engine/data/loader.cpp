@@ -41,7 +41,8 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options)
   for (int v = 0; v < 256; ++v)
     m_table[v] = (static_cast<float>(v) / 255.0f - m_options.mean) / m_options.std;
   m_augment = augment_enabled(m_options.augment);
-  if (m_augment) m_scratch.resize(static_cast<size_t>(ds.rows * ds.cols));
+  if (m_augment)
+    m_scratch.resize(static_cast<size_t>(ds.rows * ds.cols));
   m_capacity = static_cast<size_t>(std::max(m_options.prefetch, 1));
   m_num_batches = batches_per_epoch();
   m_worker = std::thread([this] { worker_loop(); });
@@ -54,7 +55,8 @@ DataLoader::~DataLoader() {
   }
   m_work_cv.notify_all();
   try {
-    if (m_worker.joinable()) m_worker.join();
+    if (m_worker.joinable())
+      m_worker.join();
   } catch (...) {
     // join only throws for a thread that cannot be joined; nothing left to clean up then
   }
@@ -72,7 +74,8 @@ int64_t DataLoader::samples_per_epoch() const {
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   std::vector<int64_t> order(static_cast<size_t>(m_dataset->count));
   std::iota(order.begin(), order.end(), int64_t{0});
-  if (!m_options.shuffle) return order;
+  if (!m_options.shuffle)
+    return order;
   // Fisher-Yates with our own Rng: std::shuffle's results differ between standard libraries.
   Rng rng(mix64(mix64(m_options.seed, kShuffleSalt), static_cast<uint64_t>(epoch)));
   for (size_t i = order.size(); i > 1; --i) {
@@ -101,9 +104,11 @@ void DataLoader::start_epoch(int64_t epoch) {
 bool DataLoader::next(Batch& out) {
   std::unique_lock<std::mutex> lock(m_mutex);
   LATHE_CHECK(m_started, "DataLoader::next() called before start_epoch()");
-  if (m_handed_out >= m_num_batches) return false;
+  if (m_handed_out >= m_num_batches)
+    return false;
   m_ready_cv.wait(lock, [&] { return !m_queue.empty() || m_error; });
-  if (m_queue.empty()) std::rethrow_exception(m_error);  // batches made before the failure come first
+  if (m_queue.empty())
+    std::rethrow_exception(m_error);  // batches made before the failure come first
   out = std::move(m_queue.front());
   m_queue.pop_front();
   ++m_handed_out;
@@ -118,7 +123,8 @@ void DataLoader::worker_loop() {
     m_work_cv.wait(lock, [&] {
       return m_stop || (m_started && !m_error && m_next_to_make < m_num_batches && m_queue.size() < m_capacity);
     });
-    if (m_stop) return;
+    if (m_stop)
+      return;
     const uint64_t generation = m_generation;
     const int64_t epoch = m_epoch;
     const int64_t index = m_next_to_make++;
@@ -134,7 +140,8 @@ void DataLoader::worker_loop() {
     }
 
     lock.lock();
-    if (generation != m_generation) continue;  // start_epoch ran meanwhile: this batch is stale
+    if (generation != m_generation)
+      continue;  // start_epoch ran meanwhile: this batch is stale
     if (error)
       m_error = error;
     else
@@ -166,15 +173,18 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, i
     float* dst = images + k * pixels;
     labels[k] = ds.labels[static_cast<size_t>(sample)];
     if (!m_augment) {
-      for (int64_t p = 0; p < pixels; ++p) dst[p] = table[src[p]];
+      for (int64_t p = 0; p < pixels; ++p)
+        dst[p] = table[src[p]];
       continue;
     }
     float* scratch = m_scratch.data();
-    for (int64_t p = 0; p < pixels; ++p) scratch[p] = table[src[p]];
+    for (int64_t p = 0; p < pixels; ++p)
+      scratch[p] = table[src[p]];
     Rng rng(mix64(augment_key, static_cast<uint64_t>(sample)));
     augment_image(scratch, dst, ds.rows, ds.cols, m_options.augment, rng, m_space);
   }
-  if (m_options.on_batch) m_options.on_batch(batch);
+  if (m_options.on_batch)
+    m_options.on_batch(batch);
   return batch;
 }
 

@@ -26,7 +26,8 @@ class Add final : public Layer {
   void backward(LayerContext& ctx, const std::vector<const Tensor*>&, const Tensor&, const Tensor& diff_dst,
                 const std::vector<Tensor*>& diff_src) override {
     for (Tensor* d : diff_src)
-      if (d) ctx.backend.reorder(diff_dst, *d);
+      if (d)
+        ctx.backend.reorder(diff_dst, *d);
   }
 };
 

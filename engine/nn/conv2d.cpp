@@ -6,15 +6,18 @@
 namespace lathe {
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding, bool bias)
-    : m_in(in_channels), m_out(out_channels), m_kernel(kernel), m_p{stride, stride, padding, padding},
+    : m_in(in_channels),
+      m_out(out_channels),
+      m_kernel(kernel),
+      m_p{stride, stride, padding, padding},
       m_has_bias(bias) {
   LATHE_CHECK(in_channels > 0 && out_channels > 0 && kernel > 0 && stride > 0 && padding >= 0,
               "conv2d: channels, kernel and stride must be positive and padding >= 0");
 }
 
 std::string Conv2d::describe() const {
-  return "conv2d(" + std::to_string(m_in) + " -> " + std::to_string(m_out) + ", k" + std::to_string(m_kernel) +
-         " s" + std::to_string(m_p.stride_h) + " p" + std::to_string(m_p.pad_h) + ")";
+  return "conv2d(" + std::to_string(m_in) + " -> " + std::to_string(m_out) + ", k" + std::to_string(m_kernel) + " s" +
+         std::to_string(m_p.stride_h) + " p" + std::to_string(m_p.pad_h) + ")";
 }
 
 Shape Conv2d::output_shape(const std::vector<Shape>& inputs) const {
@@ -43,11 +46,13 @@ void Conv2d::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, T
 void Conv2d::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,
                       const Tensor& diff_dst, const std::vector<Tensor*>& diff_src) {
   ctx.backend.conv2d_backward_weights(m_p, *src[0], diff_dst, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
-  if (diff_src[0]) ctx.backend.conv2d_backward_data(m_p, diff_dst, m_weight.value, *diff_src[0]);
+  if (diff_src[0])
+    ctx.backend.conv2d_backward_data(m_p, diff_dst, m_weight.value, *diff_src[0]);
 }
 
 std::vector<Param*> Conv2d::params() {
-  if (m_has_bias) return {&m_weight, &m_bias};
+  if (m_has_bias)
+    return {&m_weight, &m_bias};
   return {&m_weight};
 }
 

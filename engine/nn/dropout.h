@@ -8,7 +8,8 @@ namespace lathe {
 class Dropout final : public Layer {
  public:
   explicit Dropout(double p, uint64_t seed = 0) : m_p(p), m_seed(seed) {
-    if (!(p >= 0 && p < 1)) throw ConfigError("dropout p must be in [0, 1), got " + std::to_string(p));
+    if (!(p >= 0 && p < 1))
+      throw ConfigError("dropout p must be in [0, 1), got " + std::to_string(p));
   }
   std::string kind() const override { return "dropout"; }
   std::string describe() const override { return "dropout(" + std::to_string(m_p) + ")"; }
@@ -24,7 +25,8 @@ class Dropout final : public Layer {
   }
   void backward(LayerContext& ctx, const std::vector<const Tensor*>&, const Tensor&, const Tensor& diff_dst,
                 const std::vector<Tensor*>& diff_src) override {
-    if (!diff_src[0]) return;
+    if (!diff_src[0])
+      return;
     if (m_last_training) {
       ctx.backend.dropout_backward(m_p, diff_dst, m_mask, *diff_src[0]);
     } else {

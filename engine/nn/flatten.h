@@ -12,7 +12,8 @@ class Flatten final : public Layer {
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     const Shape& in = inputs.at(0);
     int64_t rest = 1;
-    for (size_t i = 1; i < in.size(); ++i) rest *= in[i];
+    for (size_t i = 1; i < in.size(); ++i)
+      rest *= in[i];
     return {in.at(0), rest};
   }
   MemoryFormat output_format(const Backend&, const std::vector<const Tensor*>&) const override {
@@ -24,7 +25,8 @@ class Flatten final : public Layer {
   }
   void backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor&, const Tensor& diff_dst,
                 const std::vector<Tensor*>& diff_src) override {
-    if (diff_src[0]) ctx.backend.reorder(diff_dst.view(src[0]->shape()), *diff_src[0]);
+    if (diff_src[0])
+      ctx.backend.reorder(diff_dst.view(src[0]->shape()), *diff_src[0]);
   }
 };
 

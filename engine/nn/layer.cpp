@@ -5,7 +5,8 @@ namespace lathe {
 
 void init_uniform(Backend& backend, Tensor& t, double bound, Rng& rng) {
   Tensor host = Tensor::empty(t.shape(), t.dtype());
-  for (int64_t i = 0; i < host.numel(); ++i) host.set_flat(i, rng.uniform(-bound, bound));
+  for (int64_t i = 0; i < host.numel(); ++i)
+    host.set_flat(i, rng.uniform(-bound, bound));
   backend.copy(host, t);
 }
 

@@ -41,11 +41,13 @@ void Linear::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, T
 void Linear::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,
                       const Tensor& diff_dst, const std::vector<Tensor*>& diff_src) {
   ctx.backend.linear_backward_weights(*src[0], diff_dst, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
-  if (diff_src[0]) ctx.backend.linear_backward_data(diff_dst, m_weight.value, *diff_src[0]);
+  if (diff_src[0])
+    ctx.backend.linear_backward_data(diff_dst, m_weight.value, *diff_src[0]);
 }
 
 std::vector<Param*> Linear::params() {
-  if (m_has_bias) return {&m_weight, &m_bias};
+  if (m_has_bias)
+    return {&m_weight, &m_bias};
   return {&m_weight};
 }
 

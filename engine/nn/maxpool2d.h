@@ -18,7 +18,8 @@ class MaxPool2d final : public Layer {
   }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     const Shape& in = inputs.at(0);
-    if (in.size() != 4) throw ConfigError(describe() + " expects input [N, C, H, W], got " + shape_str(in));
+    if (in.size() != 4)
+      throw ConfigError(describe() + " expects input [N, C, H, W], got " + shape_str(in));
     return {in[0], in[1], conv_out_size(in[2], m_p.kernel_h, m_p.stride_h, m_p.pad_h),
             conv_out_size(in[3], m_p.kernel_w, m_p.stride_w, m_p.pad_w)};
   }
@@ -27,7 +28,8 @@ class MaxPool2d final : public Layer {
   }
   void backward(LayerContext& ctx, const std::vector<const Tensor*>&, const Tensor&, const Tensor& diff_dst,
                 const std::vector<Tensor*>& diff_src) override {
-    if (diff_src[0]) ctx.backend.maxpool2d_backward(m_p, diff_dst, m_workspace, *diff_src[0]);
+    if (diff_src[0])
+      ctx.backend.maxpool2d_backward(m_p, diff_dst, m_workspace, *diff_src[0]);
   }
 
  private:

@@ -16,7 +16,8 @@ int Model::find(const std::string& name) const {
 }
 
 int Model::add(const std::string& name, std::unique_ptr<Layer> layer, std::vector<std::string> inputs) {
-  if (m_index.count(name)) throw ConfigError("model: duplicate layer name '" + name + "'");
+  if (m_index.count(name))
+    throw ConfigError("model: duplicate layer name '" + name + "'");
   LATHE_CHECK(!m_created, "model: add() after create_params()");
   Node node;
   node.name = name;
@@ -29,7 +30,8 @@ int Model::add(const std::string& name, std::unique_ptr<Layer> layer, std::vecto
         continue;
       }
       const int j = find(in);
-      if (j < 0) throw ConfigError("model: layer '" + name + "' takes input '" + in + "', which is not an earlier layer");
+      if (j < 0)
+        throw ConfigError("model: layer '" + name + "' takes input '" + in + "', which is not an earlier layer");
       node.inputs.push_back(j);
     }
   }
@@ -37,7 +39,8 @@ int Model::add(const std::string& name, std::unique_ptr<Layer> layer, std::vecto
     throw ConfigError("model: layer '" + name + "' (" + layer->kind() + ") needs " +
                       std::to_string(layer->num_inputs()) + " input(s), got " + std::to_string(node.inputs.size()));
   std::vector<Shape> in_shapes;
-  for (int j : node.inputs) in_shapes.push_back(batch_shape(j, 1));
+  for (int j : node.inputs)
+    in_shapes.push_back(batch_shape(j, 1));
   try {
     node.sample_shape = layer->output_shape(in_shapes);
   } catch (const ConfigError& e) {
@@ -64,7 +67,8 @@ Shape Model::batch_shape(int node, int64_t batch) const {
 void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
   LATHE_CHECK(!m_nodes.empty(), "model has no layers");
   m_dtype = dtype;
-  for (Node& n : m_nodes) n.layer->create_params(backend, dtype, rng);
+  for (Node& n : m_nodes)
+    n.layer->create_params(backend, dtype, rng);
   m_outputs.assign(m_nodes.size(), Tensor());
   m_diffs.assign(m_nodes.size(), Tensor());
   m_temps.assign(m_nodes.size(), Tensor());
@@ -74,12 +78,15 @@ void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
     std::vector<int> consumers(m_nodes.size(), 0);
     for (const Node& n : m_nodes)
       for (int j : n.inputs)
-        if (j != kModelInput) ++consumers[j];
+        if (j != kModelInput)
+          ++consumers[j];
     for (size_t r = 0; r < m_nodes.size(); ++r) {
       const Node& n = m_nodes[r];
-      if (n.layer->kind() != "relu" || n.inputs[0] == kModelInput) continue;
+      if (n.layer->kind() != "relu" || n.inputs[0] == kModelInput)
+        continue;
       const int p = n.inputs[0];
-      if (consumers[p] != 1 || !m_nodes[p].layer->can_fuse_relu() || m_fused_relu_of[p] >= 0) continue;
+      if (consumers[p] != 1 || !m_nodes[p].layer->can_fuse_relu() || m_fused_relu_of[p] >= 0)
+        continue;
       m_nodes[p].layer->set_fused_relu(true);
       m_fused_relu_of[p] = static_cast<int>(r);
     }
@@ -119,7 +126,8 @@ const Tensor& Model::forward(LayerContext& ctx, const Tensor& input) {
       continue;
     }
     srcs.clear();
-    for (int j : n.inputs) srcs.push_back(&input_of(j, m_input_view));
+    for (int j : n.inputs)
+      srcs.push_back(&input_of(j, m_input_view));
     ensure(ctx.backend, m_outputs[i], batch_shape(static_cast<int>(i), batch), m_dtype,
            n.layer->output_format(ctx.backend, srcs));
     n.layer->forward(ctx, srcs, m_outputs[i]);
@@ -138,7 +146,8 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output) {
     Node& n = m_nodes[ii];
     const Tensor* diff_dst = ii == last ? &diff_output : (m_diff_ready[ii] ? &m_diffs[ii] : nullptr);
     if (!diff_dst) {  // output unused downstream: no gradient flows here
-      for (Param* p : n.layer->params()) ctx.backend.fill_zero(p->grad);
+      for (Param* p : n.layer->params())
+        ctx.backend.fill_zero(p->grad);
       continue;
     }
     srcs.clear();
@@ -162,35 +171,41 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output) {
     }
     n.layer->backward(ctx, srcs, m_outputs[ii], *diff_dst, diff_srcs);
     for (int j : n.inputs)
-      if (j != kModelInput) m_diff_ready[j] = 1;
-    for (int j : accumulate_into) ctx.backend.axpy(1.0, m_temps[j], m_diffs[j]);
+      if (j != kModelInput)
+        m_diff_ready[j] = 1;
+    for (int j : accumulate_into)
+      ctx.backend.axpy(1.0, m_temps[j], m_diffs[j]);
   }
 }
 
 const Tensor& Model::activation(const std::string& name) const {
-  if (name == "input") return m_input_view;
+  if (name == "input")
+    return m_input_view;
   const int i = find(name);
-  if (i < 0) throw ConfigError("model has no layer named '" + name + "'");
+  if (i < 0)
+    throw ConfigError("model has no layer named '" + name + "'");
   if (!m_fused_relu_of.empty() && m_fused_relu_of[i] >= 0)
     throw ConfigError("layer '" + name + "' is fused with the ReLU '" + m_nodes[m_fused_relu_of[i]].name +
                       "' after it, so only its activated output exists: tap '" + m_nodes[m_fused_relu_of[i]].name +
                       "' (or build the model with set_fuse_relu(false))");
-  LATHE_CHECK(m_outputs.size() > static_cast<size_t>(i) && m_outputs[i].defined(),
-              "activation '", name, "' read before any forward pass");
+  LATHE_CHECK(m_outputs.size() > static_cast<size_t>(i) && m_outputs[i].defined(), "activation '", name,
+              "' read before any forward pass");
   return m_outputs[i];
 }
 
 std::vector<NamedParam> Model::named_params() {
   std::vector<NamedParam> out;
   for (Node& n : m_nodes)
-    for (Param* p : n.layer->params()) out.push_back({n.name + "." + p->name, p});
+    for (Param* p : n.layer->params())
+      out.push_back({n.name + "." + p->name, p});
   return out;
 }
 
 std::vector<NamedBuffer> Model::named_buffers() {
   std::vector<NamedBuffer> out;
   for (Node& n : m_nodes)
-    for (Buffer* b : n.layer->buffers()) out.push_back({n.name + "." + b->name, b});
+    for (Buffer* b : n.layer->buffers())
+      out.push_back({n.name + "." + b->name, b});
   return out;
 }
 
@@ -203,10 +218,12 @@ std::vector<LayerInfo> Model::layer_infos() const {
     info.description = n.layer->describe();
     info.output_shape = n.sample_shape;
     std::vector<Shape> in_shapes;
-    for (int j : n.inputs) in_shapes.push_back(batch_shape(j, 1));
+    for (int j : n.inputs)
+      in_shapes.push_back(batch_shape(j, 1));
     info.flops = n.layer->flops_per_sample(in_shapes);
     for (Param* p : const_cast<Layer&>(*n.layer).params()) {
-      if (!p->value.defined()) continue;  // before create_params()
+      if (!p->value.defined())
+        continue;  // before create_params()
       info.params += p->value.numel();
       info.param_bytes += static_cast<int64_t>(p->value.nbytes());
     }
@@ -217,19 +234,22 @@ std::vector<LayerInfo> Model::layer_infos() const {
 
 int64_t Model::param_count() const {
   int64_t n = 0;
-  for (const LayerInfo& i : layer_infos()) n += i.params;
+  for (const LayerInfo& i : layer_infos())
+    n += i.params;
   return n;
 }
 
 int64_t Model::param_bytes() const {
   int64_t n = 0;
-  for (const LayerInfo& i : layer_infos()) n += i.param_bytes;
+  for (const LayerInfo& i : layer_infos())
+    n += i.param_bytes;
   return n;
 }
 
 int64_t Model::flops_per_sample() const {
   int64_t n = 0;
-  for (const LayerInfo& i : layer_infos()) n += i.flops;
+  for (const LayerInfo& i : layer_infos())
+    n += i.flops;
   return n;
 }
 
@@ -238,8 +258,10 @@ std::string Model::summary() const {
   int64_t params = 0, flops = 0;
   for (const LayerInfo& i : layer_infos()) {
     os << "  " << i.name << ": " << i.description << " -> " << shape_str(i.output_shape);
-    if (i.params) os << ", " << i.params << " params";
-    if (i.flops) os << ", " << i.flops << " FLOPs";
+    if (i.params)
+      os << ", " << i.params << " params";
+    if (i.flops)
+      os << ", " << i.flops << " FLOPs";
     os << "\n";
     params += i.params;
     flops += i.flops;

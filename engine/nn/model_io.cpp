@@ -12,13 +12,16 @@ int64_t save_model(Model& model, Backend& backend, const std::string& path,
                    const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   auto to_host = [&](const Tensor& t) {
-    if (t.device().is_cpu()) return t;
+    if (t.device().is_cpu())
+      return t;
     Tensor h = Tensor::empty(t.shape(), t.dtype());
     backend.copy(t, h);
     return h;
   };
-  for (const NamedParam& p : model.named_params()) tensors.emplace_back(p.name, to_host(p.param->value));
-  for (const NamedBuffer& b : model.named_buffers()) tensors.emplace_back(b.name, to_host(b.buffer->value));
+  for (const NamedParam& p : model.named_params())
+    tensors.emplace_back(p.name, to_host(p.param->value));
+  for (const NamedBuffer& b : model.named_buffers())
+    tensors.emplace_back(b.name, to_host(b.buffer->value));
   save_safetensors(path, tensors, metadata);
   return static_cast<int64_t>(std::filesystem::file_size(path));
 }
@@ -26,12 +29,15 @@ int64_t save_model(Model& model, Backend& backend, const std::string& path,
 void load_model_weights(Model& model, Backend& backend, const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   std::map<std::string, Tensor*> targets;
-  for (const NamedParam& p : model.named_params()) targets[p.name] = &p.param->value;
-  for (const NamedBuffer& b : model.named_buffers()) targets[b.name] = &b.buffer->value;
+  for (const NamedParam& p : model.named_params())
+    targets[p.name] = &p.param->value;
+  for (const NamedBuffer& b : model.named_buffers())
+    targets[b.name] = &b.buffer->value;
   std::set<std::string> seen;
   for (auto& [name, t] : file.tensors) {
     auto it = targets.find(name);
-    if (it == targets.end()) throw DataError(path + ": tensor '" + name + "' is not a parameter of this model");
+    if (it == targets.end())
+      throw DataError(path + ": tensor '" + name + "' is not a parameter of this model");
     Tensor& dst = *it->second;
     if (t.shape() != dst.shape())
       throw DataError(path + ": tensor '" + name + "' has shape " + shape_str(t.shape()) + ", the model expects " +
@@ -41,13 +47,15 @@ void load_model_weights(Model& model, Backend& backend, const std::string& path)
     } else {
       // e.g. an int64 num_batches_tracked from PyTorch stored as another int type, or f64 weights.
       Tensor converted = Tensor::empty(dst.shape(), dst.dtype());
-      for (int64_t i = 0; i < t.numel(); ++i) converted.set_flat(i, t.at_flat(i));
+      for (int64_t i = 0; i < t.numel(); ++i)
+        converted.set_flat(i, t.at_flat(i));
       backend.copy(converted, dst);
     }
     seen.insert(name);
   }
   for (const auto& [name, _] : targets)
-    if (!seen.count(name)) throw DataError(path + ": missing tensor '" + name + "'");
+    if (!seen.count(name))
+      throw DataError(path + ": missing tensor '" + name + "'");
 }
 
 }  // namespace lathe

@@ -9,7 +9,8 @@ void Sgd::step(Backend& backend, const std::vector<NamedParam>& params, double l
   const SgdParams p{lr, m_momentum, m_wd, m_nesterov};
   for (const NamedParam& np : params) {
     Tensor& buf = m_buf[np.param];
-    if (m_momentum != 0 && !buf.defined()) buf = backend.zeros(np.param->value.shape(), np.param->value.dtype());
+    if (m_momentum != 0 && !buf.defined())
+      buf = backend.zeros(np.param->value.shape(), np.param->value.dtype());
     backend.sgd_update(p, np.param->value, np.param->grad, buf);
   }
   ++m_steps;
@@ -35,11 +36,14 @@ void AdamW::step(Backend& backend, const std::vector<NamedParam>& params, double
 }
 
 double LrSchedule::at(int64_t step) const {
-  if (warmup_steps > 0 && step < warmup_steps) return base_lr * static_cast<double>(step + 1) / warmup_steps;
+  if (warmup_steps > 0 && step < warmup_steps)
+    return base_lr * static_cast<double>(step + 1) / warmup_steps;
   const int64_t s = step - warmup_steps;
   switch (type) {
-    case Type::constant: return base_lr;
-    case Type::step: return base_lr * std::pow(gamma, static_cast<double>(s / std::max<int64_t>(step_every, 1)));
+    case Type::constant:
+      return base_lr;
+    case Type::step:
+      return base_lr * std::pow(gamma, static_cast<double>(s / std::max<int64_t>(step_every, 1)));
     case Type::cosine: {
       const int64_t span = std::max<int64_t>(total_steps - warmup_steps, 1);
       const double t = std::min(1.0, static_cast<double>(s) / span);

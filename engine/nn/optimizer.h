@@ -23,7 +23,8 @@ class Optimizer {
 
 class Sgd final : public Optimizer {
  public:
-  Sgd(double momentum, double weight_decay, bool nesterov) : m_momentum(momentum), m_wd(weight_decay), m_nesterov(nesterov) {}
+  Sgd(double momentum, double weight_decay, bool nesterov)
+      : m_momentum(momentum), m_wd(weight_decay), m_nesterov(nesterov) {}
   void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
   std::string name() const override { return "sgd"; }
 
@@ -35,7 +36,8 @@ class Sgd final : public Optimizer {
 
 class AdamW final : public Optimizer {
  public:
-  AdamW(double beta1, double beta2, double eps, double weight_decay) : m_b1(beta1), m_b2(beta2), m_eps(eps), m_wd(weight_decay) {}
+  AdamW(double beta1, double beta2, double eps, double weight_decay)
+      : m_b1(beta1), m_b2(beta2), m_eps(eps), m_wd(weight_decay) {}
   void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
   std::string name() const override { return "adamw"; }
 

@@ -14,7 +14,8 @@ class ReLU final : public Layer {
   }
   void backward(LayerContext& ctx, const std::vector<const Tensor*>&, const Tensor& dst, const Tensor& diff_dst,
                 const std::vector<Tensor*>& diff_src) override {
-    if (diff_src[0]) ctx.backend.relu_backward(dst, diff_dst, *diff_src[0]);
+    if (diff_src[0])
+      ctx.backend.relu_backward(dst, diff_dst, *diff_src[0]);
   }
 };
 

@@ -45,8 +45,10 @@ class TempFile {
  public:
   explicit TempFile(std::string path) : m_path(std::move(path)) { m_file = std::fopen(m_path.c_str(), "wb"); }
   ~TempFile() {
-    if (m_file) std::fclose(m_file);
-    if (!m_committed) std::remove(m_path.c_str());
+    if (m_file)
+      std::fclose(m_file);
+    if (!m_committed)
+      std::remove(m_path.c_str());
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
@@ -55,10 +57,12 @@ class TempFile {
   const std::string& path() const { return m_path; }
   /// Flushes to disk and renames over `target`.
   bool commit(const std::string& target) {
-    if (std::fflush(m_file) != 0 || ::fsync(::fileno(m_file)) != 0) return false;
+    if (std::fflush(m_file) != 0 || ::fsync(::fileno(m_file)) != 0)
+      return false;
     const int rc = std::fclose(m_file);
     m_file = nullptr;
-    if (rc != 0 || std::rename(m_path.c_str(), target.c_str()) != 0) return false;
+    if (rc != 0 || std::rename(m_path.c_str(), target.c_str()) != 0)
+      return false;
     m_committed = true;
     return true;
   }
@@ -79,7 +83,8 @@ uint64_t parse_uint(const json& v, const std::string& path, const std::string& w
 
 const char* safetensors_dtype_name(DType dtype) {
   for (const DTypeName& d : kDTypeNames)
-    if (d.dtype == dtype) return d.name;
+    if (d.dtype == dtype)
+      return d.name;
   LATHE_FAIL("dtype ", dtype_name(dtype), " has no safetensors name");
 }
 
@@ -87,7 +92,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
                       const std::map<std::string, std::string>& metadata) {
   // Header: metadata first, then tensors in the order given, which is also their data order.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  if (!metadata.empty())
+    header["__metadata__"] = metadata;
   std::set<std::string> seen;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -113,13 +119,17 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 
   unsigned char length[8];
   uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(n >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<unsigned char>(n >> (8 * i));
 
   TempFile tmp(path + ".tmp-" + std::to_string(::getpid()));
-  if (!tmp.get()) throw DataError("safetensors file " + path + ": cannot create " + tmp.path() + ": " + std::strerror(errno));
-  bool ok = std::fwrite(length, 1, 8, tmp.get()) == 8 && std::fwrite(text.data(), 1, text.size(), tmp.get()) == text.size();
+  if (!tmp.get())
+    throw DataError("safetensors file " + path + ": cannot create " + tmp.path() + ": " + std::strerror(errno));
+  bool ok =
+      std::fwrite(length, 1, 8, tmp.get()) == 8 && std::fwrite(text.data(), 1, text.size(), tmp.get()) == text.size();
   for (const auto& [name, t] : tensors) {
-    if (!ok) break;
+    if (!ok)
+      break;
     const Tensor dense = t.is_contiguous() ? t : t.contiguous_copy();
     ok = std::fwrite(dense.raw(), 1, dense.nbytes(), tmp.get()) == dense.nbytes();
   }
@@ -130,23 +140,31 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 SafetensorsFile load_safetensors(const std::string& path) {
   std::error_code ec;
   const uint64_t file_size = std::filesystem::file_size(path, ec);
-  if (ec) bad_file(path, "cannot read it: " + ec.message());
+  if (ec)
+    bad_file(path, "cannot read it: " + ec.message());
   std::ifstream in(path, std::ios::binary);
-  if (!in) bad_file(path, "cannot open it");
-  if (file_size < 8) bad_file(path, "is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
+  if (!in)
+    bad_file(path, "cannot open it");
+  if (file_size < 8)
+    bad_file(path, "is " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
 
   unsigned char length[8];
   in.read(reinterpret_cast<char*>(length), 8);
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(length[i]) << (8 * i);
-  if (n < 2) bad_file(path, "header length " + std::to_string(n) + " is too short for a JSON object");
-  if (n > kMaxHeaderBytes) bad_file(path, "header length " + std::to_string(n) + " is too long (limit 100 MB)");
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<uint64_t>(length[i]) << (8 * i);
+  if (n < 2)
+    bad_file(path, "header length " + std::to_string(n) + " is too short for a JSON object");
+  if (n > kMaxHeaderBytes)
+    bad_file(path, "header length " + std::to_string(n) + " is too long (limit 100 MB)");
   if (n > file_size - 8)
     bad_file(path, "header length " + std::to_string(n) + " runs past the end of the " + std::to_string(file_size) +
                        "-byte file");
   std::string text(n, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(n))) bad_file(path, "cannot read the header");
-  if (text[0] != '{') bad_file(path, "header does not start with '{'");
+  if (!in.read(text.data(), static_cast<std::streamsize>(n)))
+    bad_file(path, "cannot read the header");
+  if (text[0] != '{')
+    bad_file(path, "header does not start with '{'");
 
   // Duplicate tensor names would silently shadow each other in a JSON object: reject them.
   std::string duplicate;
@@ -162,8 +180,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   } catch (const json::parse_error& e) {
     bad_file(path, std::string("header is not valid JSON: ") + e.what());
   }
-  if (!header.is_object()) bad_file(path, "header is not a JSON object");
-  if (!duplicate.empty()) bad_file(path, "tensor \"" + duplicate + "\" is listed twice in the header");
+  if (!header.is_object())
+    bad_file(path, "header is not a JSON object");
+  if (!duplicate.empty())
+    bad_file(path, "tensor \"" + duplicate + "\" is listed twice in the header");
 
   const uint64_t data_bytes = file_size - 8 - n;
   SafetensorsFile out;
@@ -176,9 +196,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::vector<Entry> entries;
   for (const auto& [name, e] : header.items()) {
     if (name == "__metadata__") {
-      if (!e.is_object()) bad_file(path, "__metadata__ must be an object of strings");
+      if (!e.is_object())
+        bad_file(path, "__metadata__ must be an object of strings");
       for (const auto& [k, v] : e.items()) {
-        if (!v.is_string()) bad_file(path, "__metadata__." + k + " must be a string, got " + v.dump());
+        if (!v.is_string())
+          bad_file(path, "__metadata__." + k + " must be a string, got " + v.dump());
         out.metadata[k] = v.get<std::string>();
       }
       continue;
@@ -190,18 +212,21 @@ SafetensorsFile load_safetensors(const std::string& path) {
     const json& dt = e.at("dtype");
     const DTypeName* found = nullptr;
     for (const DTypeName& d : kDTypeNames)
-      if (dt.is_string() && dt.get<std::string>() == d.name) found = &d;
+      if (dt.is_string() && dt.get<std::string>() == d.name)
+        found = &d;
     if (!found)
       bad_file(path, where + " has unsupported dtype " + dt.dump() + "; allowed: F32, F64, BF16, F16, I8, I32, U8");
     entry.dtype = found->dtype;
     const json& shape = e.at("shape");
-    if (!shape.is_array()) bad_file(path, where + ": shape must be an array, got " + shape.dump());
+    if (!shape.is_array())
+      bad_file(path, where + ": shape must be an array, got " + shape.dump());
     // Count bytes in 128 bits so a hostile shape cannot overflow into a small number.
     unsigned __int128 bytes = dtype_size(entry.dtype);
     for (const json& d : shape) {
       const uint64_t dim = parse_uint(d, path, where + ": shape entry");
       bytes *= dim;
-      if (bytes > file_size) bytes = static_cast<unsigned __int128>(file_size) + 1;  // saturate
+      if (bytes > file_size)
+        bytes = static_cast<unsigned __int128>(file_size) + 1;  // saturate
       entry.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(dim, INT64_MAX)));
     }
     const json& offs = e.at("data_offsets");
@@ -223,7 +248,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
             [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   for (size_t i = 1; i < entries.size(); ++i)
     if (entries[i].begin < entries[i - 1].end)
-      bad_file(path, "tensors \"" + entries[i - 1].name + "\" and \"" + entries[i].name + "\" overlap in the data section");
+      bad_file(path,
+               "tensors \"" + entries[i - 1].name + "\" and \"" + entries[i].name + "\" overlap in the data section");
 
   for (const Entry& entry : entries) {
     Tensor t = Tensor::empty(entry.shape, entry.dtype);

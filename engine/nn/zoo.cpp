@@ -52,8 +52,10 @@ std::unique_ptr<Model> build_zoo_model(const std::string& name) {
     m->add("2", std::make_unique<Linear>(64, 10));
     return m;
   }
-  if (name == "cnn") return conv_net(32, 64, 128);
-  if (name == "teacher") return conv_net(64, 128, 256);
+  if (name == "cnn")
+    return conv_net(32, 64, 128);
+  if (name == "teacher")
+    return conv_net(64, 128, 256);
   throw ConfigError("model.zoo: unknown model '" + name + "': allowed mlp, cnn, teacher, student, custom");
 }
 
@@ -61,7 +63,8 @@ namespace {
 
 int64_t get_int(const nlohmann::json& spec, const std::string& where, const char* key, int64_t def, bool required) {
   if (!spec.contains(key)) {
-    if (required) throw ConfigError(where + ": missing \"" + key + "\" (a positive integer)");
+    if (required)
+      throw ConfigError(where + ": missing \"" + key + "\" (a positive integer)");
     return def;
   }
   const auto& v = spec[key];
@@ -71,22 +74,28 @@ int64_t get_int(const nlohmann::json& spec, const std::string& where, const char
 }
 
 double get_number(const nlohmann::json& spec, const std::string& where, const char* key, double def) {
-  if (!spec.contains(key)) return def;
-  if (!spec[key].is_number()) throw ConfigError(where + "." + key + ": expected a number, got " + spec[key].dump());
+  if (!spec.contains(key))
+    return def;
+  if (!spec[key].is_number())
+    throw ConfigError(where + "." + key + ": expected a number, got " + spec[key].dump());
   return spec[key].get<double>();
 }
 
 bool get_bool(const nlohmann::json& spec, const std::string& where, const char* key, bool def) {
-  if (!spec.contains(key)) return def;
-  if (!spec[key].is_boolean()) throw ConfigError(where + "." + key + ": expected true or false, got " + spec[key].dump());
+  if (!spec.contains(key))
+    return def;
+  if (!spec[key].is_boolean())
+    throw ConfigError(where + "." + key + ": expected true or false, got " + spec[key].dump());
   return spec[key].get<bool>();
 }
 
 void check_keys(const nlohmann::json& spec, const std::string& where, const std::set<std::string>& allowed) {
   for (auto it = spec.begin(); it != spec.end(); ++it) {
-    if (allowed.count(it.key()) || it.key() == "type" || it.key() == "name" || it.key() == "input") continue;
+    if (allowed.count(it.key()) || it.key() == "type" || it.key() == "name" || it.key() == "input")
+      continue;
     std::string list = "type, name, input";
-    for (const auto& a : allowed) list += ", " + a;
+    for (const auto& a : allowed)
+      list += ", " + a;
     throw ConfigError(where + ": unknown key \"" + it.key() + "\" for a " + spec["type"].get<std::string>() +
                       " layer; allowed: " + list);
   }
@@ -108,7 +117,8 @@ std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, con
     const std::string type = spec["type"].get<std::string>();
     const std::string name = spec.contains("name") ? spec["name"].get<std::string>() : std::to_string(i);
     std::vector<std::string> inputs;
-    if (spec.contains("input")) inputs.push_back(spec["input"].get<std::string>());
+    if (spec.contains("input"))
+      inputs.push_back(spec["input"].get<std::string>());
     // The input shape of this layer, for inferring sizes.
     if (!inputs.empty()) {
       const int j = model->find(inputs[0]);
@@ -125,20 +135,25 @@ std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, con
       if (current.size() != 2)
         throw ConfigError(where + ": linear needs a flat input, got " + shape_str(current) +
                           " (add {\"type\": \"flatten\"} before it)");
-      layer = std::make_unique<Linear>(current[1], get_int(spec, where, "out", 0, true), get_bool(spec, where, "bias", true));
+      layer = std::make_unique<Linear>(current[1], get_int(spec, where, "out", 0, true),
+                                       get_bool(spec, where, "bias", true));
     } else if (type == "conv2d") {
       check_keys(spec, where, {"out", "kernel", "stride", "padding", "bias"});
-      if (current.size() != 4) throw ConfigError(where + ": conv2d needs an image input [N, C, H, W], got " + shape_str(current));
-      layer = std::make_unique<Conv2d>(current[1], get_int(spec, where, "out", 0, true),
-                                       get_int(spec, where, "kernel", 3, false), get_int(spec, where, "stride", 1, false),
-                                       get_int(spec, where, "padding", 0, false), get_bool(spec, where, "bias", true));
+      if (current.size() != 4)
+        throw ConfigError(where + ": conv2d needs an image input [N, C, H, W], got " + shape_str(current));
+      layer =
+          std::make_unique<Conv2d>(current[1], get_int(spec, where, "out", 0, true),
+                                   get_int(spec, where, "kernel", 3, false), get_int(spec, where, "stride", 1, false),
+                                   get_int(spec, where, "padding", 0, false), get_bool(spec, where, "bias", true));
     } else if (type == "maxpool2d") {
       check_keys(spec, where, {"kernel", "stride", "padding"});
-      layer = std::make_unique<MaxPool2d>(get_int(spec, where, "kernel", 2, false), get_int(spec, where, "stride", 0, false),
+      layer = std::make_unique<MaxPool2d>(get_int(spec, where, "kernel", 2, false),
+                                          get_int(spec, where, "stride", 0, false),
                                           get_int(spec, where, "padding", 0, false));
     } else if (type == "batchnorm2d") {
       check_keys(spec, where, {"eps", "momentum"});
-      if (current.size() != 4) throw ConfigError(where + ": batchnorm2d needs [N, C, H, W], got " + shape_str(current));
+      if (current.size() != 4)
+        throw ConfigError(where + ": batchnorm2d needs [N, C, H, W], got " + shape_str(current));
       layer = std::make_unique<BatchNorm2d>(current[1], get_number(spec, where, "eps", 1e-5),
                                             get_number(spec, where, "momentum", 0.1));
     } else if (type == "dropout") {

@@ -23,7 +23,8 @@ using Kind = FieldSpec::Kind;
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t j = 0; j <= b.size(); ++j)
+    prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j)
@@ -40,7 +41,8 @@ std::vector<std::string> close_matches(const std::string& word, const std::vecto
   std::vector<std::pair<size_t, std::string>> scored;
   for (const std::string& c : candidates) {
     const size_t d = edit_distance(word, c);
-    if (d <= limit) scored.emplace_back(d, c);
+    if (d <= limit)
+      scored.emplace_back(d, c);
   }
   std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
@@ -51,17 +53,24 @@ std::vector<std::string> close_matches(const std::string& word, const std::vecto
 
 std::string join_quoted(const std::vector<std::string>& items) {
   std::string s;
-  for (const std::string& i : items) s += (s.empty() ? "\"" : ", \"") + i + "\"";
+  for (const std::string& i : items)
+    s += (s.empty() ? "\"" : ", \"") + i + "\"";
   return s;
 }
 
 const char* json_type_name(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
+  if (v.is_null())
+    return "null";
+  if (v.is_boolean())
+    return "a boolean";
+  if (v.is_number_integer())
+    return "an integer";
+  if (v.is_number())
+    return "a number";
+  if (v.is_string())
+    return "a string";
+  if (v.is_array())
+    return "an array";
   return "an object";
 }
 
@@ -80,9 +89,11 @@ SchemaNode build_tree() {
     while (true) {
       const size_t dot = rest.find('.');
       const std::string key = rest.substr(0, dot);
-      if (!node->children.count(key)) node->order.push_back(key);
+      if (!node->children.count(key))
+        node->order.push_back(key);
       node = &node->children[key];
-      if (dot == std::string::npos) break;
+      if (dot == std::string::npos)
+        break;
       rest = rest.substr(dot + 1);
     }
     node->field = &f;
@@ -112,7 +123,8 @@ class Validator {
   void object(const json& in, const SchemaNode& node, const std::string& prefix, json& out) {
     out = json::object();
     for (const auto& [key, value] : in.items()) {
-      if (node.children.count(key)) continue;
+      if (node.children.count(key))
+        continue;
       std::string text = "unknown key";
       const std::vector<std::string> close = close_matches(key, node.order, 1);
       text += close.empty() ? "." : "; did you mean \"" + close.front() + "\"?";
@@ -142,7 +154,8 @@ class Validator {
   json leaf(const json& v, const FieldSpec& f) {
     const size_t before = problems.size();
     json value = v;
-    if (v.is_null() && f.default_value.is_null()) return v;
+    if (v.is_null() && f.default_value.is_null())
+      return v;
     switch (f.kind) {
       case Kind::integer:
         if (v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() == std::floor(v.get<double>()) &&
@@ -160,18 +173,20 @@ class Validator {
           range(value, f);
         break;
       case Kind::boolean:
-        if (!v.is_boolean()) problem(f.path, "expected true or false, got " + v.dump() + " (" + json_type_name(v) + ")");
+        if (!v.is_boolean())
+          problem(f.path, "expected true or false, got " + v.dump() + " (" + json_type_name(v) + ")");
         break;
       case Kind::string:
-        if (!v.is_string()) problem(f.path, "expected a string, got " + v.dump() + " (" + json_type_name(v) + ")");
+        if (!v.is_string())
+          problem(f.path, "expected a string, got " + v.dump() + " (" + json_type_name(v) + ")");
         break;
       case Kind::enumeration:
-        if (!v.is_string() ||
-            std::find(f.choices.begin(), f.choices.end(), v.get<std::string>()) == f.choices.end()) {
+        if (!v.is_string() || std::find(f.choices.begin(), f.choices.end(), v.get<std::string>()) == f.choices.end()) {
           std::string text = v.dump() + " is not " + describe_allowed(f);
           if (v.is_string()) {
             const std::vector<std::string> close = close_matches(v.get<std::string>(), f.choices, 1);
-            if (!close.empty()) text += "; did you mean \"" + close.front() + "\"?";
+            if (!close.empty())
+              text += "; did you mean \"" + close.front() + "\"?";
           }
           problem(f.path, text);
         }
@@ -181,8 +196,8 @@ class Validator {
         break;
     }
     if (problems.size() == before && !f.supported && value != f.default_value)
-      problem(f.path, f.unsupported_reason + " (got " + value.dump() + "; only the default " +
-                          f.default_value.dump() + " is accepted for now)");
+      problem(f.path, f.unsupported_reason + " (got " + value.dump() + "; only the default " + f.default_value.dump() +
+                          " is accepted for now)");
     return value;
   }
 
@@ -190,7 +205,8 @@ class Validator {
     const double x = v.get<double>();
     const bool low = f.min_exclusive ? !(x > f.min) : !(x >= f.min);
     const bool high = f.max_exclusive ? !(x < f.max) : !(x <= f.max);
-    if (low || high) problem(f.path, v.dump() + " is out of range; allowed: " + describe_allowed(f));
+    if (low || high)
+      problem(f.path, v.dump() + " is out of range; allowed: " + describe_allowed(f));
   }
 
   void object_list(const json& v, const FieldSpec& f) {
@@ -215,8 +231,9 @@ void check_cross_fields(const json& out, Validator& val) {
   if (ok("model.zoo") && ok("model.layers")) {
     const bool custom = model.at("zoo") == "custom";
     if (custom && model.at("layers").empty())
-      val.problem("model.layers", "required when model.zoo is \"custom\": give a list like "
-                                  "[{\"type\":\"linear\",\"out\":128},{\"type\":\"relu\"},...]");
+      val.problem("model.layers",
+                  "required when model.zoo is \"custom\": give a list like "
+                  "[{\"type\":\"linear\",\"out\":128},{\"type\":\"relu\"},...]");
     if (!custom && !model.at("layers").empty())
       val.problem("model.layers", "only used when model.zoo is \"custom\" (model.zoo is " + model.at("zoo").dump() +
                                       "); remove it or set model.zoo to \"custom\"");
@@ -226,9 +243,11 @@ void check_cross_fields(const json& out, Validator& val) {
     const bool idx = data.at("dataset") == "idx";
     for (const char* key : {"train_images", "train_labels", "test_images", "test_labels"}) {
       const std::string path = std::string("data.") + key;
-      if (!ok(path.c_str())) continue;
+      if (!ok(path.c_str()))
+        continue;
       const bool empty = data.at(key).get<std::string>().empty();
-      if (idx && empty) val.problem(path, "required when data.dataset is \"idx\": the IDX file name");
+      if (idx && empty)
+        val.problem(path, "required when data.dataset is \"idx\": the IDX file name");
       if (!idx && !empty)
         val.problem(path, "only used when data.dataset is \"idx\" (data.dataset is " + data.at("dataset").dump() + ")");
     }
@@ -238,10 +257,11 @@ void check_cross_fields(const json& out, Validator& val) {
     try {
       const PriceCatalog catalog = PriceCatalog::load(PriceCatalog::default_path());
       if (!catalog.contains(instance)) {
-        std::string text = "\"" + instance + "\" is not in the price catalog " + catalog.path() + "; allowed: " +
-                           join_quoted(catalog.names());
+        std::string text = "\"" + instance + "\" is not in the price catalog " + catalog.path() +
+                           "; allowed: " + join_quoted(catalog.names());
         const std::vector<std::string> close = close_matches(instance, catalog.names(), 1);
-        if (!close.empty()) text += "; did you mean \"" + close.front() + "\"?";
+        if (!close.empty())
+          text += "; did you mean \"" + close.front() + "\"?";
         val.problem("cost.instance", text);
       }
     } catch (const Error& e) {
@@ -254,7 +274,8 @@ void check_cross_fields(const json& out, Validator& val) {
 
 json load_config_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("config file " + path + ": cannot open it (does it exist?)");
+  if (!in)
+    throw ConfigError("config file " + path + ": cannot open it (does it exist?)");
   std::ostringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
@@ -275,7 +296,8 @@ json load_config_file(const std::string& path) {
     }
     std::string what = e.what();
     const size_t colon = what.find(": ", what.find("parse error"));
-    if (colon != std::string::npos) what = what.substr(colon + 2);
+    if (colon != std::string::npos)
+      what = what.substr(colon + 2);
     throw ConfigError("config file " + path + ":" + std::to_string(line) + ":" + std::to_string(column) +
                       ": JSON syntax error: " + what);
   }
@@ -293,14 +315,16 @@ void apply_override(json& cfg, const std::string& assignment) {
   const FieldSpec* field = find_field(key);
   if (!field) {
     std::vector<std::string> paths;
-    for (const FieldSpec& f : experiment_schema()) paths.push_back(f.path);
+    for (const FieldSpec& f : experiment_schema())
+      paths.push_back(f.path);
     std::vector<std::string> close = close_matches(key, paths, 3);
     if (close.empty()) {
       // No typo-close path: try the last segment alone ("lr" -> "train.optimizer.lr").
       const std::string last = key.substr(key.rfind('.') + 1);
       for (const std::string& p : paths) {
         const std::string p_last = p.substr(p.rfind('.') + 1);
-        if (edit_distance(last, p_last) <= std::max<size_t>(1, last.size() / 4)) close.push_back(p);
+        if (edit_distance(last, p_last) <= std::max<size_t>(1, last.size() / 4))
+          close.push_back(p);
       }
     }
     std::string msg = "--set " + key + ": no such config field";
@@ -312,14 +336,16 @@ void apply_override(json& cfg, const std::string& assignment) {
       std::string prefix, rest = key;
       for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) {
         const auto it = node->children.find(rest.substr(0, dot));
-        if (it == node->children.end() || it->second.field) break;
+        if (it == node->children.end() || it->second.field)
+          break;
         node = &it->second;
         prefix = join_path(prefix, rest.substr(0, dot));
       }
       std::vector<std::string> keys;
       for (const std::string& k : node->order)
         keys.push_back(join_path(prefix, k) + (node->children.at(k).field ? "" : ".*"));
-      msg += "; fields " + (prefix.empty() ? std::string("at the top level") : "in " + prefix) + ": " + join_quoted(keys);
+      msg +=
+          "; fields " + (prefix.empty() ? std::string("at the top level") : "in " + prefix) + ": " + join_quoted(keys);
     }
     throw ConfigError(msg);
   }
@@ -329,10 +355,12 @@ void apply_override(json& cfg, const std::string& assignment) {
   } catch (const json::parse_error&) {
     value = text;
   }
-  if ((field->kind == Kind::string || field->kind == Kind::enumeration) && !value.is_string()) value = text;
+  if ((field->kind == Kind::string || field->kind == Kind::enumeration) && !value.is_string())
+    value = text;
 
   json* node = &cfg;
-  if (!node->is_object()) throw ConfigError("--set " + key + ": the config is not a JSON object");
+  if (!node->is_object())
+    throw ConfigError("--set " + key + ": the config is not a JSON object");
   std::string rest = key, walked;
   while (true) {
     const size_t dot = rest.find('.');
@@ -343,7 +371,8 @@ void apply_override(json& cfg, const std::string& assignment) {
       return;
     }
     json& next = (*node)[part];
-    if (next.is_null()) next = json::object();
+    if (next.is_null())
+      next = json::object();
     if (!next.is_object())
       throw ConfigError("--set " + key + ": " + walked + " is " + next.dump() + " in the config, not an object");
     node = &next;
@@ -352,14 +381,16 @@ void apply_override(json& cfg, const std::string& assignment) {
 }
 
 json validate_config(const json& cfg) {
-  if (!cfg.is_object()) throw ConfigError(std::string("config: expected a JSON object, got ") + json_type_name(cfg));
+  if (!cfg.is_object())
+    throw ConfigError(std::string("config: expected a JSON object, got ") + json_type_name(cfg));
   Validator val;
   json out;
   val.object(cfg, schema_tree(), "", out);
   check_cross_fields(out, val);
   if (!val.problems.empty()) {
     std::string msg;
-    for (const std::string& p : val.problems) msg += (msg.empty() ? "" : "\n") + p;
+    for (const std::string& p : val.problems)
+      msg += (msg.empty() ? "" : "\n") + p;
     throw ConfigError(msg);
   }
   return out;

@@ -65,10 +65,10 @@ struct AugmentConfig {
 
 struct DataConfig {
   DatasetKind dataset = DatasetKind::fashion_mnist;
-  std::string path;  ///< empty = the Debian package folder
+  std::string path;                                                  ///< empty = the Debian package folder
   std::string train_images, train_labels, test_images, test_labels;  ///< dataset=idx only
-  int64_t train_subset = 0;  ///< 0 = all
-  int64_t test_subset = 0;   ///< 0 = all
+  int64_t train_subset = 0;                                          ///< 0 = all
+  int64_t test_subset = 0;                                           ///< 0 = all
   AugmentConfig augment;
   int prefetch = 2;
 };

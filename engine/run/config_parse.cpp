@@ -24,7 +24,8 @@ template <class E, size_t N>
 E parse_enum(const json& v, const std::array<std::string_view, N>& names, const char* path) {
   const std::string s = v.get<std::string>();
   for (size_t i = 0; i < N; ++i)
-    if (names[i] == s) return static_cast<E>(i);
+    if (names[i] == s)
+      return static_cast<E>(i);
   // The schema accepted a choice that has no enum value: a schema/struct mismatch, not a user error.
   LATHE_FAIL(path, ": choice \"", s, "\" has no C++ enum value");
 }
@@ -36,7 +37,8 @@ std::string_view name_of(size_t i, const std::array<std::string_view, N>& names)
 
 void flatten_into(const json& v, const std::string& path, std::vector<std::pair<std::string, std::string>>& out) {
   if (v.is_object() && !v.empty()) {
-    for (const auto& [key, child] : v.items()) flatten_into(child, path.empty() ? key : path + "." + key, out);
+    for (const auto& [key, child] : v.items())
+      flatten_into(child, path.empty() ? key : path + "." + key, out);
     return;
   }
   out.emplace_back(path, v.is_string() ? v.get<std::string>() : v.dump());
@@ -56,10 +58,13 @@ std::string_view enum_name(Pricing v) { return name_of(static_cast<size_t>(v), k
 double default_learning_rate(ModelZoo zoo) {
   switch (zoo) {
     case ModelZoo::mlp:
-    case ModelZoo::student: return 0.05;
+    case ModelZoo::student:
+      return 0.05;
     case ModelZoo::cnn:
-    case ModelZoo::teacher: return 0.02;
-    case ModelZoo::custom: return 0.01;
+    case ModelZoo::teacher:
+      return 0.02;
+    case ModelZoo::custom:
+      return 0.01;
   }
   return 0.01;
 }
@@ -159,7 +164,8 @@ ExperimentConfig parse_experiment(const json& validated) {
 std::vector<std::pair<std::string, std::string>> flatten_config(const json& cfg) {
   std::vector<std::pair<std::string, std::string>> out;
   if (cfg.is_object())
-    for (const auto& [key, child] : cfg.items()) flatten_into(child, key, out);
+    for (const auto& [key, child] : cfg.items())
+      flatten_into(child, key, out);
   return out;
 }
 

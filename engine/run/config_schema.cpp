@@ -95,13 +95,12 @@ std::vector<FieldSpec> build_schema() {
   // --- train
   s.push_back(integer("train.epochs", 5, 1, 10000, "Passes over the training set"));
   s.push_back(integer("train.batch_size", 128, 1, 65536, "Samples per optimizer step (before grad_accum)"));
-  s.push_back(unsupported(enumeration("train.precision", {"fp32", "bf16", "f16"},
-                                      "Compute precision of the training step"),
-                          "mixed precision lands with issue 6"));
+  s.push_back(
+      unsupported(enumeration("train.precision", {"fp32", "bf16", "f16"}, "Compute precision of the training step"),
+                  "mixed precision lands with issue 6"));
   s.push_back(enumeration("train.optimizer.type", {"sgd", "adamw"}, "Optimizer"));
   s.push_back(number("train.optimizer.lr", nullptr, 0, 10,
-                     "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom)",
-                     true));
+                     "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom)", true));
   s.push_back(number("train.optimizer.momentum", 0.9, 0, 1, "SGD momentum", false, true));
   s.push_back(number("train.optimizer.weight_decay", 0.0, 0, kInf, "Weight decay (decoupled for adamw)"));
   s.push_back(boolean("train.optimizer.nesterov", false, "Nesterov momentum (sgd)"));
@@ -122,20 +121,21 @@ std::vector<FieldSpec> build_schema() {
                           "auto = cuda when a GPU is present, else cpu; reference = plain loops"));
   s.push_back(unsupported(integer("compute.devices", 1, 1, 64, "Data-parallel ranks (one device each)"),
                           "data-parallel training lands with a later issue"));
-  s.push_back(unsupported(enumeration("compute.grad_compression", {"none", "fp16"},
-                                      "Compress gradients before the all-reduce"),
-                          "gradient compression lands with data-parallel training"));
+  s.push_back(
+      unsupported(enumeration("compute.grad_compression", {"none", "fp16"}, "Compress gradients before the all-reduce"),
+                  "gradient compression lands with data-parallel training"));
   // --- prune
-  s.push_back(unsupported(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
-                                      "Pruning method; none = no pruning stage"),
-                          kPruneReason));
+  s.push_back(
+      unsupported(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
+                              "Pruning method; none = no pruning stage"),
+                  kPruneReason));
   s.push_back(unsupported(number("prune.ratio", 0.5, 0, 1, "Fraction of weights removed", false, true), kPruneReason));
-  s.push_back(unsupported(enumeration("prune.scope", {"global", "layer"}, "Rank weights across all layers or per layer"),
-                          kPruneReason));
-  s.push_back(unsupported(enumeration("prune.schedule", {"one-shot", "agp"}, "One shot, or gradual (AGP)"),
-                          kPruneReason));
-  s.push_back(unsupported(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning"),
-                          kPruneReason));
+  s.push_back(unsupported(
+      enumeration("prune.scope", {"global", "layer"}, "Rank weights across all layers or per layer"), kPruneReason));
+  s.push_back(
+      unsupported(enumeration("prune.schedule", {"one-shot", "agp"}, "One shot, or gradual (AGP)"), kPruneReason));
+  s.push_back(
+      unsupported(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning"), kPruneReason));
   // --- distill
   s.push_back(unsupported(string("distill.teacher", "", "Teacher: zoo:<name> or a safetensors file; empty = none"),
                           kDistillReason));
@@ -152,9 +152,9 @@ std::vector<FieldSpec> build_schema() {
                           kQuantReason));
   s.push_back(unsupported(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true),
                           kQuantReason));
-  s.push_back(unsupported(enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity",
-                                      "per-channel"),
-                          kQuantReason));
+  s.push_back(unsupported(
+      enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity", "per-channel"),
+      kQuantReason));
   s.push_back(unsupported(integer("quant.calib_samples", 512, 1, kInf, "Samples used for calibration"), kQuantReason));
   // --- checkpoint
   s.push_back(unsupported(number("checkpoint.every_min", 30, 0, kInf, "Minutes between checkpoints; 0 = never"),
@@ -171,7 +171,8 @@ std::vector<FieldSpec> build_schema() {
 }
 
 std::string format_bound(double v) {
-  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15)
+    return std::to_string(static_cast<int64_t>(v));
   return nlohmann::json(v).dump();
 }
 
@@ -184,18 +185,25 @@ const std::vector<FieldSpec>& experiment_schema() {
 
 const FieldSpec* find_field(const std::string& path) {
   for (const FieldSpec& f : experiment_schema())
-    if (f.path == path) return &f;
+    if (f.path == path)
+      return &f;
   return nullptr;
 }
 
 const char* kind_name(FieldSpec::Kind kind) {
   switch (kind) {
-    case Kind::integer: return "integer";
-    case Kind::number: return "number";
-    case Kind::boolean: return "boolean";
-    case Kind::string: return "string";
-    case Kind::enumeration: return "enumeration";
-    case Kind::object_list: return "object_list";
+    case Kind::integer:
+      return "integer";
+    case Kind::number:
+      return "number";
+    case Kind::boolean:
+      return "boolean";
+    case Kind::string:
+      return "string";
+    case Kind::enumeration:
+      return "enumeration";
+    case Kind::object_list:
+      return "object_list";
   }
   return "?";
 }
@@ -210,20 +218,31 @@ std::string describe_allowed(const FieldSpec& f) {
       if (f.kind == Kind::integer && has_min && has_max && !f.min_exclusive && !f.max_exclusive)
         os << " from " << format_bound(f.min) << " to " << format_bound(f.max);
       else {
-        if (has_min) os << (f.min_exclusive ? " > " : " >= ") << format_bound(f.min);
-        if (has_min && has_max) os << " and";
-        if (has_max) os << (f.max_exclusive ? " < " : " <= ") << format_bound(f.max);
+        if (has_min)
+          os << (f.min_exclusive ? " > " : " >= ") << format_bound(f.min);
+        if (has_min && has_max)
+          os << " and";
+        if (has_max)
+          os << (f.max_exclusive ? " < " : " <= ") << format_bound(f.max);
       }
-      if (f.default_value.is_null()) os << ", or null for the default";
+      if (f.default_value.is_null())
+        os << ", or null for the default";
       break;
     }
-    case Kind::boolean: os << "true or false"; break;
-    case Kind::string: os << "a string"; break;
+    case Kind::boolean:
+      os << "true or false";
+      break;
+    case Kind::string:
+      os << "a string";
+      break;
     case Kind::enumeration:
       os << "one of ";
-      for (size_t i = 0; i < f.choices.size(); ++i) os << (i ? ", " : "") << '"' << f.choices[i] << '"';
+      for (size_t i = 0; i < f.choices.size(); ++i)
+        os << (i ? ", " : "") << '"' << f.choices[i] << '"';
       break;
-    case Kind::object_list: os << "an array of objects, each with a string \"type\""; break;
+    case Kind::object_list:
+      os << "an array of objects, each with a string \"type\"";
+      break;
   }
   return os.str();
 }
@@ -235,16 +254,22 @@ nlohmann::json schema_as_json() {
     j["path"] = f.path;
     j["kind"] = kind_name(f.kind);
     j["default"] = f.default_value;
-    auto bound = [&](double v) { return f.kind == Kind::integer ? nlohmann::json(static_cast<int64_t>(v)) : nlohmann::json(v); };
-    if (std::isfinite(f.min)) j["min"] = bound(f.min);
-    if (std::isfinite(f.max)) j["max"] = bound(f.max);
+    auto bound = [&](double v) {
+      return f.kind == Kind::integer ? nlohmann::json(static_cast<int64_t>(v)) : nlohmann::json(v);
+    };
+    if (std::isfinite(f.min))
+      j["min"] = bound(f.min);
+    if (std::isfinite(f.max))
+      j["max"] = bound(f.max);
     j["min_exclusive"] = f.min_exclusive;
     j["max_exclusive"] = f.max_exclusive;
-    if (f.kind == Kind::enumeration) j["choices"] = f.choices;
+    if (f.kind == Kind::enumeration)
+      j["choices"] = f.choices;
     j["doc"] = f.doc;
     j["allowed"] = describe_allowed(f);
     j["supported"] = f.supported;
-    if (!f.supported) j["unsupported_reason"] = f.unsupported_reason;
+    if (!f.supported)
+      j["unsupported_reason"] = f.unsupported_reason;
     j["section"] = f.section;
     fields.push_back(std::move(j));
   }

@@ -21,7 +21,8 @@ using nlohmann::json;
 }
 
 const json& require(const json& obj, const char* key, const std::string& path, const std::string& where) {
-  if (!obj.contains(key)) bad_catalog(path, where + ": missing \"" + key + "\"");
+  if (!obj.contains(key))
+    bad_catalog(path, where + ": missing \"" + key + "\"");
   return obj.at(key);
 }
 
@@ -34,16 +35,19 @@ double require_price(const json& obj, const char* key, const std::string& path, 
 
 std::string require_string(const json& obj, const char* key, const std::string& path, const std::string& where) {
   const json& v = require(obj, key, path, where);
-  if (!v.is_string()) bad_catalog(path, where + ": \"" + key + "\" must be a string, got " + v.dump());
+  if (!v.is_string())
+    bad_catalog(path, where + ": \"" + key + "\" must be a string, got " + v.dump());
   return v.get<std::string>();
 }
 
 InstancePrice parse_instance(const json& e, const std::string& path, size_t index) {
   std::string where = "instances[" + std::to_string(index) + "]";
-  if (!e.is_object()) bad_catalog(path, where + ": expected an object");
+  if (!e.is_object())
+    bad_catalog(path, where + ": expected an object");
   InstancePrice p;
   p.name = require_string(e, "name", path, where);
-  if (p.name.empty()) bad_catalog(path, where + ": empty \"name\"");
+  if (p.name.empty())
+    bad_catalog(path, where + ": empty \"name\"");
   where += " (" + p.name + ")";
   const json& gpus = require(e, "gpus", path, where);
   if (!gpus.is_number_integer() || gpus.get<int64_t>() < 0)
@@ -59,7 +63,8 @@ InstancePrice parse_instance(const json& e, const std::string& path, size_t inde
   p.spot_source = e.contains("spot_source") ? require_string(e, "spot_source", path, where) : p.source;
   if (e.contains("peak_tflops_per_device")) {
     const json& peaks = e.at("peak_tflops_per_device");
-    if (!peaks.is_object()) bad_catalog(path, where + ": \"peak_tflops_per_device\" must be an object");
+    if (!peaks.is_object())
+      bad_catalog(path, where + ": \"peak_tflops_per_device\" must be an object");
     for (const auto& [precision, tflops] : peaks.items()) {
       if (!tflops.is_number() || tflops.get<double>() <= 0)
         bad_catalog(path, where + ": peak_tflops_per_device." + precision + " must be a number > 0");
@@ -80,7 +85,8 @@ double InstancePrice::peak_flops(const std::string& precision) const {
 
 PriceCatalog PriceCatalog::load(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw DataError("price catalog " + path + ": cannot open the file (set LATHE_PRICES to another catalog)");
+  if (!in)
+    throw DataError("price catalog " + path + ": cannot open the file (set LATHE_PRICES to another catalog)");
   json doc;
   try {
     doc = json::parse(in);
@@ -96,42 +102,50 @@ PriceCatalog PriceCatalog::load(const std::string& path) {
   const json& list = doc.at("instances");
   for (size_t i = 0; i < list.size(); ++i) {
     InstancePrice p = parse_instance(list[i], path, i);
-    if (catalog.contains(p.name)) bad_catalog(path, "instance \"" + p.name + "\" is listed twice");
+    if (catalog.contains(p.name))
+      bad_catalog(path, "instance \"" + p.name + "\" is listed twice");
     catalog.m_instances.push_back(std::move(p));
   }
-  if (catalog.m_instances.empty()) bad_catalog(path, "no instances");
+  if (catalog.m_instances.empty())
+    bad_catalog(path, "no instances");
   return catalog;
 }
 
 std::string PriceCatalog::default_path() {
   const char* env = std::getenv("LATHE_PRICES");
-  if (env && *env) return env;
+  if (env && *env)
+    return env;
   return LATHE_SOURCE_DIR "/resources/prices.json";
 }
 
 bool PriceCatalog::contains(const std::string& name) const {
   for (const InstancePrice& p : m_instances)
-    if (p.name == name) return true;
+    if (p.name == name)
+      return true;
   return false;
 }
 
 const InstancePrice& PriceCatalog::find(const std::string& name) const {
   for (const InstancePrice& p : m_instances)
-    if (p.name == name) return p;
+    if (p.name == name)
+      return p;
   std::string list;
-  for (const InstancePrice& p : m_instances) list += (list.empty() ? "" : ", ") + p.name;
+  for (const InstancePrice& p : m_instances)
+    list += (list.empty() ? "" : ", ") + p.name;
   throw ConfigError("unknown instance \"" + name + "\"; the price catalog " + m_path + " lists: " + list);
 }
 
 std::vector<std::string> PriceCatalog::names() const {
   std::vector<std::string> out;
-  for (const InstancePrice& p : m_instances) out.push_back(p.name);
+  for (const InstancePrice& p : m_instances)
+    out.push_back(p.name);
   return out;
 }
 
 int instances_needed(const InstancePrice& instance, int devices) {
   LATHE_CHECK(devices >= 1, "devices must be >= 1, got ", devices);
-  if (instance.gpus <= 0) return 1;
+  if (instance.gpus <= 0)
+    return 1;
   return (devices + instance.gpus - 1) / instance.gpus;
 }
 

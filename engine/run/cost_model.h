@@ -16,9 +16,9 @@ struct InstancePrice {
   std::string gpu_model;  ///< "NVIDIA A100-SXM4-40GB"; empty when gpus == 0
   double on_demand_usd_per_hour = 0;
   double spot_usd_per_hour = 0;
-  std::string price_date;  ///< when the prices were read, "YYYY-MM" or "YYYY-MM-DD"
-  std::string source;      ///< where the on-demand price comes from
-  std::string spot_source; ///< where the spot price comes from (spot prices move; this says how it was taken)
+  std::string price_date;   ///< when the prices were read, "YYYY-MM" or "YYYY-MM-DD"
+  std::string source;       ///< where the on-demand price comes from
+  std::string spot_source;  ///< where the spot price comes from (spot prices move; this says how it was taken)
   /// Peak dense FLOP/s of ONE device per precision ("fp32", "tf32", "bf16", "fp16"), for MFU.
   /// Empty when unknown.
   std::map<std::string, double> peak_flops_per_device;

@@ -8,7 +8,8 @@
 namespace lathe {
 
 JsonlSink::JsonlSink(const std::string& path) : m_out(path, std::ios::app), m_path(path) {
-  if (!m_out) throw DataError("cannot open metrics file " + path + " for writing");
+  if (!m_out)
+    throw DataError("cannot open metrics file " + path + " for writing");
 }
 
 void JsonlSink::write(const nlohmann::json& line) {

@@ -41,13 +41,16 @@ class FanoutSink final : public MetricsSink {
  public:
   void add(MetricsSink* sink) { m_sinks.push_back(sink); }
   void sample(const std::string& metric, int64_t step, double wall_ms, double value) override {
-    for (MetricsSink* s : m_sinks) s->sample(metric, step, wall_ms, value);
+    for (MetricsSink* s : m_sinks)
+      s->sample(metric, step, wall_ms, value);
   }
   void event(const std::string& kind, const nlohmann::json& fields) override {
-    for (MetricsSink* s : m_sinks) s->event(kind, fields);
+    for (MetricsSink* s : m_sinks)
+      s->event(kind, fields);
   }
   void flush() override {
-    for (MetricsSink* s : m_sinks) s->flush();
+    for (MetricsSink* s : m_sinks)
+      s->flush();
   }
 
  private:

@@ -92,28 +92,36 @@ Nvml::~Nvml() {
 }
 
 int Nvml::device_count() const {
-  if (!m_available || !m_api->get_count) return 0;
+  if (!m_available || !m_api->get_count)
+    return 0;
   unsigned int n = 0;
   return m_api->get_count(&n) == kNvmlSuccess ? static_cast<int>(n) : 0;
 }
 
 std::optional<GpuSample> Nvml::sample(int device) const {
-  if (!m_available || device < 0) return std::nullopt;
+  if (!m_available || device < 0)
+    return std::nullopt;
   NvmlDevice handle = nullptr;
-  if (m_api->get_handle(static_cast<unsigned int>(device), &handle) != kNvmlSuccess) return std::nullopt;
+  if (m_api->get_handle(static_cast<unsigned int>(device), &handle) != kNvmlSuccess)
+    return std::nullopt;
   NvmlUtilization util{};
   NvmlMemory mem{};
-  if (m_api->get_utilization(handle, &util) != kNvmlSuccess) return std::nullopt;
-  if (m_api->get_memory(handle, &mem) != kNvmlSuccess) return std::nullopt;
+  if (m_api->get_utilization(handle, &util) != kNvmlSuccess)
+    return std::nullopt;
+  if (m_api->get_memory(handle, &mem) != kNvmlSuccess)
+    return std::nullopt;
   return GpuSample{static_cast<double>(util.gpu), mem.used, mem.total};
 }
 
 std::string Nvml::device_name(int device) const {
-  if (!m_available || device < 0) return "";
+  if (!m_available || device < 0)
+    return "";
   NvmlDevice handle = nullptr;
-  if (m_api->get_handle(static_cast<unsigned int>(device), &handle) != kNvmlSuccess) return "";
+  if (m_api->get_handle(static_cast<unsigned int>(device), &handle) != kNvmlSuccess)
+    return "";
   char name[96] = {};  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-  if (m_api->get_name(handle, name, sizeof(name)) != kNvmlSuccess) return "";
+  if (m_api->get_name(handle, name, sizeof(name)) != kNvmlSuccess)
+    return "";
   return name;
 }
 

@@ -31,7 +31,8 @@ std::string create_run_dir(const std::string& root, const std::string& id) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(root, ec);
-  if (ec) throw DataError("cannot create the runs folder " + root + ": " + ec.message() + " (set output.dir)");
+  if (ec)
+    throw DataError("cannot create the runs folder " + root + ": " + ec.message() + " (set output.dir)");
   const fs::path dir = fs::path(root) / id;
   if (!fs::create_directory(dir, ec) || ec)
     throw DataError("cannot create run folder " + dir.string() + (ec ? ": " + ec.message() : ": it already exists"));
@@ -42,14 +43,17 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw DataError("cannot write " + tmp);
+    if (!out)
+      throw DataError("cannot write " + tmp);
     out << text;
     out.flush();
-    if (!out) throw DataError("cannot write " + tmp);
+    if (!out)
+      throw DataError("cannot write " + tmp);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw DataError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  if (ec)
+    throw DataError("cannot rename " + tmp + " to " + path + ": " + ec.message());
 }
 
 }  // namespace lathe

@@ -5,14 +5,14 @@
 #include <sched.h>
 #include <sys/resource.h>
 
+#include <oneapi/dnnl/dnnl.h>
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <oneapi/dnnl/dnnl.h>
 #include <vector>
 
 #include "engine/backend/cpu/reference_backend.h"
@@ -35,7 +35,8 @@ double process_cpu_seconds() {
 int usable_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    return std::max(1, CPU_COUNT(&set));
   return 1;
 }
 
@@ -67,7 +68,8 @@ PeakFlops measure_cpu_peak_flops(int threads) {
     const auto t0 = std::chrono::steady_clock::now();
     dnnl_sgemm('N', 'N', n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (rep > 0) best = std::min(best, s);  // the first call JIT-compiles
+    if (rep > 0)
+      best = std::min(best, s);  // the first call JIT-compiles
   }
   omp_set_num_threads(saved);
   PeakFlops p;
@@ -80,8 +82,10 @@ namespace {
 std::string peak_cache_path() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/lathe/peak_flops.json";
-  if (home && *home) return std::string(home) + "/.cache/lathe/peak_flops.json";
+  if (xdg && *xdg)
+    return std::string(xdg) + "/lathe/peak_flops.json";
+  if (home && *home)
+    return std::string(home) + "/.cache/lathe/peak_flops.json";
   return "";
 }
 }  // namespace
@@ -89,13 +93,16 @@ std::string peak_cache_path() {
 PeakFlops cpu_peak_flops(int threads) {
   PeakFlops now = measure_cpu_peak_flops(threads);
   const std::string path = peak_cache_path();
-  if (path.empty()) return now;
+  if (path.empty())
+    return now;
   const std::string key = cpu_model_name() + " x" + std::to_string(threads);
   nlohmann::json cache = nlohmann::json::object();
   try {
     std::ifstream in(path);
-    if (in) cache = nlohmann::json::parse(in);
-    if (!cache.is_object()) cache = nlohmann::json::object();
+    if (in)
+      cache = nlohmann::json::parse(in);
+    if (!cache.is_object())
+      cache = nlohmann::json::object();
   } catch (const std::exception&) {
     cache = nlohmann::json::object();  // a damaged cache is rebuilt
   }

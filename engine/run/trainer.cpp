@@ -36,13 +36,16 @@ TrainTest load_data(const DataConfig& d) {
     tt.train = load_idx_pair(d.train_images, d.train_labels);
     tt.test = load_idx_pair(d.test_images, d.test_labels, tt.train.num_classes);
   }
-  if (d.train_subset > 0 && d.train_subset < tt.train.count) tt.train = subset(tt.train, d.train_subset);
-  if (d.test_subset > 0 && d.test_subset < tt.test.count) tt.test = subset(tt.test, d.test_subset);
+  if (d.train_subset > 0 && d.train_subset < tt.train.count)
+    tt.train = subset(tt.train, d.train_subset);
+  if (d.test_subset > 0 && d.test_subset < tt.test.count)
+    tt.test = subset(tt.test, d.test_subset);
   return tt;
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data) {
-  if (m.zoo == ModelZoo::custom) return build_model_from_layers(m.layers, {1, data.rows, data.cols});
+  if (m.zoo == ModelZoo::custom)
+    return build_model_from_layers(m.layers, {1, data.rows, data.cols});
   auto model = build_zoo_model(std::string(enum_name(m.zoo)));
   if (data.rows * data.cols != 784 || data.num_classes > 10)
     throw ConfigError("model.zoo: '" + std::string(enum_name(m.zoo)) +
@@ -53,7 +56,8 @@ std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
-  if (o.type == OptimizerType::adamw) return std::make_unique<AdamW>(o.beta1, o.beta2, o.eps, o.weight_decay);
+  if (o.type == OptimizerType::adamw)
+    return std::make_unique<AdamW>(o.beta1, o.beta2, o.eps, o.weight_decay);
   return std::make_unique<Sgd>(o.momentum, o.weight_decay, o.nesterov);
 }
 
@@ -135,7 +139,8 @@ class SummarySink final : public MetricsSink {
 RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options) {
   const auto t_start = Clock::now();
   const TrainConfig& tc = cfg.train;
-  if (tc.threads > 0) omp_set_num_threads(tc.threads);
+  if (tc.threads > 0)
+    omp_set_num_threads(tc.threads);
   const int threads = omp_get_max_threads();
 
   // ---- set-up: everything that can fail on bad input happens before the run folder exists ----
@@ -145,7 +150,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   std::unique_ptr<Model> model = build_model(cfg.model, data.train);
   Rng init_rng(cfg.seed);
   model->create_params(be, DType::f32, init_rng);
-  if (!cfg.model.init_from.empty()) load_model_weights(*model, be, cfg.model.init_from);
+  if (!cfg.model.init_from.empty())
+    load_model_weights(*model, be, cfg.model.init_from);
   const PriceCatalog catalog = PriceCatalog::load(PriceCatalog::default_path());
   const InstancePrice& instance = catalog.find(cfg.cost.instance);
   const bool spot = cfg.cost.pricing == Pricing::spot;
@@ -179,7 +185,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.backend = be.name();
   summary.device = be.device_name();
 
-  if (options.on_start) options.on_start(summary.run_id, summary.backend, summary.device);
+  if (options.on_start)
+    options.on_start(summary.run_id, summary.backend, summary.device);
   std::unique_ptr<JsonlSink> file_sink;
   FanoutSink fanout;
   if (options.write_run_dir) {
@@ -188,7 +195,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
     fanout.add(file_sink.get());
   }
-  if (options.extra_sink) fanout.add(options.extra_sink);
+  if (options.extra_sink)
+    fanout.add(options.extra_sink);
   SummarySink sink(fanout);
 
   const double fwd_flops = static_cast<double>(model->flops_per_sample());
@@ -219,7 +227,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   auto params = model->named_params();
   std::vector<Tensor> accum;
   if (k > 1)
-    for (auto& p : params) accum.push_back(be.zeros(p.param->grad.shape(), p.param->grad.dtype()));
+    for (auto& p : params)
+      accum.push_back(be.zeros(p.param->grad.shape(), p.param->grad.dtype()));
   const int64_t log_every = std::max<int64_t>(1, steps_per_epoch / 20);
   CpuUtilMeter util;
   int64_t step = 0;
@@ -241,7 +250,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     for (int64_t s = 0; s < steps_per_epoch; ++s) {
       const auto t_step = Clock::now();
       for (int64_t micro = 0; micro < k; ++micro) {
-        if (!loader.next(batch)) break;
+        if (!loader.next(batch))
+          break;
         db.load(be, batch);
         const int64_t b = batch.labels.dim(0);
         LayerContext ctx{be, true, static_cast<uint64_t>(step * k + micro)};
@@ -261,11 +271,13 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
         window_samples += b;
       }
       if (k > 1)
-        for (size_t i = 0; i < params.size(); ++i) std::swap(params[i].param->grad, accum[i]);
+        for (size_t i = 0; i < params.size(); ++i)
+          std::swap(params[i].param->grad, accum[i]);
       const double lr = schedule.at(step);
       optimizer->step(be, params, lr);
       if (k > 1)
-        for (size_t i = 0; i < params.size(); ++i) std::swap(params[i].param->grad, accum[i]);
+        for (size_t i = 0; i < params.size(); ++i)
+          std::swap(params[i].param->grad, accum[i]);
       be.synchronize();
       const double dt = seconds_since(t_step);
       window_train_s += dt;
@@ -277,7 +289,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
         const double ms = wall_ms();
         const double sps = window_samples / std::max(window_train_s, 1e-9);
         sink.sample("train/loss", step, ms, window_loss / std::max<int64_t>(window_samples, 1));
-        sink.sample("train/accuracy", step, ms, static_cast<double>(window_correct) / std::max<int64_t>(window_samples, 1));
+        sink.sample("train/accuracy", step, ms,
+                    static_cast<double>(window_correct) / std::max<int64_t>(window_samples, 1));
         sink.sample("train/samples_per_s", step, ms, sps);
         sink.sample("train/lr", step, ms, lr);
         if (be.device().is_cpu()) {
@@ -287,7 +300,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
           sink.sample("device/util", step, ms, g->util_percent / 100.0);
           sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(be.device()).peak_bytes()));
         }
-        if (peak.flops_per_s > 0) sink.sample("device/mfu", step, ms, sps * train_flops / peak.flops_per_s);
+        if (peak.flops_per_s > 0)
+          sink.sample("device/mfu", step, ms, sps * train_flops / peak.flops_per_s);
         // The run's last step gets its cost after evaluation and saving (a store keeps the first
         // value written for a step, so it must be written once, at the end).
         if (step != total_steps)
@@ -301,7 +315,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
       prog.step = step;
       prog.elapsed_s = seconds_since(t_start);
       prog.eta_s = step > 0 ? seconds_since(t_train) / step * (total_steps - step) : 0;
-      if (options.on_progress) options.on_progress(prog);
+      if (options.on_progress)
+        options.on_progress(prog);
       if (options.stop && options.stop->load()) {
         stopped = true;
         break;
@@ -311,19 +326,21 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
       const EvalResult ev = evaluate(*model, be, data.test, 500);
       sink.sample("test/loss", step, wall_ms(), ev.loss);
       sink.sample("test/accuracy", step, wall_ms(), ev.accuracy);
-      sink.event("epoch", {{"epoch", epoch + 1}, {"step", step}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}});
+      sink.event("epoch",
+                 {{"epoch", epoch + 1}, {"step", step}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}});
       prog.test_accuracy = ev.accuracy;
       ++prog.evaluations;
-      if (options.on_progress) options.on_progress(prog);
+      if (options.on_progress)
+        options.on_progress(prog);
     }
   }
 
   // ---- the model on disk: model/bytes is the size of the file really written ----
   if (options.write_run_dir && tc.save_model) {
     const std::string path = summary.run_dir + "/model.safetensors";
-    const int64_t bytes = save_model(*model, be, path,
-                                     {{"format", "pt"}, {"lathe_model", std::string(enum_name(cfg.model.zoo))},
-                                      {"lathe_run", summary.run_id}});
+    const int64_t bytes = save_model(
+        *model, be, path,
+        {{"format", "pt"}, {"lathe_model", std::string(enum_name(cfg.model.zoo))}, {"lathe_run", summary.run_id}});
     sink.sample("model/bytes", step, wall_ms(), static_cast<double>(bytes));
     sink.event("artifact", {{"kind", "model"}, {"path", path}, {"bytes", bytes}});
   } else {
@@ -337,7 +354,9 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.elapsed_s = seconds_since(t_start);
   summary.final_metrics = sink.last;
   summary.final_metrics["train/seconds"] = train_seconds;
-  sink.event(summary.status, {{"run_id", summary.run_id}, {"steps", step}, {"elapsed_s", summary.elapsed_s},
+  sink.event(summary.status, {{"run_id", summary.run_id},
+                              {"steps", step},
+                              {"elapsed_s", summary.elapsed_s},
                               {"metrics", summary.final_metrics}});
   sink.flush();
   return summary;

@@ -14,7 +14,7 @@
 namespace lathe {
 
 struct Progress {
-  int epoch = 0, epochs = 0;  // 1-based epoch being run
+  int epoch = 0, epochs = 0;          // 1-based epoch being run
   int64_t step = 0, total_steps = 0;  // optimizer steps done / planned
   double elapsed_s = 0, eta_s = 0;
   double train_loss = 0, train_accuracy = 0;  // running means over the current logging window
@@ -24,11 +24,11 @@ struct Progress {
 };
 
 struct RunOptions {
-  std::string run_id;                    // empty: make_run_id()
-  std::atomic<bool>* stop = nullptr;     // set (e.g. by SIGTERM) to end after the current step
-  MetricsSink* extra_sink = nullptr;     // also receives every sample and event
+  std::string run_id;                                // empty: make_run_id()
+  std::atomic<bool>* stop = nullptr;                 // set (e.g. by SIGTERM) to end after the current step
+  MetricsSink* extra_sink = nullptr;                 // also receives every sample and event
   std::function<void(const Progress&)> on_progress;  // called after every optimizer step
-  bool write_run_dir = true;             // false: nothing on disk (tests, benchmarks)
+  bool write_run_dir = true;                         // false: nothing on disk (tests, benchmarks)
   /// Called once set-up has succeeded (config, data, model, prices), just before anything is
   /// written: the place to register the run in the store, so a bad input leaves no trace there.
   std::function<void(const std::string& run_id, const std::string& backend, const std::string& device)> on_start;

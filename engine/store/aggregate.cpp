@@ -9,37 +9,48 @@
 namespace lathe::store_detail {
 
 void Agg::add(const Point& p) {
-  if (count == 0 || p.step < first.step) first = p;
-  if (count == 0 || p.step > last.step) last = p;
+  if (count == 0 || p.step < first.step)
+    first = p;
+  if (count == 0 || p.step > last.step)
+    last = p;
   ++count;
-  if (std::isnan(p.value)) return;
+  if (std::isnan(p.value))
+    return;
   if (!has_extrema) {
     min = max = p;
     has_extrema = true;
     return;
   }
-  if (p.value < min.value) min = p;
-  if (p.value > max.value) max = p;
+  if (p.value < min.value)
+    min = p;
+  if (p.value > max.value)
+    max = p;
 }
 
 void Agg::merge(const Agg& o) {
-  if (o.count == 0) return;
+  if (o.count == 0)
+    return;
   if (count == 0) {
     *this = o;
     return;
   }
-  if (o.first.step < first.step) first = o.first;
-  if (o.last.step > last.step) last = o.last;
+  if (o.first.step < first.step)
+    first = o.first;
+  if (o.last.step > last.step)
+    last = o.last;
   count += o.count;
-  if (!o.has_extrema) return;
+  if (!o.has_extrema)
+    return;
   if (!has_extrema) {
     min = o.min;
     max = o.max;
     has_extrema = true;
     return;
   }
-  if (o.min.value < min.value) min = o.min;
-  if (o.max.value > max.value) max = o.max;
+  if (o.min.value < min.value)
+    min = o.min;
+  if (o.max.value > max.value)
+    max = o.max;
 }
 
 // In an UPDATE every expression sees the row as it was, so each column can test the old values.
@@ -77,7 +88,8 @@ void bind_agg(sql::Stmt& s, int i, const Agg& a) {
     s.bind(i + 7, a.min.step).bind(i + 8, a.min.wall_ms).bind(i + 9, a.min.value);
     s.bind(i + 10, a.max.step).bind(i + 11, a.max.wall_ms).bind(i + 12, a.max.value);
   } else {
-    for (int k = 7; k < 13; ++k) s.bind_null(i + k);
+    for (int k = 7; k < 13; ++k)
+      s.bind_null(i + k);
   }
 }
 
@@ -134,7 +146,8 @@ void SeriesBuilder::add(const Point& p) {
 std::vector<SeriesBuilder::BlockAgg> SeriesBuilder::drain_blocks() {
   for (int level = 1; level <= kBlockLevels; ++level) {
     Open& o = m_open[level - 1];
-    if (o.used) m_closed.push_back({level, o.block, o.agg});
+    if (o.used)
+      m_closed.push_back({level, o.block, o.agg});
     o.used = false;
   }
   std::vector<BlockAgg> out;
@@ -144,13 +157,14 @@ std::vector<SeriesBuilder::BlockAgg> SeriesBuilder::drain_blocks() {
 
 void SeriesBuilder::clear() {
   m_summary = Agg{};
-  for (Open& o : m_open) o.used = false;
+  for (Open& o : m_open)
+    o.used = false;
   m_closed.clear();
 }
 
-void upsert_series(sql::Stmt& block_upsert, sql::Stmt& summary_upsert, int64_t run, int64_t metric,
-                   SeriesBuilder& b) {
-  if (b.empty()) return;
+void upsert_series(sql::Stmt& block_upsert, sql::Stmt& summary_upsert, int64_t run, int64_t metric, SeriesBuilder& b) {
+  if (b.empty())
+    return;
   for (const SeriesBuilder::BlockAgg& blk : b.drain_blocks()) {
     block_upsert.bind(1, run).bind(2, metric).bind(3, blk.level).bind(4, blk.block);
     bind_agg(block_upsert, 5, blk.agg);
@@ -170,7 +184,8 @@ constexpr int64_t kNoExtrema = std::numeric_limits<int64_t>::min();
 
 void put(std::string& out, int64_t v) {
   char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    b[i] = static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
   out.append(b, 8);
 }
 void put(std::string& out, double v) {
@@ -180,7 +195,8 @@ void put(std::string& out, double v) {
 }
 int64_t get_int(const char* p) {
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return static_cast<int64_t>(v);
 }
 double get_double(const char* p) {
@@ -236,11 +252,13 @@ std::vector<std::pair<int64_t, Agg>> unpack_summaries(std::string_view pack) {
 
 void refresh_summary_pack(sql::Db& db, int64_t rid) {
   // Sorted by name, the order list_runs hands them out in (agg column names are unambiguous here).
-  sql::Stmt q = db.prepare(std::string("SELECT s.metric, ") + kAggColumns +
-                           " FROM metric_summary s JOIN metric_keys k ON k.id = s.metric WHERE s.run = ? ORDER BY k.name");
+  sql::Stmt q =
+      db.prepare(std::string("SELECT s.metric, ") + kAggColumns +
+                 " FROM metric_summary s JOIN metric_keys k ON k.id = s.metric WHERE s.run = ? ORDER BY k.name");
   q.bind(1, rid);
   std::vector<std::pair<int64_t, Agg>> rows;
-  while (q.step()) rows.emplace_back(q.col_int(0), read_agg(q, 1));
+  while (q.step())
+    rows.emplace_back(q.col_int(0), read_agg(q, 1));
   const std::string pack = pack_summaries(rows);
   sql::Stmt up = db.prepare("UPDATE runs SET summary_pack = ? WHERE rid = ?");
   up.bind_blob(1, pack.data(), pack.size()).bind(2, rid).run();

@@ -89,7 +89,6 @@ std::vector<std::pair<int64_t, Agg>> unpack_summaries(std::string_view pack);
 void refresh_summary_pack(sql::Db& db, int64_t rid);
 
 /// Writes a builder's blocks and summary delta for (run, metric) with the two prepared upserts.
-void upsert_series(sql::Stmt& block_upsert, sql::Stmt& summary_upsert, int64_t run, int64_t metric,
-                   SeriesBuilder& b);
+void upsert_series(sql::Stmt& block_upsert, sql::Stmt& summary_upsert, int64_t run, int64_t metric, SeriesBuilder& b);
 
 }  // namespace lathe::store_detail

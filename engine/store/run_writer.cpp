@@ -100,7 +100,8 @@ ResumePoint RunWriter::resume(const std::string& run_id) {
   sql::Txn txn(db, sql::Txn::Kind::write);
   int64_t rid = 0;
   sql::Stmt q = db.prepare(std::string("SELECT ") + kRunColumns + " FROM runs r WHERE r.id = ?");
-  if (!q.bind(1, run_id).step()) throw DataError("no run with id " + run_id + " in " + m_store.path() + " to resume");
+  if (!q.bind(1, run_id).step())
+    throw DataError("no run with id " + run_id + " in " + m_store.path() + " to resume");
   const RunRecord run = read_run(q, &rid);
   q.reset();
   if (run.status == RunStatus::running && stale_reason(run, now, m_opt.open.stale_after_ms).empty())
@@ -133,8 +134,8 @@ ResumePoint RunWriter::resume(const std::string& run_id) {
 }
 
 void RunWriter::finish(RunStatus status, const nlohmann::json& fields) {
-  LATHE_CHECK(status != RunStatus::queued && status != RunStatus::running, "RunWriter::finish(",
-              status_name(status), "): the final status must be finished, failed, cancelled or interrupted");
+  LATHE_CHECK(status != RunStatus::queued && status != RunStatus::running, "RunWriter::finish(", status_name(status),
+              "): the final status must be finished, failed, cancelled or interrupted");
   {
     std::lock_guard lock(m_mutex);
     LATHE_CHECK(m_rid >= 0 && !m_finished, "RunWriter::finish: no run begun, or finish() already called");
@@ -159,14 +160,16 @@ void RunWriter::finish(RunStatus status, const nlohmann::json& fields) {
   }
   txn.commit();
   std::lock_guard lock(m_mutex);
-  if (m_fatal) throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
+  if (m_fatal)
+    throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
 }
 
 // ---- producer side -----------------------------------------------------------------------------
 
 int32_t RunWriter::intern(const std::string& metric) {
   const auto it = m_metric_index.find(metric);
-  if (it != m_metric_index.end()) return it->second;
+  if (it != m_metric_index.end())
+    return it->second;
   const auto idx = static_cast<int32_t>(m_metric_names.size());
   m_metric_index.emplace(metric, idx);
   m_metric_names.push_back(metric);
@@ -176,7 +179,8 @@ int32_t RunWriter::intern(const std::string& metric) {
 }
 
 void RunWriter::enqueue_wait(std::unique_lock<std::mutex>& lock) {
-  if (m_queue.rows() < m_opt.max_queued_rows) return;
+  if (m_queue.rows() < m_opt.max_queued_rows)
+    return;
   m_wake.notify_one();
   m_committed.wait(lock, [&] { return m_queue.rows() < m_opt.max_queued_rows || m_fatal || m_stop; });
 }
@@ -192,31 +196,36 @@ void RunWriter::sample(const std::string& metric, int64_t step, double wall_ms, 
   enqueue_wait(lock);
   m_queue.samples.push_back({idx, step, std::isnan(wall_ms) ? 0.0 : wall_ms, value});  // wall_ms is NOT NULL
   ++m_seq;
-  if (m_queue.rows() == m_opt.batch_rows) m_wake.notify_one();
+  if (m_queue.rows() == m_opt.batch_rows)
+    m_wake.notify_one();
 }
 
 void RunWriter::telemetry(int device, const std::string& metric, double wall_ms, double value) {
   std::unique_lock lock(m_mutex);
   LATHE_CHECK(m_rid >= 0 && !m_finished, "RunWriter::telemetry(", metric, "): no run begun, or already finished");
-  if (m_fatal) return;
+  if (m_fatal)
+    return;
   const int32_t idx = intern(metric);
   enqueue_wait(lock);
   m_queue.telemetry.push_back({device, idx, std::isnan(wall_ms) ? 0.0 : wall_ms, value});
   ++m_seq;
-  if (m_queue.rows() == m_opt.batch_rows) m_wake.notify_one();
+  if (m_queue.rows() == m_opt.batch_rows)
+    m_wake.notify_one();
 }
 
 void RunWriter::event(const std::string& kind, const nlohmann::json& fields) {
   std::unique_lock lock(m_mutex);
   LATHE_CHECK(m_rid >= 0 && !m_finished, "RunWriter::event(", kind, "): no run begun, or already finished");
-  if (m_fatal) return;
+  if (m_fatal)
+    return;
   m_queue.events.push_back({unix_ms(), kind, fields});
   ++m_seq;
 }
 
 void RunWriter::artifact(const std::string& kind, const std::string& path, std::optional<int64_t> step) {
   nlohmann::json f{{"kind", kind}, {"path", path}};
-  if (step) f["step"] = *step;
+  if (step)
+    f["step"] = *step;
   event("artifact", f);
 }
 
@@ -230,14 +239,16 @@ void RunWriter::set_direction(const std::string& metric, Direction direction) {
 void RunWriter::flush() {
   std::unique_lock lock(m_mutex);
   if (!m_thread.joinable()) {
-    if (m_fatal) throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
+    if (m_fatal)
+      throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
     return;
   }
   const uint64_t target = m_seq;
   m_flush_requested = true;
   m_wake.notify_one();
   m_committed.wait(lock, [&] { return m_committed_seq >= target || m_fatal; });
-  if (m_fatal) throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
+  if (m_fatal)
+    throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
 }
 
 std::string RunWriter::last_error() const {
@@ -259,7 +270,8 @@ void RunWriter::stop_thread() {
   }
   m_wake.notify_one();
   m_committed.notify_all();
-  if (m_thread.joinable()) m_thread.join();
+  if (m_thread.joinable())
+    m_thread.join();
 }
 
 namespace {
@@ -282,9 +294,8 @@ void RunWriter::thread_main() {
     {
       std::unique_lock lock(m_mutex);
       const int tick_ms = std::min(m_opt.commit_interval_ms, m_opt.heartbeat_interval_ms);
-      m_wake.wait_for(lock, std::chrono::milliseconds(tick_ms), [&] {
-        return m_stop || m_flush_requested || m_queue.rows() >= m_opt.batch_rows;
-      });
+      m_wake.wait_for(lock, std::chrono::milliseconds(tick_ms),
+                      [&] { return m_stop || m_flush_requested || m_queue.rows() >= m_opt.batch_rows; });
       append(pending.samples, m_queue.samples);
       append(pending.telemetry, m_queue.telemetry);
       append(pending.events, m_queue.events);
@@ -309,7 +320,8 @@ void RunWriter::thread_main() {
         fatal = true;
       } catch (const std::exception& e) {
         error = e.what();
-        if (failing_since == 0) failing_since = now;
+        if (failing_since == 0)
+          failing_since = now;
         const int64_t limit = stopping ? std::min<int64_t>(m_opt.give_up_after_ms, 5000) : m_opt.give_up_after_ms;
         fatal = now - failing_since >= limit;
       }
@@ -329,8 +341,10 @@ void RunWriter::thread_main() {
       }
       m_committed.notify_all();
     }
-    if (fatal || (stopping && pending.rows() == 0)) break;
-    if (!m_error.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (fatal || (stopping && pending.rows() == 0))
+      break;
+    if (!m_error.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
@@ -359,7 +373,8 @@ void RunWriter::write_batch_once(const Batch& batch, const std::vector<FileFacts
   Statements& st = *m_stmts;
   st.reset_all();
   sql::Txn txn(db, sql::Txn::Kind::write);
-  if (!st.owner.bind(1, m_rid).step()) throw TakenOver("run " + m_run_id + " was deleted while being written");
+  if (!st.owner.bind(1, m_rid).step())
+    throw TakenOver("run " + m_run_id + " was deleted while being written");
   const std::string status = st.owner.col_text(0);
   const int64_t pid = st.owner.col_int(1);
   const std::string host = st.owner.col_text(2);
@@ -370,7 +385,8 @@ void RunWriter::write_batch_once(const Batch& batch, const std::vector<FileFacts
   if (status == "interrupted") {  // reaped while we were stalled (suspended, SIGSTOP): we are alive
     st.restore.bind(1, m_rid).run();
     st.insert_event.bind(1, m_rid).bind(2, now).bind(3, "status");
-    st.insert_event.bind(4, nlohmann::json{{"from", "interrupted"}, {"to", "running"}, {"reason", "writer alive again"}}.dump());
+    st.insert_event.bind(
+        4, nlohmann::json{{"from", "interrupted"}, {"to", "running"}, {"reason", "writer alive again"}}.dump());
     st.insert_event.run();
   }
   st.heartbeat.bind(1, m_rid).bind(2, now).run();
@@ -383,8 +399,9 @@ void RunWriter::write_batch_once(const Batch& batch, const std::vector<FileFacts
   std::vector<int64_t> floors;
   {
     std::lock_guard lock(m_mutex);
-    names.assign(m_metric_names.begin() + static_cast<std::ptrdiff_t>(std::min(m_metric_ids.size(), m_metric_names.size())),
-                 m_metric_names.end());
+    names.assign(
+        m_metric_names.begin() + static_cast<std::ptrdiff_t>(std::min(m_metric_ids.size(), m_metric_names.size())),
+        m_metric_names.end());
     floors = m_floor;
   }
   std::vector<int64_t> ids = m_metric_ids;
@@ -397,18 +414,27 @@ void RunWriter::write_batch_once(const Batch& batch, const std::vector<FileFacts
   const auto id_of = [&](int32_t idx) { return ids.at(static_cast<size_t>(idx)); };
 
   const int64_t inserted = st.samples.insert(m_rid, batch.samples, ids, floors, safe);
-  if (inserted > 0) refresh_summary_pack(db, m_rid);
+  if (inserted > 0)
+    refresh_summary_pack(db, m_rid);
 
   for (const QueuedTelemetry& t : batch.telemetry)
-    st.insert_telemetry.bind(1, m_rid).bind(2, t.device).bind(3, id_of(t.metric)).bind(4, t.wall_ms).bind(5, t.value).run();
+    st.insert_telemetry.bind(1, m_rid)
+        .bind(2, t.device)
+        .bind(3, id_of(t.metric))
+        .bind(4, t.wall_ms)
+        .bind(5, t.value)
+        .run();
 
   for (size_t i = 0; i < batch.events.size(); ++i) {
     const QueuedEvent& e = batch.events[i];
     st.insert_event.bind(1, m_rid).bind(2, e.at_ms).bind(3, e.kind).bind(4, e.fields.dump()).run();
-    if (!e.fields.is_object()) continue;
+    if (!e.fields.is_object())
+      continue;
     if (e.kind == "artifact" && e.fields.contains("path") && e.fields["path"].is_string()) {
       const nlohmann::json& f = e.fields;
-      st.insert_artifact.bind(1, m_rid).bind(2, f.value("kind", std::string("file"))).bind(3, f["path"].get<std::string>());
+      st.insert_artifact.bind(1, m_rid)
+          .bind(2, f.value("kind", std::string("file")))
+          .bind(3, f["path"].get<std::string>());
       st.insert_artifact.bind(4, facts[i].bytes).bind(5, facts[i].sha);
       if (f.contains("step") && f["step"].is_number_integer())
         st.insert_artifact.bind(6, f["step"].get<int64_t>());
@@ -423,7 +449,8 @@ void RunWriter::write_batch_once(const Batch& batch, const std::vector<FileFacts
         devices = e.fields["devices"];
       else if (e.fields.contains("device") && e.fields["device"].is_string())
         devices.push_back(e.fields["device"]);
-      if (!devices.empty()) st.set_devices.bind(1, m_rid).bind(2, devices.dump()).run();
+      if (!devices.empty())
+        st.set_devices.bind(1, m_rid).bind(2, devices.dump()).run();
     }
   }
   txn.commit();
@@ -432,7 +459,8 @@ void RunWriter::write_batch_once(const Batch& batch, const std::vector<FileFacts
   m_committed_samples += inserted;
   // A started event that went in settles the question for good.
   for (const QueuedEvent& e : batch.events)
-    if (e.kind == "started") m_backend_known = true;
+    if (e.kind == "started")
+      m_backend_known = true;
 }
 
 }  // namespace lathe

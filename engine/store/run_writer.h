@@ -38,10 +38,10 @@
 namespace lathe {
 
 struct WriterOptions {
-  int commit_interval_ms = 250;      ///< commit at least this often while there is data
-  size_t batch_rows = 4096;          ///< ... or as soon as this many rows are queued
-  size_t max_queued_rows = 1 << 20;  ///< producers wait beyond this (the disk cannot keep up)
-  int heartbeat_interval_ms = 2000;  ///< an idle writer still beats this often
+  int commit_interval_ms = 250;       ///< commit at least this often while there is data
+  size_t batch_rows = 4096;           ///< ... or as soon as this many rows are queued
+  size_t max_queued_rows = 1 << 20;   ///< producers wait beyond this (the disk cannot keep up)
+  int heartbeat_interval_ms = 2000;   ///< an idle writer still beats this often
   int64_t give_up_after_ms = 30'000;  ///< a commit failing this long is fatal: rows are then dropped
   Store::OpenOptions open;
 };

@@ -51,8 +51,8 @@ class SampleInserter {
 
   sql::Db& m_db;
   sql::Stmt m_one, m_many, m_block_upsert, m_summary_upsert;
-  std::vector<int64_t> m_stored_hi;   // per metric index: highest step known to be stored
-  std::vector<int64_t> m_pending_hi;  // ... including the uncommitted batch
+  std::vector<int64_t> m_stored_hi;                       // per metric index: highest step known to be stored
+  std::vector<int64_t> m_pending_hi;                      // ... including the uncommitted batch
   std::vector<std::vector<const QueuedSample*>> m_fresh;  // per metric index, reused
   std::vector<SeriesBuilder> m_builders;                  // per metric index, reused
 };

@@ -156,10 +156,13 @@ void backfill_series(sql::Db& db) {
     builder.add({read.col_int(2), read.col_double(3), read.col_double(4)});
     ++pending;
   }
-  if (!builder.empty()) upsert_series(block_upsert, summary_upsert, run, metric, builder);
+  if (!builder.empty())
+    upsert_series(block_upsert, summary_upsert, run, metric, builder);
   std::vector<int64_t> runs;
-  for (sql::Stmt q = db.prepare("SELECT DISTINCT run FROM metric_summary"); q.step();) runs.push_back(q.col_int(0));
-  for (int64_t rid : runs) refresh_summary_pack(db, rid);
+  for (sql::Stmt q = db.prepare("SELECT DISTINCT run FROM metric_summary"); q.step();)
+    runs.push_back(q.col_int(0));
+  for (int64_t rid : runs)
+    refresh_summary_pack(db, rid);
 }
 
 void apply_v2(sql::Db& db) {
@@ -186,10 +189,11 @@ void configure_connection(sql::Db& db) {
   // journal_mode cannot change inside a transaction and returns the mode in force.
   const std::optional<std::string> mode = db.query_text("PRAGMA journal_mode=WAL");
   if (!mode || *mode != "wal")
-    throw DataError("the store " + db.path() + " cannot use write-ahead logging (journal mode " +
-                    mode.value_or("?") + "): is it on a network file system?");
-  db.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;"
-          " PRAGMA journal_size_limit=67108864; PRAGMA mmap_size=268435456; PRAGMA cache_size=-32768");
+    throw DataError("the store " + db.path() + " cannot use write-ahead logging (journal mode " + mode.value_or("?") +
+                    "): is it on a network file system?");
+  db.exec(
+      "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;"
+      " PRAGMA journal_size_limit=67108864; PRAGMA mmap_size=268435456; PRAGMA cache_size=-32768");
 }
 
 int schema_version(sql::Db& db) {
@@ -219,12 +223,15 @@ void migrate(sql::Db& db, int target) {
                      "): upgrade lathe or use another --db");
   };
   int v = schema_version(db);
-  if (v > kSchemaVersion) throw too_new(v);
+  if (v > kSchemaVersion)
+    throw too_new(v);
   while (v < target) {
     sql::Txn txn(db, sql::Txn::Kind::write);
     v = schema_version(db);  // another process may have migrated while we waited for the lock
-    if (v > kSchemaVersion) throw too_new(v);
-    if (v >= target) break;
+    if (v > kSchemaVersion)
+      throw too_new(v);
+    if (v >= target)
+      break;
     const Migration& m = kMigrations[v];
     m.apply(db);
     sql::Stmt rec = db.prepare("INSERT INTO schema_version(version, applied_ms, description) VALUES(?, ?, ?)");

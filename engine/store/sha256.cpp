@@ -70,11 +70,13 @@ void Sha256::update(const void* data, size_t size) {
     m_buf_len += take;
     p += take;
     size -= take;
-    if (m_buf_len < 64) return;
+    if (m_buf_len < 64)
+      return;
     block(m_buf.data());
     m_buf_len = 0;
   }
-  for (; size >= 64; p += 64, size -= 64) block(p);
+  for (; size >= 64; p += 64, size -= 64)
+    block(p);
   std::memcpy(m_buf.data(), p, size);
   m_buf_len = size;
 }
@@ -84,33 +86,40 @@ std::string Sha256::hex_digest() {
   const uint8_t pad = 0x80;
   update(&pad, 1);
   const uint8_t zero = 0;
-  while (m_buf_len != 56) update(&zero, 1);
+  while (m_buf_len != 56)
+    update(&zero, 1);
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
   update(len, 8);
   static const char* kHex = "0123456789abcdef";
   std::string out;
   out.reserve(64);
   for (uint32_t v : m_h)
-    for (int s = 28; s >= 0; s -= 4) out += kHex[(v >> s) & 0xf];
+    for (int s = 28; s >= 0; s -= 4)
+      out += kHex[(v >> s) & 0xf];
   return out;
 }
 
 std::string sha256_file(const std::string& path, int64_t* bytes) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError("cannot read " + path + " to checksum it");
+  if (!in)
+    throw DataError("cannot read " + path + " to checksum it");
   Sha256 h;
   std::vector<char> buf(1 << 16);
   int64_t total = 0;
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
     const std::streamsize n = in.gcount();
-    if (n <= 0) break;
+    if (n <= 0)
+      break;
     h.update(buf.data(), static_cast<size_t>(n));
     total += n;
   }
-  if (in.bad()) throw DataError("error reading " + path + " to checksum it");
-  if (bytes) *bytes = total;
+  if (in.bad())
+    throw DataError("error reading " + path + " to checksum it");
+  if (bytes)
+    *bytes = total;
   return h.hex_digest();
 }
 

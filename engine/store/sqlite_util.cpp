@@ -34,8 +34,8 @@ void throw_sqlite(sqlite3* db, int rc, const char* what, const char* file, int l
 // ---- Db ----------------------------------------------------------------------------------------
 
 Db::Db(const std::string& path, int busy_timeout_ms) : m_path(path) {
-  const int rc = sqlite3_open_v2(path.c_str(), &m_db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &m_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = m_db ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
     sqlite3_close(m_db);
@@ -48,7 +48,8 @@ Db::Db(const std::string& path, int busy_timeout_ms) : m_path(path) {
 
 Db::~Db() {
   // sqlite3_close_v2 defers the close until the last statement is finalized: never fails loudly.
-  if (m_db) sqlite3_close_v2(m_db);
+  if (m_db)
+    sqlite3_close_v2(m_db);
 }
 
 void Db::exec(const std::string& sql) {
@@ -66,21 +67,23 @@ Stmt Db::prepare(std::string_view sql) const { return Stmt(m_db, sql); }
 
 std::optional<int64_t> Db::query_int(std::string_view sql) const {
   Stmt s(m_db, sql);
-  if (!s.step() || s.is_null(0)) return std::nullopt;
+  if (!s.step() || s.is_null(0))
+    return std::nullopt;
   return s.col_int(0);
 }
 
 std::optional<std::string> Db::query_text(std::string_view sql) const {
   Stmt s(m_db, sql);
-  if (!s.step() || s.is_null(0)) return std::nullopt;
+  if (!s.step() || s.is_null(0))
+    return std::nullopt;
   return s.col_text(0);
 }
 
 // ---- Stmt --------------------------------------------------------------------------------------
 
 Stmt::Stmt(sqlite3* db, std::string_view sql) : m_db(db) {
-  const int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
-                                    &m_stmt, nullptr);
+  const int rc =
+      sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &m_stmt, nullptr);
   if (rc != SQLITE_OK) {
     const std::string text(sql.substr(0, 300));
     throw_sqlite(db, rc, text.c_str(), __FILE__, __LINE__);
@@ -88,14 +91,16 @@ Stmt::Stmt(sqlite3* db, std::string_view sql) : m_db(db) {
 }
 
 Stmt::~Stmt() {
-  if (m_stmt) sqlite3_finalize(m_stmt);
+  if (m_stmt)
+    sqlite3_finalize(m_stmt);
 }
 
 Stmt::Stmt(Stmt&& o) noexcept : m_stmt(std::exchange(o.m_stmt, nullptr)), m_db(o.m_db) {}
 
 Stmt& Stmt::operator=(Stmt&& o) noexcept {
   if (this != &o) {
-    if (m_stmt) sqlite3_finalize(m_stmt);
+    if (m_stmt)
+      sqlite3_finalize(m_stmt);
     m_stmt = std::exchange(o.m_stmt, nullptr);
     m_db = o.m_db;
   }
@@ -108,7 +113,8 @@ Stmt& Stmt::bind(int i, int64_t v) {
 }
 
 Stmt& Stmt::bind(int i, double v) {
-  if (std::isnan(v)) return bind_null(i);
+  if (std::isnan(v))
+    return bind_null(i);
   LATHE_SQLITE_CHECK(m_db, sqlite3_bind_double(m_stmt, i, v));
   return *this;
 }
@@ -130,8 +136,10 @@ Stmt& Stmt::bind_blob(int i, const void* data, size_t size) {
 
 bool Stmt::step() {
   const int rc = sqlite3_step(m_stmt);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
+  if (rc == SQLITE_ROW)
+    return true;
+  if (rc == SQLITE_DONE)
+    return false;
   const std::string text = sql();
   sqlite3_reset(m_stmt);
   throw_sqlite(m_db, rc, text.c_str(), __FILE__, __LINE__);
@@ -166,7 +174,8 @@ Txn::Txn(Db& db, Kind kind) : m_db(db) {
 }
 
 Txn::~Txn() {
-  if (m_open) sqlite3_exec(m_db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  if (m_open)
+    sqlite3_exec(m_db.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
 void Txn::commit() {

@@ -37,12 +37,11 @@ class SqliteError : public Error {
 
 /// Evaluates an sqlite3_* call; throws lathe::sql::SqliteError with sqlite3_errmsg(db), the call
 /// text and file:line unless it returned SQLITE_OK, SQLITE_ROW or SQLITE_DONE.
-#define LATHE_SQLITE_CHECK(db, expr)                                                  \
-  do {                                                                                \
-    const int lathe_sqlite_rc_ = (expr);                                              \
-    if (lathe_sqlite_rc_ != SQLITE_OK && lathe_sqlite_rc_ != SQLITE_ROW &&            \
-        lathe_sqlite_rc_ != SQLITE_DONE)                                              \
-      ::lathe::sql::throw_sqlite((db), lathe_sqlite_rc_, #expr, __FILE__, __LINE__); \
+#define LATHE_SQLITE_CHECK(db, expr)                                                                        \
+  do {                                                                                                      \
+    const int lathe_sqlite_rc_ = (expr);                                                                    \
+    if (lathe_sqlite_rc_ != SQLITE_OK && lathe_sqlite_rc_ != SQLITE_ROW && lathe_sqlite_rc_ != SQLITE_DONE) \
+      ::lathe::sql::throw_sqlite((db), lathe_sqlite_rc_, #expr, __FILE__, __LINE__);                        \
   } while (0)
 
 namespace lathe::sql {
@@ -116,9 +115,7 @@ class Stmt {
   bool is_null(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
   int64_t col_int(int col) const { return sqlite3_column_int64(m_stmt, col); }
   /// NULL reads as NaN (how the store writes non-finite values it cannot keep).
-  double col_double(int col) const {
-    return is_null(col) ? std::nan("") : sqlite3_column_double(m_stmt, col);
-  }
+  double col_double(int col) const { return is_null(col) ? std::nan("") : sqlite3_column_double(m_stmt, col); }
   std::string col_text(int col) const;
   /// The bytes of a BLOB (or TEXT) column; valid until the next step/reset.
   std::string_view col_blob(int col) const {

@@ -36,7 +36,8 @@ const char* const kRunColumns =
 
 RunRecord read_run(const sql::Stmt& s, int64_t* rid) {
   RunRecord r;
-  if (rid) *rid = s.col_int(0);
+  if (rid)
+    *rid = s.col_int(0);
   r.id = s.col_text(1);
   r.name = s.col_text(2);
   r.status = parse_status(s.col_text(3));
@@ -51,7 +52,8 @@ RunRecord read_run(const sql::Stmt& s, int64_t* rid) {
     const nlohmann::json d = nlohmann::json::parse(devices, nullptr, false);
     if (d.is_array())
       for (const auto& v : d)
-        if (v.is_string()) r.devices.push_back(v.get<std::string>());
+        if (v.is_string())
+          r.devices.push_back(v.get<std::string>());
   }
   r.code_version = s.col_text(11);
   r.pid = s.col_opt_int(12);
@@ -69,7 +71,8 @@ std::string stale_reason(const RunRecord& r, int64_t now_ms, int64_t stale_after
   const std::string who = "writer process " + (r.pid ? std::to_string(*r.pid) : std::string("?")) + " on " +
                           (r.host.empty() ? std::string("an unknown host") : r.host);
   if (r.host == host_name()) {
-    if (!r.pid || !process_alive(*r.pid)) return who + " is gone";
+    if (!r.pid || !process_alive(*r.pid))
+      return who + " is gone";
     if (now_ms - last_sign > stale_after_ms)
       return who + " has not sent a heartbeat for " + std::to_string(quiet_s) + " s (pid reused or hung)";
     return "";
@@ -133,12 +136,14 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 Store Store::open(const std::string& path, const OpenOptions& options) {
-  if (path.empty()) throw DataError("the store path is empty (give --db PATH)");
+  if (path.empty())
+    throw DataError("the store path is empty (give --db PATH)");
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
     fs::create_directories(parent, ec);
-    if (ec) throw DataError("cannot create the folder " + parent.string() + " for the store: " + ec.message());
+    if (ec)
+      throw DataError("cannot create the folder " + parent.string() + " for the store: " + ec.message());
   }
   auto db = std::make_unique<sql::Db>(path, options.busy_timeout_ms);
   try {
@@ -151,7 +156,8 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
     throw;
   }
   Store store(std::move(db));
-  if (options.reap_stale) store.reap_stale_runs(options.stale_after_ms);
+  if (options.reap_stale)
+    store.reap_stale_runs(options.stale_after_ms);
   return store;
 }
 
@@ -164,7 +170,8 @@ std::string Store::default_path() {
     const passwd* pw = getpwuid(getuid());
     home = pw ? pw->pw_dir : nullptr;
   }
-  if (!home || !*home) throw DataError("cannot find a home folder for the default store: give --db PATH");
+  if (!home || !*home)
+    throw DataError("cannot find a home folder for the default store: give --db PATH");
   return (fs::path(home) / ".local" / "share" / "lathe" / "lathe.db").string();
 }
 
@@ -181,13 +188,15 @@ std::string Store::create_run(const RunInfo& info, RunStatus status) {
   const int64_t now = unix_ms();
   const bool running = status == RunStatus::running;
   nlohmann::json devices = nlohmann::json::array();
-  for (const std::string& d : info.devices) devices.push_back(d);
+  for (const std::string& d : info.devices)
+    devices.push_back(d);
 
   sql::Txn txn(*m_db, sql::Txn::Kind::write);
   sql::Stmt taken = m_db->prepare("SELECT 1 FROM runs WHERE id = ?");
   for (int attempt = 0; taken.bind(1, id).step(); ++attempt) {
     taken.reset();
-    if (!info.id.empty() || attempt == 20) throw DataError("a run with id " + id + " already exists in " + path());
+    if (!info.id.empty() || attempt == 20)
+      throw DataError("a run with id " + id + " already exists in " + path());
     id = make_run_id();
   }
   taken.reset();
@@ -206,7 +215,8 @@ std::string Store::create_run(const RunInfo& info, RunStatus status) {
   const int64_t rid = m_db->last_insert_rowid();
   if (info.config.is_object()) {
     sql::Stmt p = m_db->prepare("INSERT OR REPLACE INTO params(run, key, value) VALUES(?, ?, ?)");
-    for (const auto& [key, value] : flatten_config(info.config)) p.bind(1, rid).bind(2, key).bind(3, value).run();
+    for (const auto& [key, value] : flatten_config(info.config))
+      p.bind(1, rid).bind(2, key).bind(3, value).run();
   }
   insert_event(*m_db, rid, "status", {{"to", status_name(status)}}, now);
   txn.commit();
@@ -227,10 +237,12 @@ int Store::reap_stale_runs(int64_t stale_after_ms) {
       Stale s;
       s.run = read_run(q, &s.rid);
       s.reason = stale_reason(s.run, now, stale_after_ms);
-      if (!s.reason.empty()) stale.push_back(std::move(s));
+      if (!s.reason.empty())
+        stale.push_back(std::move(s));
     }
   }
-  if (stale.empty()) return 0;
+  if (stale.empty())
+    return 0;
   int marked = 0;
   sql::Txn txn(*m_db, sql::Txn::Kind::write);
   // Only if nothing changed since we looked (the writer may have beaten, or been resumed, meanwhile).
@@ -239,10 +251,10 @@ int Store::reap_stale_runs(int64_t stale_after_ms) {
       " WHERE rid = ?1 AND status = 'running' AND pid IS ?2 AND heartbeat_ms IS ?3");
   for (const Stale& s : stale) {
     up.bind(1, s.rid).bind(2, s.run.pid).bind(3, s.run.heartbeat_ms).run();
-    if (m_db->changes() == 0) continue;
+    if (m_db->changes() == 0)
+      continue;
     insert_event(*m_db, s.rid, "status",
-                 {{"from", "running"}, {"to", "interrupted"}, {"reason", s.reason}, {"detected_by", host_name()}},
-                 now);
+                 {{"from", "running"}, {"to", "interrupted"}, {"reason", s.reason}, {"detected_by", host_name()}}, now);
     ++marked;
   }
   txn.commit();
@@ -251,7 +263,8 @@ int Store::reap_stale_runs(int64_t stale_after_ms) {
 
 std::optional<RunRecord> Store::find_run(const std::string& id) const {
   sql::Stmt q = m_db->prepare(std::string("SELECT ") + kRunColumns + ", r.config FROM runs r WHERE r.id = ?");
-  if (!q.bind(1, id).step()) return std::nullopt;
+  if (!q.bind(1, id).step())
+    return std::nullopt;
   RunRecord r = read_run(q);
   r.config_json = q.col_text(13);
   return r;
@@ -259,26 +272,32 @@ std::optional<RunRecord> Store::find_run(const std::string& id) const {
 
 RunRecord Store::run(const std::string& id) const {
   std::optional<RunRecord> r = find_run(id);
-  if (!r) throw DataError("no run with id " + id + " in " + path());
+  if (!r)
+    throw DataError("no run with id " + id + " in " + path());
   return *r;
 }
 
 int64_t Store::rid_of(const std::string& run_id) const {
   sql::Stmt q = m_db->prepare("SELECT rid FROM runs WHERE id = ?");
-  if (!q.bind(1, run_id).step()) throw DataError("no run with id " + run_id + " in " + path());
+  if (!q.bind(1, run_id).step())
+    throw DataError("no run with id " + run_id + " in " + path());
   return q.col_int(0);
 }
 
 std::string Store::resolve_run(const std::string& ref) const {
-  if (ref.empty()) throw DataError("empty run reference: give a run id, a unique id prefix or a run name");
-  if (find_run(ref)) return ref;
+  if (ref.empty())
+    throw DataError("empty run reference: give a run id, a unique id prefix or a run name");
+  if (find_run(ref))
+    return ref;
   sql::Stmt q = m_db->prepare(std::string("SELECT ") + kRunColumns +
                               " FROM runs r WHERE substr(r.id, 1, length(?1)) = ?1 OR r.name = ?1"
                               " ORDER BY r.created_ms DESC, r.rid DESC");
   q.bind(1, ref);
   std::vector<RunRecord> found;
-  while (q.step()) found.push_back(read_run(q));
-  if (found.size() == 1) return found.front().id;
+  while (q.step())
+    found.push_back(read_run(q));
+  if (found.size() == 1)
+    return found.front().id;
   if (found.empty())
     throw DataError("no run matches \"" + ref + "\" in " + path() +
                     ": give a run id, a unique id prefix or a run name (lathe-cli list shows them)");
@@ -287,9 +306,11 @@ std::string Store::resolve_run(const std::string& ref) const {
   const size_t shown = std::min<size_t>(found.size(), 20);
   for (size_t i = 0; i < shown; ++i) {
     const RunRecord& r = found[i];
-    msg += "\n  " + r.id + "  " + r.name + "  " + std::string(status_name(r.status)) + "  " + format_local_time(r.created_ms);
+    msg += "\n  " + r.id + "  " + r.name + "  " + std::string(status_name(r.status)) + "  " +
+           format_local_time(r.created_ms);
   }
-  if (shown < found.size()) msg += "\n  ... and " + std::to_string(found.size() - shown) + " more";
+  if (shown < found.size())
+    msg += "\n  ... and " + std::to_string(found.size() - shown) + " more";
   throw DataError(msg);
 }
 
@@ -302,12 +323,13 @@ RunPage Store::list_runs(const RunQuery& q) const {
   {
     sql::Stmt k = m_db->prepare("SELECT id, name, direction FROM metric_keys");
     while (k.step())
-      keys.emplace(k.col_int(0), std::make_pair(k.col_text(1), k.col_int(2) < 0 ? Direction::minimize
-                                                                                 : Direction::maximize));
+      keys.emplace(k.col_int(0),
+                   std::make_pair(k.col_text(1), k.col_int(2) < 0 ? Direction::minimize : Direction::maximize));
   }
   const auto id_of = [&](const std::string& name) -> std::optional<std::pair<int64_t, Direction>> {
     for (const auto& [id, kd] : keys)
-      if (kd.first == name) return std::make_pair(id, kd.second);
+      if (kd.first == name)
+        return std::make_pair(id, kd.second);
     return std::nullopt;
   };
 
@@ -341,8 +363,10 @@ RunPage Store::list_runs(const RunQuery& q) const {
   // Which summaries to return.
   std::unordered_map<int64_t, bool> wanted;  // empty: all
   for (const std::string& name : q.with_metrics)
-    if (const auto key = id_of(name)) wanted.emplace(key->first, true);
-  if (!q.with_metrics.empty() && wanted.empty()) wanted.emplace(-1, true);  // none of them exists
+    if (const auto key = id_of(name))
+      wanted.emplace(key->first, true);
+  if (!q.with_metrics.empty() && wanted.empty())
+    wanted.emplace(-1, true);  // none of them exists
 
   using Sort = RunQuery::Sort;
   SqlBuilder list;
@@ -362,7 +386,8 @@ RunPage Store::list_runs(const RunQuery& q) const {
     order = q.sort == Sort::started ? "r.started_ms" : "r.created_ms";
     desc = true;
   }
-  if (q.descending) desc = *q.descending;
+  if (q.descending)
+    desc = *q.descending;
   list.text += where.text;
   list.args.insert(list.args.end(), where.args.begin(), where.args.end());
   list.add(" ORDER BY " + order + (desc ? " DESC" : " ASC") + " NULLS LAST, r.rid DESC LIMIT ? OFFSET ?");
@@ -378,7 +403,8 @@ RunPage Store::list_runs(const RunQuery& q) const {
     sql::Stmt s = list.prepare(*m_db);
     while (s.step()) {
       position.emplace(s.col_int(0), rids.size());
-      if (!rids.empty()) rid_list += ',';
+      if (!rids.empty())
+        rid_list += ',';
       rid_list += std::to_string(s.col_int(0));
       rids.push_back(s.col_int(0));
     }
@@ -393,9 +419,11 @@ RunPage Store::list_runs(const RunQuery& q) const {
     item.run = read_run(s);
     // Summaries come from the run's packed copy of metric_summary: one row per run, not per metric.
     for (const auto& [metric, agg] : unpack_summaries(s.col_blob(13))) {
-      if (!wanted.empty() && !wanted.count(metric)) continue;
+      if (!wanted.empty() && !wanted.count(metric))
+        continue;
       const auto key = keys.find(metric);
-      if (key == keys.end()) continue;
+      if (key == keys.end())
+        continue;
       item.metrics.push_back(to_summary(key->second.first, key->second.second, agg));
     }
     const auto by_name = [](const MetricSummary& a, const MetricSummary& b) { return a.metric < b.metric; };
@@ -410,7 +438,8 @@ std::vector<std::pair<std::string, std::string>> Store::params(const std::string
   sql::Stmt q = m_db->prepare("SELECT key, value FROM params WHERE run = ? ORDER BY key");
   q.bind(1, rid);
   std::vector<std::pair<std::string, std::string>> out;
-  while (q.step()) out.emplace_back(q.col_text(0), q.col_text(1));
+  while (q.step())
+    out.emplace_back(q.col_text(0), q.col_text(1));
   return out;
 }
 
@@ -433,7 +462,8 @@ ConfigDiff Store::diff_configs(const std::vector<std::string>& run_ids) const {
     for (const auto& m : per_run) {
       const auto it = m.find(key);
       row.values.push_back(it == m.end() ? std::nullopt : std::optional<std::string>(it->second));
-      if (row.values.back() != row.values.front()) all_same = false;
+      if (row.values.back() != row.values.front())
+        all_same = false;
     }
     if (all_same)
       ++diff.same;
@@ -450,26 +480,30 @@ DeleteResult Store::delete_run(const std::string& run_id, bool delete_files) {
     sql::Txn txn(*m_db, sql::Txn::Kind::write);
     int64_t rid = 0;
     sql::Stmt q = m_db->prepare(std::string("SELECT ") + kRunColumns + " FROM runs r WHERE r.id = ?");
-    if (!q.bind(1, run_id).step()) throw DataError("no run with id " + run_id + " in " + path());
+    if (!q.bind(1, run_id).step())
+      throw DataError("no run with id " + run_id + " in " + path());
     const RunRecord r = read_run(q, &rid);
     q.reset();
     if (r.status == RunStatus::running && stale_reason(r, unix_ms(), kDefaultStaleAfterMs).empty())
-      throw DataError("run " + run_id + " is still running (writer pid " + std::to_string(r.pid.value_or(0)) +
-                      " on " + r.host + "): cancel it before deleting it");
+      throw DataError("run " + run_id + " is still running (writer pid " + std::to_string(r.pid.value_or(0)) + " on " +
+                      r.host + "): cancel it before deleting it");
     sql::Stmt a = m_db->prepare("SELECT path FROM artifacts WHERE run = ?");
     a.bind(1, rid);
-    while (a.step()) files.push_back(a.col_text(0));
-    for (const char* table : {"samples", "sample_blocks", "metric_summary", "params", "events", "artifacts",
-                              "telemetry"}) {
+    while (a.step())
+      files.push_back(a.col_text(0));
+    for (const char* table :
+         {"samples", "sample_blocks", "metric_summary", "params", "events", "artifacts", "telemetry"}) {
       sql::Stmt d = m_db->prepare(std::string("DELETE FROM ") + table + " WHERE run = ?");
       d.bind(1, rid).run();
-      if (std::string_view(table) == "samples") result.samples = m_db->changes();
+      if (std::string_view(table) == "samples")
+        result.samples = m_db->changes();
     }
     sql::Stmt d = m_db->prepare("DELETE FROM runs WHERE rid = ?");
     d.bind(1, rid).run();
     txn.commit();
   }
-  if (!delete_files) return result;
+  if (!delete_files)
+    return result;
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   for (const std::string& f : files) {

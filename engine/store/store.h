@@ -87,8 +87,7 @@ class Store {
   /// Samples with step >= from_step in step order, at most max_points (<= 0: all). The live tail:
   /// ask again from the last step seen + 1. Unknown metric: empty. DataError for an unknown run.
   std::vector<Point> series(const std::string& run_id, const std::string& metric,
-                            int64_t from_step = std::numeric_limits<int64_t>::min(),
-                            int64_t max_points = 0) const;
+                            int64_t from_step = std::numeric_limits<int64_t>::min(), int64_t max_points = 0) const;
   /// The series between from_step and to_step (default: all of it) in at most `buckets` buckets
   /// of equal step width, each with its exact count, first, last, min and max: every minimum and
   /// maximum of the data survives (no sampling). Coarse widths are read from the block pyramid

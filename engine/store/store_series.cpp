@@ -18,7 +18,8 @@ using namespace store_detail;
 
 std::optional<std::pair<int64_t, Direction>> Store::metric_key(const std::string& metric) const {
   sql::Stmt q = m_db->prepare("SELECT id, direction FROM metric_keys WHERE name = ?");
-  if (!q.bind(1, metric).step()) return std::nullopt;
+  if (!q.bind(1, metric).step())
+    return std::nullopt;
   return std::make_pair(q.col_int(0), q.col_int(1) < 0 ? Direction::minimize : Direction::maximize);
 }
 
@@ -30,18 +31,20 @@ std::vector<MetricSummary> Store::summaries(const std::string& run_id) const {
   q.bind(1, rid);
   std::vector<MetricSummary> out;
   while (q.step())
-    out.push_back(to_summary(q.col_text(0), q.col_int(1) < 0 ? Direction::minimize : Direction::maximize,
-                             read_agg(q, 2)));
+    out.push_back(
+        to_summary(q.col_text(0), q.col_int(1) < 0 ? Direction::minimize : Direction::maximize, read_agg(q, 2)));
   return out;
 }
 
 std::optional<MetricSummary> Store::summary(const std::string& run_id, const std::string& metric) const {
   const int64_t rid = rid_of(run_id);
   const auto key = metric_key(metric);
-  if (!key) return std::nullopt;
-  sql::Stmt q = m_db->prepare(std::string("SELECT ") + kAggColumns +
-                              " FROM metric_summary WHERE run = ? AND metric = ?");
-  if (!q.bind(1, rid).bind(2, key->first).step()) return std::nullopt;
+  if (!key)
+    return std::nullopt;
+  sql::Stmt q =
+      m_db->prepare(std::string("SELECT ") + kAggColumns + " FROM metric_summary WHERE run = ? AND metric = ?");
+  if (!q.bind(1, rid).bind(2, key->first).step())
+    return std::nullopt;
   return to_summary(metric, key->second, read_agg(q, 0));
 }
 
@@ -56,11 +59,13 @@ std::vector<Point> Store::series(const std::string& run_id, const std::string& m
   const int64_t rid = rid_of(run_id);
   std::vector<Point> out;
   const auto key = metric_key(metric);
-  if (!key) return out;
+  if (!key)
+    return out;
   sql::Stmt q = m_db->prepare(
       "SELECT step, wall_ms, value FROM samples WHERE run = ? AND metric = ? AND step >= ? ORDER BY step LIMIT ?");
   q.bind(1, rid).bind(2, key->first).bind(3, from_step).bind(4, max_points > 0 ? max_points : int64_t{-1});
-  while (q.step()) out.push_back({q.col_int(0), q.col_double(1), q.col_double(2)});
+  while (q.step())
+    out.push_back({q.col_int(0), q.col_double(1), q.col_double(2)});
   return out;
 }
 
@@ -88,30 +93,36 @@ int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); } 
 
 DownsampledSeries Store::downsample(const std::string& run_id, const std::string& metric, int buckets,
                                     std::optional<int64_t> from_step, std::optional<int64_t> to_step) const {
-  if (buckets < 1) throw DataError("downsample needs at least 1 bucket, got " + std::to_string(buckets));
+  if (buckets < 1)
+    throw DataError("downsample needs at least 1 bucket, got " + std::to_string(buckets));
   const int64_t rid = rid_of(run_id);
   DownsampledSeries out;
   const auto key = metric_key(metric);
-  if (!key) return out;
+  if (!key)
+    return out;
   sql::Txn snapshot(*m_db, sql::Txn::Kind::read);  // the range and the rows from one snapshot
   int64_t lo = 0, hi = 0;
   {
     sql::Stmt s = m_db->prepare("SELECT first_step, last_step FROM metric_summary WHERE run = ? AND metric = ?");
-    if (!s.bind(1, rid).bind(2, key->first).step()) return out;
+    if (!s.bind(1, rid).bind(2, key->first).step())
+      return out;
     lo = std::max(s.col_int(0), from_step.value_or(s.col_int(0)));
     hi = std::min(s.col_int(1), to_step.value_or(s.col_int(1)));
   }
-  if (lo > hi) return out;
+  if (lo > hi)
+    return out;
   const int64_t span = hi - lo + 1;
   const int64_t natural = ceil_div(span, buckets);
   int level = 0;
-  while (level < kBlockLevels && block_width(level + 1) <= natural) ++level;
+  while (level < kBlockLevels && block_width(level + 1) <= natural)
+    ++level;
 
   int64_t current = -1;
   Agg acc;
   int64_t base = lo, width = natural, last_hi = hi;
   const auto close = [&]() {
-    if (acc.count == 0) return;
+    if (acc.count == 0)
+      return;
     const int64_t b_lo = base + current * width;
     out.buckets.push_back(to_bucket(acc, b_lo, std::min(b_lo + width - 1, last_hi)));
     acc = Agg{};
@@ -165,12 +176,14 @@ void Store::for_each_sample(const std::string& run_id,
         "SELECT k.name, k.id FROM metric_summary s JOIN metric_keys k ON k.id = s.metric WHERE s.run = ?"
         " ORDER BY k.name");
     m.bind(1, rid);
-    while (m.step()) metrics.emplace_back(m.col_text(0), m.col_int(1));
+    while (m.step())
+      metrics.emplace_back(m.col_text(0), m.col_int(1));
   }
   sql::Stmt q = m_db->prepare("SELECT step, wall_ms, value FROM samples WHERE run = ? AND metric = ? ORDER BY step");
   for (const auto& [name, id] : metrics) {
     q.bind(1, rid).bind(2, id);
-    while (q.step()) fn(name, {q.col_int(0), q.col_double(1), q.col_double(2)});
+    while (q.step())
+      fn(name, {q.col_int(0), q.col_double(1), q.col_double(2)});
     q.reset();
   }
 }
@@ -180,12 +193,14 @@ std::vector<TelemetryPoint> Store::telemetry(const std::string& run_id, const st
   const int64_t rid = rid_of(run_id);
   std::vector<TelemetryPoint> out;
   const auto key = metric_key(metric);
-  if (!key) return out;
+  if (!key)
+    return out;
   sql::Stmt q = m_db->prepare(
       "SELECT device, wall_ms, value FROM telemetry WHERE run = ? AND metric = ? AND wall_ms >= ?"
       " ORDER BY wall_ms, device");
   q.bind(1, rid).bind(2, key->first).bind(3, from_wall_ms);
-  while (q.step()) out.push_back({static_cast<int>(q.col_int(0)), q.col_double(1), q.col_double(2)});
+  while (q.step())
+    out.push_back({static_cast<int>(q.col_int(0)), q.col_double(1), q.col_double(2)});
   return out;
 }
 
@@ -196,7 +211,8 @@ std::vector<EventRecord> Store::events(const std::string& run_id, int64_t after_
   std::vector<EventRecord> out;
   while (q.step()) {
     EventRecord e{q.col_int(0), q.col_int(1), q.col_text(2), nlohmann::json::parse(q.col_text(3), nullptr, false)};
-    if (e.fields.is_discarded()) e.fields = nlohmann::json::object();
+    if (e.fields.is_discarded())
+      e.fields = nlohmann::json::object();
     out.push_back(std::move(e));
   }
   return out;
@@ -204,13 +220,13 @@ std::vector<EventRecord> Store::events(const std::string& run_id, int64_t after_
 
 std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
   const int64_t rid = rid_of(run_id);
-  sql::Stmt q = m_db->prepare(
-      "SELECT id, kind, path, bytes, sha256, step, created_ms FROM artifacts WHERE run = ? ORDER BY id");
+  sql::Stmt q =
+      m_db->prepare("SELECT id, kind, path, bytes, sha256, step, created_ms FROM artifacts WHERE run = ? ORDER BY id");
   q.bind(1, rid);
   std::vector<ArtifactRecord> out;
   while (q.step())
-    out.push_back({q.col_int(0), q.col_text(1), q.col_text(2), q.col_int(3), q.col_text(4), q.col_opt_int(5),
-                   q.col_int(6)});
+    out.push_back(
+        {q.col_int(0), q.col_text(1), q.col_text(2), q.col_int(3), q.col_text(4), q.col_opt_int(5), q.col_int(6)});
   return out;
 }
 

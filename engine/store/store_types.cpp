@@ -11,8 +11,8 @@
 namespace lathe {
 
 namespace {
-constexpr std::array<std::string_view, 6> kStatusNames{"queued",    "running",  "finished",
-                                                       "failed",    "cancelled", "interrupted"};
+constexpr std::array<std::string_view, 6> kStatusNames{"queued", "running",   "finished",
+                                                       "failed", "cancelled", "interrupted"};
 }
 
 std::string_view status_name(RunStatus s) {
@@ -22,9 +22,11 @@ std::string_view status_name(RunStatus s) {
 
 RunStatus parse_status(std::string_view s) {
   for (size_t i = 0; i < kStatusNames.size(); ++i)
-    if (kStatusNames[i] == s) return static_cast<RunStatus>(i);
+    if (kStatusNames[i] == s)
+      return static_cast<RunStatus>(i);
   std::string allowed;
-  for (std::string_view n : kStatusNames) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
+  for (std::string_view n : kStatusNames)
+    allowed += (allowed.empty() ? "" : ", ") + std::string(n);
   throw DataError("unknown run status \"" + std::string(s) + "\" (allowed: " + allowed + ")");
 }
 
@@ -53,9 +55,11 @@ std::vector<Point> DownsampledSeries::points() const {
     }
     pts[k++] = b.last;
     for (int i = 1; i < k; ++i)
-      for (int j = i; j > 0 && pts[j].step < pts[j - 1].step; --j) std::swap(pts[j], pts[j - 1]);
+      for (int j = i; j > 0 && pts[j].step < pts[j - 1].step; --j)
+        std::swap(pts[j], pts[j - 1]);
     for (int i = 0; i < k; ++i)
-      if (out.empty() || out.back().step != pts[i].step) out.push_back(pts[i]);
+      if (out.empty() || out.back().step != pts[i].step)
+        out.push_back(pts[i]);
   }
   return out;
 }

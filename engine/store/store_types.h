@@ -45,7 +45,7 @@ struct RunInfo {
 struct RunRecord {
   std::string id, name;
   RunStatus status = RunStatus::queued;
-  int64_t created_ms = 0;                     ///< Unix time in milliseconds
+  int64_t created_ms = 0;  ///< Unix time in milliseconds
   std::optional<int64_t> started_ms, finished_ms, heartbeat_ms;
   std::string host, backend, code_version;
   std::vector<std::string> devices;

@@ -23,7 +23,8 @@ class DnnlParity : public ::testing::TestWithParam<MemoryFormat> {
 };
 
 TEST_F(DnnlParity, LinearForwardBackwardOddShapes) {
-  for (auto [N, K, O] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1}, {7, 13, 5}, {128, 784, 512}, {33, 65, 17}}) {
+  for (auto [N, K, O] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1}, {7, 13, 5}, {128, 784, 512}, {33, 65, 17}}) {
     Tensor x = random_tensor({N, K}, rng), w = random_tensor({O, K}, rng), b = random_tensor({O}, rng);
     for (PostOp post : {PostOp::none, PostOp::relu}) {
       Tensor y0 = Tensor::empty({N, O}, DType::f32), y1 = Tensor::empty({N, O}, DType::f32);
@@ -48,9 +49,11 @@ TEST_F(DnnlParity, LinearForwardBackwardOddShapes) {
 
 TEST_P(DnnlParity, ConvForwardBackward) {
   const MemoryFormat fmt = GetParam();
-  const std::vector<ConvCase> cases = {
-      {2, 1, 28, 28, 32, 3, 1, 1}, {3, 32, 14, 14, 64, 3, 1, 1}, {1, 3, 7, 9, 5, 3, 2, 0}, {2, 5, 11, 6, 7, 1, 1, 0},
-      {4, 16, 9, 9, 8, 5, 2, 2}};
+  const std::vector<ConvCase> cases = {{2, 1, 28, 28, 32, 3, 1, 1},
+                                       {3, 32, 14, 14, 64, 3, 1, 1},
+                                       {1, 3, 7, 9, 5, 3, 2, 0},
+                                       {2, 5, 11, 6, 7, 1, 1, 0},
+                                       {4, 16, 9, 9, 8, 5, 2, 2}};
   for (const ConvCase& cc : cases) {
     const ConvParams p{cc.stride, cc.stride, cc.pad, cc.pad};
     const int64_t oh = conv_out_size(cc.h, cc.k, cc.stride, cc.pad), ow = conv_out_size(cc.w, cc.k, cc.stride, cc.pad);
@@ -79,7 +82,8 @@ TEST_P(DnnlParity, ConvForwardBackward) {
 
 TEST_P(DnnlParity, MaxPoolForwardBackward) {
   const MemoryFormat fmt = GetParam();
-  for (auto [H, W, k, s] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{{28, 28, 2, 2}, {7, 9, 3, 2}, {5, 5, 2, 1}}) {
+  for (auto [H, W, k, s] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{{28, 28, 2, 2}, {7, 9, 3, 2}, {5, 5, 2, 1}}) {
     const PoolParams p{k, k, s, s, 0, 0};
     Tensor x = random_tensor({3, 5, H, W}, rng, DType::f32, fmt);
     const Shape out{3, 5, conv_out_size(H, k, s, 0), conv_out_size(W, k, s, 0)};
@@ -119,7 +123,8 @@ TEST_F(DnnlParity, ElementwiseLossAndOptimizers) {
 
   Tensor logits = random_tensor({37, 10}, rng, DType::f32, MemoryFormat::contiguous, -5, 5);
   Tensor labels = Tensor::empty({37}, DType::s32);
-  for (int i = 0; i < 37; ++i) labels.set({i}, static_cast<double>(rng.below(10)));
+  for (int i = 0; i < 37; ++i)
+    labels.set({i}, static_cast<double>(rng.below(10)));
   Tensor g0 = Tensor::empty({37, 10}, DType::f32), g1 = Tensor::empty({37, 10}, DType::f32);
   LossResult l0 = ref.softmax_cross_entropy(logits, labels, &g0, 1.0 / 37);
   LossResult l1 = cpu.softmax_cross_entropy(logits, labels, &g1, 1.0 / 37);
@@ -153,7 +158,8 @@ TEST_F(DnnlParity, PrimitivesAreCachedAcrossCalls) {
   Tensor x = random_tensor({8, 16}, rng), w = random_tensor({4, 16}, rng), y = Tensor::empty({8, 4}, DType::f32);
   cpu.linear_forward(x, w, nullptr, y, PostOp::none);
   const size_t after_first = cpu.primitives_created();
-  for (int i = 0; i < 5; ++i) cpu.linear_forward(x, w, nullptr, y, PostOp::none);
+  for (int i = 0; i < 5; ++i)
+    cpu.linear_forward(x, w, nullptr, y, PostOp::none);
   EXPECT_EQ(cpu.primitives_created(), after_first);
 }
 

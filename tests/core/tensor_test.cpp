@@ -22,7 +22,8 @@ TEST(Tensor, ContiguousAndChannelsLastStrides) {
 
 TEST(Tensor, CopyBetweenLayoutsKeepsLogicalValues) {
   Tensor a = Tensor::empty({2, 3, 4, 5}, DType::f32);
-  for (int64_t i = 0; i < a.numel(); ++i) a.set_flat(i, static_cast<double>(i));
+  for (int64_t i = 0; i < a.numel(); ++i)
+    a.set_flat(i, static_cast<double>(i));
   Tensor b = Tensor::empty({2, 3, 4, 5}, DType::f32, Device::cpu(), MemoryFormat::channels_last);
   a.copy_to(b);
   EXPECT_EQ(b.get({1, 2, 3, 4}), a.get({1, 2, 3, 4}));
@@ -62,8 +63,8 @@ TEST(DType, Bf16RoundsToNearestEven) {
 TEST(DType, F16KnownPatterns) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
-  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);     // largest finite half
-  EXPECT_EQ(f32_to_f16(70000.0f), 0x7c00);     // overflows to inf
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);               // largest finite half
+  EXPECT_EQ(f32_to_f16(70000.0f), 0x7c00);               // overflows to inf
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
   EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
@@ -71,7 +72,8 @@ TEST(DType, F16KnownPatterns) {
   // Every half value survives f16 -> f32 -> f16 unchanged (NaNs keep being NaN).
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float f = f16_to_f32(static_cast<uint16_t>(h));
-    if (std::isnan(f)) continue;
+    if (std::isnan(f))
+      continue;
     ASSERT_EQ(f32_to_f16(f), h) << std::hex << h;
   }
 }
@@ -85,7 +87,8 @@ TEST(Rng, SameSeedSameStreamDifferentSeedDifferentStream) {
   }
   Rng u(1);
   double mean = 0;
-  for (int i = 0; i < 100000; ++i) mean += u.uniform();
+  for (int i = 0; i < 100000; ++i)
+    mean += u.uniform();
   EXPECT_NEAR(mean / 100000, 0.5, 0.01);
 }
 

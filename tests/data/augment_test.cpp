@@ -17,7 +17,8 @@ constexpr int64_t kRows = 5, kCols = 7;  // not square, so a row/column mix-up s
 
 std::vector<float> numbered_image() {
   std::vector<float> img(kRows * kCols);
-  for (int64_t i = 0; i < kRows * kCols; ++i) img[i] = 1.0f + static_cast<float>(i);  // all distinct, none black
+  for (int64_t i = 0; i < kRows * kCols; ++i)
+    img[i] = 1.0f + static_cast<float>(i);  // all distinct, none black
   return img;
 }
 

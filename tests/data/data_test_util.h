@@ -23,7 +23,8 @@ class TempDir {
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = "lathe_data_" + std::to_string(::getpid()) + "_";
-    if (info) name += std::string(info->test_suite_name()) + "_" + info->name();
+    if (info)
+      name += std::string(info->test_suite_name()) + "_" + info->name();
     m_path = std::filesystem::temp_directory_path() / name;
     std::filesystem::remove_all(m_path);
     std::filesystem::create_directories(m_path);
@@ -62,7 +63,8 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
   } else {
     FILE* f = std::fopen(path.c_str(), "wb");
     ASSERT_NE(f, nullptr) << path;
-    if (!bytes.empty()) ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    if (!bytes.empty())
+      ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
     ASSERT_EQ(std::fclose(f), 0);
   }
 }
@@ -70,8 +72,10 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::vector<uint8_t> out;
   FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return out;
-  for (int c; (c = std::fgetc(f)) != EOF;) out.push_back(static_cast<uint8_t>(c));
+  if (!f)
+    return out;
+  for (int c; (c = std::fgetc(f)) != EOF;)
+    out.push_back(static_cast<uint8_t>(c));
   std::fclose(f);
   return out;
 }
@@ -83,7 +87,8 @@ inline void expect_data_error(const std::function<void()>& fn, const std::vector
     ADD_FAILURE() << "expected a DataError mentioning '" << (words.empty() ? "" : words[0]) << "'";
   } catch (const DataError& e) {
     const std::string msg = e.what();
-    for (const std::string& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
+    for (const std::string& w : words)
+      EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
   } catch (const std::exception& e) {
     ADD_FAILURE() << "expected a DataError, got another exception: " << e.what();
   }

@@ -19,7 +19,8 @@ void write_pair(const std::string& images, const std::string& labels, uint32_t c
                 const std::vector<uint8_t>& label_values, bool gzip = false) {
   std::vector<uint8_t> pixels(count * rows * cols);
   for (uint32_t i = 0; i < count; ++i)
-    for (uint32_t p = 0; p < rows * cols; ++p) pixels[i * rows * cols + p] = static_cast<uint8_t>((i * 31 + p) % 256);
+    for (uint32_t p = 0; p < rows * cols; ++p)
+      pixels[i * rows * cols + p] = static_cast<uint8_t>((i * 31 + p) % 256);
   write_bytes(images, idx_bytes({count, rows, cols}, pixels), gzip);
   write_bytes(labels, idx_bytes({static_cast<uint32_t>(label_values.size())}, label_values), gzip);
 }

@@ -14,7 +14,8 @@ namespace {
 class FashionMnist : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::filesystem::is_directory(default_fashion_mnist_dir())) return;
+    if (!std::filesystem::is_directory(default_fashion_mnist_dir()))
+      return;
     s_data = new TrainTest(load_fashion_mnist());
   }
   static void TearDownTestSuite() {
@@ -42,8 +43,10 @@ TEST_F(FashionMnist, SizesAndClasses) {
   }
   // Fashion-MNIST is balanced: 6000 training and 1000 test images per class.
   std::vector<int> train_per_class(10), test_per_class(10);
-  for (int32_t l : train.labels) ++train_per_class.at(l);
-  for (int32_t l : test.labels) ++test_per_class.at(l);
+  for (int32_t l : train.labels)
+    ++train_per_class.at(l);
+  for (int32_t l : test.labels)
+    ++test_per_class.at(l);
   EXPECT_EQ(train_per_class, std::vector<int>(10, 6000));
   EXPECT_EQ(test_per_class, std::vector<int>(10, 1000));
   // The well-known first samples: ankle boot, T-shirt, T-shirt, dress / ankle boot, pullover, trouser.
@@ -78,7 +81,8 @@ TEST_F(FashionMnist, OneEpochThroughTheLoader) {
   std::vector<int> per_class(10);
   while (loader.next(b)) {
     EXPECT_EQ(b.images.shape(), (Shape{b.labels.dim(0), 1, 28, 28}));
-    for (int64_t i = 0; i < b.labels.dim(0); ++i) ++per_class.at(b.labels.data<int32_t>()[i]);
+    for (int64_t i = 0; i < b.labels.dim(0); ++i)
+      ++per_class.at(b.labels.data<int32_t>()[i]);
     seen += b.labels.dim(0);
     ++batches;
   }

@@ -15,7 +15,8 @@ using test::write_bytes;
 
 std::vector<uint8_t> ramp(size_t n) {
   std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
   return v;
 }
 
@@ -141,7 +142,8 @@ TEST(IdxReader, GzipStreamCutShort) {
   // Incompressible data, so cutting the compressed file in half cuts the payload too.
   std::vector<uint8_t> noise(4000);
   uint32_t x = 12345;
-  for (auto& b : noise) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+  for (auto& b : noise)
+    b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
   write_bytes(whole, idx_bytes({4000}, noise), /*gzip=*/true);
   auto packed = test::read_bytes(whole);
   packed.resize(packed.size() / 2);

@@ -29,7 +29,8 @@ Dataset numbered_dataset(int64_t count = kCount) {
     uint8_t* img = ds.images.data() + i * kPixels;
     img[0] = static_cast<uint8_t>(i % 256);
     img[1] = static_cast<uint8_t>(i / 256);
-    for (int64_t p = 2; p < kPixels; ++p) img[p] = static_cast<uint8_t>((i * 7 + p * 13) % 256);
+    for (int64_t p = 2; p < kPixels; ++p)
+      img[p] = static_cast<uint8_t>((i * 7 + p * 13) % 256);
     ds.labels[i] = static_cast<int32_t>(i % 7);
   }
   return ds;
@@ -70,7 +71,8 @@ std::vector<std::vector<int64_t>> epoch_samples(DataLoader& loader, int64_t epoc
 
 std::vector<int64_t> flatten(const std::vector<std::vector<int64_t>>& batches) {
   std::vector<int64_t> all;
-  for (const auto& b : batches) all.insert(all.end(), b.begin(), b.end());
+  for (const auto& b : batches)
+    all.insert(all.end(), b.begin(), b.end());
   return all;
 }
 
@@ -82,12 +84,14 @@ TEST(DataLoader, EverySampleOncePerEpochWithPartialLastBatch) {
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
     const auto batches = epoch_samples(loader, epoch);
     ASSERT_EQ(batches.size(), 11u);
-    for (size_t i = 0; i + 1 < batches.size(); ++i) EXPECT_EQ(batches[i].size(), 10u);
+    for (size_t i = 0; i + 1 < batches.size(); ++i)
+      EXPECT_EQ(batches[i].size(), 10u);
     EXPECT_EQ(batches.back().size(), 3u);
     auto all = flatten(batches);
     std::sort(all.begin(), all.end());
     std::vector<int64_t> expect(kCount);
-    for (int64_t i = 0; i < kCount; ++i) expect[i] = i;
+    for (int64_t i = 0; i < kCount; ++i)
+      expect[i] = i;
     EXPECT_EQ(all, expect);
   }
 }
@@ -130,7 +134,8 @@ TEST(DataLoader, SameSeedSameOrderNewEpochNewOrder) {
   EXPECT_EQ(a0, flatten(epoch_samples(a, 0)));  // epochs can be replayed
 
   std::vector<int64_t> identity(kCount);
-  for (int64_t i = 0; i < kCount; ++i) identity[i] = i;
+  for (int64_t i = 0; i < kCount; ++i)
+    identity[i] = i;
   EXPECT_NE(a0, identity);
   o.seed = 1235;
   DataLoader c(ds, o);
@@ -150,7 +155,8 @@ TEST(DataLoader, ShuffleIsAFisherYatesOverLatheRng) {
   EXPECT_EQ(order, loader.epoch_order(0));
   std::vector<int64_t> sorted = order;
   std::sort(sorted.begin(), sorted.end());
-  for (int64_t i = 0; i < kCount; ++i) ASSERT_EQ(sorted[i], i);
+  for (int64_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(sorted[i], i);
   // Pins computed once from this implementation; update deliberately if the shuffle changes.
   const std::vector<int64_t> pinned = {101, 74, 95, 78, 50, 29, 79, 42};
   EXPECT_EQ(std::vector<int64_t>(order.begin(), order.begin() + 8), pinned);
@@ -198,7 +204,8 @@ TEST(DataLoader, AugmentedBatchesAreBitIdenticalWhateverThePrefetch) {
     for (int64_t epoch = 0; epoch < 2; ++epoch) {
       loader.start_epoch(epoch);
       Batch b;
-      while (loader.next(b)) all.insert(all.end(), b.images.data<float>(), b.images.data<float>() + b.images.numel());
+      while (loader.next(b))
+        all.insert(all.end(), b.images.data<float>(), b.images.data<float>() + b.images.numel());
     }
     return all;
   };
@@ -231,7 +238,8 @@ TEST(DataLoader, AugmentationOfASampleDoesNotDependOnBatchSize) {
     loader.start_epoch(3);
     std::vector<float> all;
     Batch b;
-    while (loader.next(b)) all.insert(all.end(), b.images.data<float>(), b.images.data<float>() + b.images.numel());
+    while (loader.next(b))
+      all.insert(all.end(), b.images.data<float>(), b.images.data<float>() + b.images.numel());
     return all;
   };
   EXPECT_EQ(images(5), images(64));
@@ -264,7 +272,8 @@ TEST(DataLoader, NextAfterTheEndKeepsReturningFalse) {
   loader.start_epoch(0);
   Batch b;
   int n = 0;
-  while (loader.next(b)) ++n;
+  while (loader.next(b))
+    ++n;
   EXPECT_EQ(n, 3);
   EXPECT_FALSE(loader.next(b));
   EXPECT_FALSE(loader.next(b));
@@ -274,7 +283,8 @@ TEST(DataLoader, WorkerExceptionReachesNext) {
   const Dataset ds = numbered_dataset();
   LoaderOptions o = identity_options(10);
   o.on_batch = [](Batch& b) {
-    if (b.index == 3) throw DataError("batch 3 is cursed");
+    if (b.index == 3)
+      throw DataError("batch 3 is cursed");
   };
   DataLoader loader(ds, o);
   loader.start_epoch(0);

@@ -25,10 +25,12 @@ CmdResult run_cmd(const std::string& args) {
   const std::string cmd = std::string(LATHE_TEST_BINARY_DIR) + "/app/lathe-cli " + args + " 2>&1";
   CmdResult r;
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
+  if (!p)
+    return r;
   std::array<char, 4096> buf{};
   size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
@@ -96,7 +98,8 @@ TEST_F(Cli, TruncatedDatasetFileIsRejectedAndNothingIsWritten) {
   std::ofstream lab(m_dir / "labels.idx", std::ios::binary);
   const unsigned char lheader[] = {0, 0, 8, 1, 0, 0, 0, 100};
   lab.write(reinterpret_cast<const char*>(lheader), sizeof(lheader));
-  for (int i = 0; i < 100; ++i) lab.put(static_cast<char>(i % 10));
+  for (int i = 0; i < 100; ++i)
+    lab.put(static_cast<char>(i % 10));
   lab.close();
   const std::string img_path = (m_dir / "imgs.idx").string(), lab_path = (m_dir / "labels.idx").string();
   const std::string cfg = write("idx.json", R"({"data": {"dataset": "idx", "train_images": ")" + img_path +
@@ -120,7 +123,8 @@ TEST_F(Cli, JsonModePrintsOneObjectPerLineEndingWithFinished) {
   std::string out;
   std::array<char, 4096> buf{};
   size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    out.append(buf.data(), n);
   ASSERT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
   std::istringstream lines(out);
   std::string line, last;
@@ -165,19 +169,22 @@ TEST_F(Cli, HistoryCommandsReadBackRecordedRuns) {
   EXPECT_EQ(acc["count"], 1);
   EXPECT_EQ(acc["last"], acc["best"]);
   bool has_model = false;
-  for (const auto& a : shown["artifacts"]) has_model |= a["kind"] == "model" && a["bytes"].get<int64_t>() > 0;
+  for (const auto& a : shown["artifacts"])
+    has_model |= a["kind"] == "model" && a["bytes"].get<int64_t>() > 0;
   EXPECT_TRUE(has_model) << show.out;
   std::ifstream metrics(m_dir / "runs" / newest / "metrics.jsonl");
   std::string line;
   double jsonl_acc = -1;
   while (std::getline(metrics, line)) {
     const auto j = nlohmann::json::parse(line);
-    if (j.value("metric", "") == "test/accuracy") jsonl_acc = j["value"];
+    if (j.value("metric", "") == "test/accuracy")
+      jsonl_acc = j["value"];
   }
   EXPECT_DOUBLE_EQ(acc["last"].get<double>(), jsonl_acc);
 
   // compare --diff-only shows the keys that differ (name, seed) and hides the rest.
-  const CmdResult cmp = run_cmd("--db " + db() + " compare " + oldest + " " + newest.substr(0, 22) + " --diff-only --json");
+  const CmdResult cmp =
+      run_cmd("--db " + db() + " compare " + oldest + " " + newest.substr(0, 22) + " --diff-only --json");
   ASSERT_EQ(cmp.code, 0) << cmp.out;
   const auto diff = nlohmann::json::parse(cmp.out);
   EXPECT_TRUE(diff["config"].contains("seed"));
@@ -191,9 +198,11 @@ TEST_F(Cli, HistoryCommandsReadBackRecordedRuns) {
   ASSERT_EQ(run_cmd("--db " + db() + " export " + newest + " --format csv -o " + csv).code, 0);
   std::ifstream in(csv);
   int rows = 0;
-  while (std::getline(in, line)) ++rows;
+  while (std::getline(in, line))
+    ++rows;
   int64_t expected = 0;
-  for (const auto& [k, m] : shown["metrics"].items()) expected += m["count"].get<int64_t>();
+  for (const auto& [k, m] : shown["metrics"].items())
+    expected += m["count"].get<int64_t>();
   EXPECT_EQ(rows - 1, expected);
 
   // an ambiguous prefix is refused with the candidates; delete needs --yes without a terminal.

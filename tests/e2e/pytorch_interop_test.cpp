@@ -33,7 +33,8 @@ TEST(PyTorchInterop, StudentTrainedInPyTorchKeepsItsAccuracy) {
   LayerContext ctx{*backend, false, 0};
   Batch b;
   int64_t correct = 0;
-  while (loader.next(b)) correct += backend->softmax_cross_entropy(model->forward(ctx, b.images), b.labels, nullptr, 1).correct;
+  while (loader.next(b))
+    correct += backend->softmax_cross_entropy(model->forward(ctx, b.images), b.labels, nullptr, 1).correct;
   // PyTorch counted 8417 of 10000; float summation order may flip an image or two at the boundary.
   EXPECT_NEAR(static_cast<double>(correct), 8417.0, 3.0);
 }

@@ -118,7 +118,8 @@ TEST_F(CudaTest, FillZeroWritesEveryElement) {
   Tensor t = poisoned({4, 3, 5, 5}, MemoryFormat::channels_last);
   gpu().fill_zero(t);
   const Tensor h = down(t);
-  for (int64_t i = 0; i < h.numel(); ++i) ASSERT_EQ(h.at_flat(i), 0.0) << i;
+  for (int64_t i = 0; i < h.numel(); ++i)
+    ASSERT_EQ(h.at_flat(i), 0.0) << i;
   Tensor z = gpu().zeros({7}, DType::f32);
   EXPECT_EQ(gputest::max_abs(down(z)), 0.0);
 }
@@ -128,8 +129,8 @@ TEST_F(CudaTest, ReorderMatchesHostConversionsBitForBit) {
   const Shape shape{2, 3, 5, 7};
   Tensor host = gputest::host_random(shape, rng, MemoryFormat::contiguous, 100.0);
   host.set_flat(0, std::numeric_limits<double>::infinity());
-  host.set_flat(1, 1e-40);   // subnormal in f32
-  host.set_flat(2, 65520.0); // rounds to inf in f16
+  host.set_flat(1, 1e-40);    // subnormal in f32
+  host.set_flat(2, 65520.0);  // rounds to inf in f16
   const Tensor src = up(host, MemoryFormat::channels_last);
   for (DType dt : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));

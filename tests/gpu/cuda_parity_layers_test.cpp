@@ -22,7 +22,8 @@ TEST_F(CudaTest, LinearForwardMatchesReference) {
   Rng rng(gputest::base_seed() + 10);
   for (int trial = 0; trial < 8; ++trial) {
     const bool mlp = trial == 0;
-    const int64_t N = mlp ? 128 : pick(rng, 1, 70), K = mlp ? 784 : pick(rng, 1, 300), O = mlp ? 512 : pick(rng, 1, 130);
+    const int64_t N = mlp ? 128 : pick(rng, 1, 70), K = mlp ? 784 : pick(rng, 1, 300),
+                  O = mlp ? 512 : pick(rng, 1, 130);
     const bool with_bias = trial % 2 == 0;
     const PostOp post = trial % 3 == 0 ? PostOp::relu : PostOp::none;
     SCOPED_TRACE("trial " + std::to_string(trial) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
@@ -55,7 +56,8 @@ TEST_F(CudaTest, LinearBackwardMatchesReference) {
     gpu().linear_backward_weights(up(x), ddy, dw, trial % 2 ? &db : nullptr);
     EXPECT_TRUE(close(down(dx), want_dx, kRel));
     EXPECT_TRUE(close(down(dw), want_dw, kRel));
-    if (trial % 2) EXPECT_TRUE(close(down(db), want_db, kRel));
+    if (trial % 2)
+      EXPECT_TRUE(close(down(db), want_db, kRel));
   }
 }
 
@@ -108,8 +110,8 @@ TEST_F(CudaTest, ConvForwardMatchesReference) {
     m_ref.conv2d_forward(c.p, to_f64(x), to_f64(w), with_bias ? &b64 : nullptr, want, post);
     Tensor y = poisoned({c.N, c.O, OH, OW}, c.dst_format);
     const Tensor db = up(b);
-    gpu().conv2d_forward(c.p, up(x, c.src_format), up(w, trial % 4 == 3 ? MemoryFormat::channels_last
-                                                                          : MemoryFormat::contiguous),
+    gpu().conv2d_forward(c.p, up(x, c.src_format),
+                         up(w, trial % 4 == 3 ? MemoryFormat::channels_last : MemoryFormat::contiguous),
                          with_bias ? &db : nullptr, y, post);
     EXPECT_TRUE(close(down(y), want, kRel));
   }
@@ -144,7 +146,8 @@ TEST_F(CudaTest, ConvOnTheCnnShapesMatchesReference) {
   const ConvParams p{1, 1, 1, 1};
   for (MemoryFormat f : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
     SCOPED_TRACE(gputest::format_name(f));
-    const Tensor x = host_random({8, 32, 14, 14}, rng), w = host_random({64, 32, 3, 3}, rng, MemoryFormat::contiguous, 0.1);
+    const Tensor x = host_random({8, 32, 14, 14}, rng),
+                 w = host_random({64, 32, 3, 3}, rng, MemoryFormat::contiguous, 0.1);
     const Tensor b = host_random({64}, rng);
     Tensor want = Tensor::empty({8, 64, 14, 14}, DType::f64);
     const Tensor b64 = to_f64(b);
@@ -168,7 +171,8 @@ TEST_F(CudaTest, MaxPoolMatchesReferenceIncludingTiesAndArgmax) {
                  gputest::format_name(f));
     Tensor x = host_random({N, C, H, W}, rng);
     // After ReLU whole windows are 0 and values repeat: ties must go to the first maximum.
-    for (int64_t i = 0; i < x.numel(); ++i) x.set_flat(i, std::max(0.0, std::round(x.at_flat(i) * 2) / 2));
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.set_flat(i, std::max(0.0, std::round(x.at_flat(i) * 2) / 2));
     const int64_t OH = conv_out_size(H, pp.kernel_h, pp.stride_h, pp.pad_h);
     const int64_t OW = conv_out_size(W, pp.kernel_w, pp.stride_w, pp.pad_w);
     const Tensor dy = host_random({N, C, OH, OW}, rng);

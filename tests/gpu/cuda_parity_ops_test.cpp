@@ -25,13 +25,15 @@ TEST(DropoutHash, KeepsAboutOneMinusPAndIsDeterministic) {
   const int64_t n = 200000;
   for (double p : {0.0, 0.1, 0.5, 0.9}) {
     int64_t kept = 0;
-    for (int64_t i = 0; i < n; ++i) kept += kernels::dropout_keep(42, i, p);
+    for (int64_t i = 0; i < n; ++i)
+      kept += kernels::dropout_keep(42, i, p);
     const double sigma = std::sqrt(n * p * (1 - p));
     EXPECT_NEAR(static_cast<double>(kept), n * (1 - p), 5 * sigma + 1e-9) << "p " << p;
   }
   EXPECT_EQ(kernels::dropout_keep(7, 123, 0.5), kernels::dropout_keep(7, 123, 0.5));
   int64_t same = 0;
-  for (int64_t i = 0; i < 1000; ++i) same += kernels::dropout_keep(1, i, 0.5) == kernels::dropout_keep(2, i, 0.5);
+  for (int64_t i = 0; i < 1000; ++i)
+    same += kernels::dropout_keep(1, i, 0.5) == kernels::dropout_keep(2, i, 0.5);
   EXPECT_LT(same, 600);  // another seed gives another mask
 }
 
@@ -100,7 +102,8 @@ TEST_F(CudaTest, BatchNormMatchesReference) {
       const Tensor x = host_random(s, rng, kNCHW, 3.0), g = host_random({C}, rng), b = host_random({C}, rng);
       const Tensor rm0 = host_random({C}, rng), rv1 = host_random({C}, rng);
       Tensor rv0 = rv1.contiguous_copy();
-      for (int64_t c = 0; c < C; ++c) rv0.set({c}, 1.0 + std::abs(rv1.get({c})));
+      for (int64_t c = 0; c < C; ++c)
+        rv0.set({c}, 1.0 + std::abs(rv1.get({c})));
       const Tensor dy = host_random(s, rng);
 
       Tensor y64 = Tensor::empty(s, DType::f64), m64 = Tensor::empty({C}, DType::f64), is64 = m64.contiguous_copy();
@@ -170,7 +173,8 @@ TEST_F(CudaTest, DropoutKeepsTheRightFractionAndMasksConsistently) {
   Tensor ry = Tensor::empty({100000}, DType::f32), rmask;
   m_ref.dropout_forward(0.3, 99, x, ry, rmask);
   int64_t ref_kept = 0;
-  for (int64_t i = 0; i < 100000; ++i) ref_kept += rmask.data<uint8_t>()[i];
+  for (int64_t i = 0; i < 100000; ++i)
+    ref_kept += rmask.data<uint8_t>()[i];
   EXPECT_NEAR(ref_kept, 70000, 5 * std::sqrt(100000 * 0.21));
 }
 
@@ -183,7 +187,8 @@ TEST_F(CudaTest, SoftmaxCrossEntropyMatchesReference) {
     SCOPED_TRACE("N=" + std::to_string(N) + " C=" + std::to_string(C));
     const Tensor z = host_random({N, C}, rng, kNCHW, 4.0);
     Tensor labels = Tensor::empty({N}, DType::s32);
-    for (int64_t n = 0; n < N; ++n) labels.data<int32_t>()[n] = static_cast<int32_t>(rng.below(C));
+    for (int64_t n = 0; n < N; ++n)
+      labels.data<int32_t>()[n] = static_cast<int32_t>(rng.below(C));
     Tensor want_g = Tensor::empty({N, C}, DType::f64);
     const double scale = 1.0 / N;
     const LossResult want = m_ref.softmax_cross_entropy(to_f64(z), labels, &want_g, scale);
@@ -206,8 +211,8 @@ TEST_F(CudaTest, SoftmaxCrossEntropyMatchesReference) {
 // ---------------------------------------------------------------- optimizers
 TEST_F(CudaTest, SgdMatchesReferenceOverSteps) {
   Rng rng(gputest::base_seed() + 80);
-  const SgdParams variants[] = {{0.05, 0.0, 0.0, false}, {0.02, 0.9, 0.0, false}, {0.02, 0.9, 1e-4, true},
-                                {0.1, 0.5, 5e-4, false}};
+  const SgdParams variants[] = {
+      {0.05, 0.0, 0.0, false}, {0.02, 0.9, 0.0, false}, {0.02, 0.9, 1e-4, true}, {0.1, 0.5, 5e-4, false}};
   for (const SgdParams& p : variants) {
     SCOPED_TRACE("momentum " + std::to_string(p.momentum) + " wd " + std::to_string(p.weight_decay));
     const int64_t n = 4099;
@@ -219,7 +224,8 @@ TEST_F(CudaTest, SgdMatchesReferenceOverSteps) {
       gpu().sgd_update(p, dw, up(g), dbuf);
     }
     EXPECT_TRUE(close(down(dw), w, 1e-6));
-    if (p.momentum != 0) EXPECT_TRUE(close(down(dbuf), buf, 1e-6));
+    if (p.momentum != 0)
+      EXPECT_TRUE(close(down(dbuf), buf, 1e-6));
   }
 }
 

@@ -17,7 +17,7 @@
 #include "engine/core/rng.h"
 
 /// First statement of every GPU test (here: the fixture's SetUp).
-#define LATHE_SKIP_WITHOUT_CUDA()          \
+#define LATHE_SKIP_WITHOUT_CUDA()        \
   if (::lathe::cuda_device_count() == 0) \
   GTEST_SKIP() << "no CUDA device: " << ::lathe::cuda::device_unavailable_reason()
 
@@ -32,20 +32,23 @@ inline uint64_t base_seed() {
 inline Tensor host_random(const Shape& shape, Rng& rng, MemoryFormat format = MemoryFormat::contiguous,
                           double scale = 1.0) {
   Tensor t = Tensor::empty(shape, DType::f32, Device::cpu(), format);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_flat(i, scale * rng.normal());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set_flat(i, scale * rng.normal());
   return t;
 }
 
 /// An f64 host copy (row-major) for the reference backend: the oracle computes in double.
 inline Tensor to_f64(const Tensor& t) {
   Tensor out = Tensor::empty(t.shape(), DType::f64);
-  for (int64_t i = 0; i < t.numel(); ++i) out.set_flat(i, t.at_flat(i));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out.set_flat(i, t.at_flat(i));
   return out;
 }
 
 inline double max_abs(const Tensor& t) {
   double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.at_flat(i)));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    m = std::max(m, std::abs(t.at_flat(i)));
   return m;
 }
 
@@ -60,13 +63,14 @@ inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, d
     if (std::isnan(g) || std::isnan(w))
       return ::testing::AssertionFailure() << "NaN at flat " << i << " (got " << g << ", want " << w << ")";
     if (std::abs(g - w) > rel * 10 * scale + 1e-30)
-      return ::testing::AssertionFailure() << "element " << i << ": got " << g << ", want " << w << " (max |want| "
-                                           << scale << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << g << ", want " << w << " (max |want| " << scale << ")";
     diff2 += (g - w) * (g - w);
     ref2 += w * w;
   }
   const double err = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
-  if (err > rel) return ::testing::AssertionFailure() << "relative error " << err << " > " << rel;
+  if (err > rel)
+    return ::testing::AssertionFailure() << "relative error " << err << " > " << rel;
   return ::testing::AssertionSuccess();
 }
 

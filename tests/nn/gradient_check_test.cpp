@@ -60,9 +60,11 @@ CheckStats check_layer(Layer& layer, const std::vector<Shape>& in_shapes, bool t
   Rng rng(seed);
   layer.create_params(be, DType::f64, rng);
   std::vector<Tensor> inputs;
-  for (const Shape& s : in_shapes) inputs.push_back(test::random_tensor(s, rng, DType::f64));
+  for (const Shape& s : in_shapes)
+    inputs.push_back(test::random_tensor(s, rng, DType::f64));
   std::vector<const Tensor*> srcs;
-  for (Tensor& t : inputs) srcs.push_back(&t);
+  for (Tensor& t : inputs)
+    srcs.push_back(&t);
   const Shape out_shape = layer.output_shape(in_shapes);
   Tensor dst = Tensor::empty(out_shape, DType::f64);
   Tensor r = test::random_tensor(out_shape, rng, DType::f64);  // loss = sum(r * y)
@@ -71,23 +73,29 @@ CheckStats check_layer(Layer& layer, const std::vector<Shape>& in_shapes, bool t
   auto loss = [&]() {
     layer.forward(ctx, srcs, dst);
     double l = 0;
-    for (int64_t i = 0; i < dst.numel(); ++i) l += r.at_flat(i) * dst.at_flat(i);
+    for (int64_t i = 0; i < dst.numel(); ++i)
+      l += r.at_flat(i) * dst.at_flat(i);
     return l;
   };
   loss();
   std::vector<Tensor> diffs;
   std::vector<Tensor*> diff_ptrs;
-  for (const Shape& s : in_shapes) diffs.push_back(Tensor::zeros(s, DType::f64));
-  for (Tensor& d : diffs) diff_ptrs.push_back(&d);
+  for (const Shape& s : in_shapes)
+    diffs.push_back(Tensor::zeros(s, DType::f64));
+  for (Tensor& d : diffs)
+    diff_ptrs.push_back(&d);
   layer.backward(ctx, srcs, dst, r, diff_ptrs);
   // Snapshot the analytic gradients: the numeric passes below rerun forward.
   std::vector<Tensor> param_grads;
-  for (Param* p : layer.params()) param_grads.push_back(p->grad.contiguous_copy());
+  for (Param* p : layer.params())
+    param_grads.push_back(p->grad.contiguous_copy());
 
   CheckStats stats;
-  for (size_t k = 0; k < inputs.size(); ++k) check_tensor(inputs[k], diffs[k], loss, rng, "input " + std::to_string(k), stats);
+  for (size_t k = 0; k < inputs.size(); ++k)
+    check_tensor(inputs[k], diffs[k], loss, rng, "input " + std::to_string(k), stats);
   auto ps = layer.params();
-  for (size_t k = 0; k < ps.size(); ++k) check_tensor(ps[k]->value, param_grads[k], loss, rng, ps[k]->name, stats);
+  for (size_t k = 0; k < ps.size(); ++k)
+    check_tensor(ps[k]->value, param_grads[k], loss, rng, ps[k]->name, stats);
   return stats;
 }
 
@@ -154,7 +162,8 @@ TEST(GradientCheck, SoftmaxCrossEntropy) {
   Rng rng(5);
   Tensor logits = test::random_tensor({6, 5}, rng, DType::f64, MemoryFormat::contiguous, -3, 3);
   Tensor labels = Tensor::empty({6}, DType::s32);
-  for (int i = 0; i < 6; ++i) labels.set({i}, static_cast<double>(rng.below(5)));
+  for (int i = 0; i < 6; ++i)
+    labels.set({i}, static_cast<double>(rng.below(5)));
   Tensor grad = Tensor::empty({6, 5}, DType::f64);
   be.softmax_cross_entropy(logits, labels, &grad, 1.0 / 6);
   auto loss = [&]() { return be.softmax_cross_entropy(logits, labels, nullptr, 1).loss_sum / 6; };
@@ -181,7 +190,8 @@ TEST(GradientCheck, WholeModelWithResidualAndBatchNorm) {
   model->create_params(be, DType::f64, rng);
   Tensor x = test::random_tensor({3, 2, 5, 5}, rng, DType::f64);
   Tensor labels = Tensor::empty({3}, DType::s32);
-  for (int i = 0; i < 3; ++i) labels.set({i}, i);
+  for (int i = 0; i < 3; ++i)
+    labels.set({i}, i);
   LayerContext ctx{be, true, 0};
   auto loss = [&]() { return be.softmax_cross_entropy(model->forward(ctx, x), labels, nullptr, 1).loss_sum; };
   loss();
@@ -190,9 +200,11 @@ TEST(GradientCheck, WholeModelWithResidualAndBatchNorm) {
   model->backward(ctx, diff);
   std::vector<Tensor> grads;
   auto params = model->named_params();
-  for (auto& np : params) grads.push_back(np.param->grad.contiguous_copy());
+  for (auto& np : params)
+    grads.push_back(np.param->grad.contiguous_copy());
   CheckStats s;
-  for (size_t k = 0; k < params.size(); ++k) check_tensor(params[k].param->value, grads[k], loss, rng, params[k].name, s, 15);
+  for (size_t k = 0; k < params.size(); ++k)
+    check_tensor(params[k].param->value, grads[k], loss, rng, params[k].name, s, 15);
   EXPECT_GT(s.checked, 60);
 }
 

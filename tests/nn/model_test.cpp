@@ -15,10 +15,11 @@ TEST(Model, ZooNamesMatchPyTorchSequential) {
   Rng rng(0);
   cnn->create_params(be, DType::f32, rng);
   std::vector<std::string> names;
-  for (auto& p : cnn->named_params()) names.push_back(p.name + shape_str(p.param->value.shape()));
-  EXPECT_EQ(names, (std::vector<std::string>{"0.weight[32, 1, 3, 3]", "0.bias[32]", "3.weight[64, 32, 3, 3]",
-                                             "3.bias[64]", "7.weight[128, 3136]", "7.bias[128]",
-                                             "9.weight[10, 128]", "9.bias[10]"}));
+  for (auto& p : cnn->named_params())
+    names.push_back(p.name + shape_str(p.param->value.shape()));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"0.weight[32, 1, 3, 3]", "0.bias[32]", "3.weight[64, 32, 3, 3]", "3.bias[64]",
+                                      "7.weight[128, 3136]", "7.bias[128]", "9.weight[10, 128]", "9.bias[10]"}));
   // By hand: 32*9+32 + 64*32*9+64 + 3136*128+128 + 128*10+10
   EXPECT_EQ(cnn->param_count(), 320 + 18496 + 401536 + 1290);
   EXPECT_EQ(cnn->param_bytes(), 4 * cnn->param_count());
@@ -37,8 +38,8 @@ TEST(Model, InitialisationBoundsFollowPyTorch) {
     mx = std::max(mx, std::fabs(w.at_flat(i)));
     mean += w.at_flat(i);
   }
-  EXPECT_LE(mx, 1.0 / 28.0);        // U(-1/sqrt(784), 1/sqrt(784))
-  EXPECT_GT(mx, 0.99 / 28.0);       // and it fills that range
+  EXPECT_LE(mx, 1.0 / 28.0);   // U(-1/sqrt(784), 1/sqrt(784))
+  EXPECT_GT(mx, 0.99 / 28.0);  // and it fills that range
   EXPECT_NEAR(mean / w.numel(), 0.0, 1e-3);
 }
 
@@ -61,7 +62,8 @@ TEST(Model, CpuBackendMatchesReferenceOnAWholeCnnStep) {
   Rng rng(3);
   Tensor x = test::random_tensor({3, 1, 28, 28}, rng);
   Tensor labels = Tensor::empty({3}, DType::s32);
-  for (int i = 0; i < 3; ++i) labels.set({i}, i);
+  for (int i = 0; i < 3; ++i)
+    labels.set({i}, i);
   auto run = [&](Backend& be) {
     auto m = build_zoo_model("cnn");
     Rng init(7);
@@ -72,7 +74,8 @@ TEST(Model, CpuBackendMatchesReferenceOnAWholeCnnStep) {
     be.softmax_cross_entropy(out, labels, &diff, 1.0 / 3);
     m->backward(ctx, diff);
     std::vector<Tensor> grads;
-    for (auto& p : m->named_params()) grads.push_back(p.param->grad.contiguous_copy());
+    for (auto& p : m->named_params())
+      grads.push_back(p.param->grad.contiguous_copy());
     return std::make_pair(out.contiguous_copy(), grads);
   };
   ReferenceBackend ref;
@@ -80,14 +83,16 @@ TEST(Model, CpuBackendMatchesReferenceOnAWholeCnnStep) {
   auto [out_ref, g_ref] = run(ref);
   auto [out_cpu, g_cpu] = run(cpu);
   EXPECT_TRUE(test::all_close(out_cpu, out_ref, 1e-4, 1e-5));
-  for (size_t i = 0; i < g_ref.size(); ++i) EXPECT_TRUE(test::all_close(g_cpu[i], g_ref[i], 1e-3, 1e-5)) << "grad " << i;
+  for (size_t i = 0; i < g_ref.size(); ++i)
+    EXPECT_TRUE(test::all_close(g_cpu[i], g_ref[i], 1e-3, 1e-5)) << "grad " << i;
 }
 
 TEST(Model, FusedReluGivesTheSameOutputsAndGradients) {
   Rng rng(4);
   Tensor x = test::random_tensor({5, 1, 28, 28}, rng);
   Tensor labels = Tensor::empty({5}, DType::s32);
-  for (int i = 0; i < 5; ++i) labels.set({i}, i);
+  for (int i = 0; i < 5; ++i)
+    labels.set({i}, i);
   DnnlBackend be;
   auto run = [&](bool fuse) {
     auto m = build_zoo_model("cnn");
@@ -100,7 +105,8 @@ TEST(Model, FusedReluGivesTheSameOutputsAndGradients) {
     be.softmax_cross_entropy(out, labels, &diff, 1.0 / 5);
     m->backward(ctx, diff);
     std::vector<Tensor> r{out.contiguous_copy(), m->activation("1").contiguous_copy()};
-    for (auto& p : m->named_params()) r.push_back(p.param->grad.contiguous_copy());
+    for (auto& p : m->named_params())
+      r.push_back(p.param->grad.contiguous_copy());
     if (fuse) {
       EXPECT_THROW(m->activation("0"), ConfigError);  // the pre-ReLU conv output is never materialised
     } else {
@@ -110,7 +116,8 @@ TEST(Model, FusedReluGivesTheSameOutputsAndGradients) {
   };
   const auto fused = run(true), plain = run(false);
   ASSERT_EQ(fused.size(), plain.size());
-  for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(test::all_close(fused[i], plain[i], 1e-5, 1e-6)) << i;
+  for (size_t i = 0; i < fused.size(); ++i)
+    EXPECT_TRUE(test::all_close(fused[i], plain[i], 1e-5, 1e-6)) << i;
 }
 
 TEST(Model, LayerListErrorsNameThePosition) {

@@ -19,9 +19,8 @@ namespace fs = std::filesystem;
 class Safetensors : public ::testing::Test {
  protected:
   void SetUp() override {
-    m_dir = fs::temp_directory_path() /
-            ("lathe_safetensors_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    m_dir = fs::temp_directory_path() / ("lathe_safetensors_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(m_dir);
     fs::create_directories(m_dir);
   }
@@ -40,7 +39,8 @@ class Safetensors : public ::testing::Test {
   // A file image: 8-byte little-endian length, the header as given (no padding added), the data.
   static std::string image(const std::string& header, const std::string& data, uint64_t length_field) {
     std::string out;
-    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((length_field >> (8 * i)) & 0xff));
+    for (int i = 0; i < 8; ++i)
+      out.push_back(static_cast<char>((length_field >> (8 * i)) & 0xff));
     return out + header + data;
   }
   static std::string image(const std::string& header, const std::string& data) {
@@ -94,7 +94,8 @@ TEST_F(Safetensors, RoundTripsEveryDtypeAndMetadata) {
 
 TEST_F(Safetensors, ChannelsLastIsStoredInLogicalRowMajorOrder) {
   Tensor t = Tensor::empty({2, 3, 2, 2}, DType::f32, Device::cpu(), MemoryFormat::channels_last);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_flat(i, static_cast<double>(i));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set_flat(i, static_cast<double>(i));
   ASSERT_TRUE(t.is_channels_last());
   const std::string path = file("cl.safetensors");
   save_safetensors(path, {{"x", t}});
@@ -104,7 +105,8 @@ TEST_F(Safetensors, ChannelsLastIsStoredInLogicalRowMajorOrder) {
   const Tensor& x = loaded.tensors[0].second;
   EXPECT_EQ(x.shape(), (Shape{2, 3, 2, 2}));
   EXPECT_TRUE(x.is_contiguous());
-  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(x.at_flat(i), static_cast<double>(i));
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ASSERT_EQ(x.at_flat(i), static_cast<double>(i));
   // The stored bytes are 0, 1, 2, ... in row-major (NCHW) order, not the NHWC memory order.
   const std::string bytes = read_bytes(path);
   float f[3];
@@ -118,8 +120,8 @@ TEST_F(Safetensors, WritesTheExactBytesOfTheSpec) {
   // Built by hand: header JSON (85 bytes) padded with 3 spaces to 88 = 0x58, then 1.0f, -2.0f.
   const std::string header =
       "{\"__metadata__\":{\"format\":\"pt\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}   ";
-  const std::string expected = std::string("\x58\0\0\0\0\0\0\0", 8) + header +
-                               std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8);
+  const std::string expected =
+      std::string("\x58\0\0\0\0\0\0\0", 8) + header + std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8);
   ASSERT_EQ(expected.size(), 104u);
 
   Tensor w = Tensor::empty({2}, DType::f32);
@@ -163,7 +165,8 @@ TEST_F(Safetensors, OverwritesAtomicallyAndLeavesNoTemporaryFiles) {
   save_safetensors(path, {{"a", a}});
   EXPECT_EQ(load_safetensors(path).tensors.at(0).second.get({2}), 3.0);
   int entries = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(m_dir)) ++entries;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(m_dir))
+    ++entries;
   EXPECT_EQ(entries, 1);
   EXPECT_THROW(save_safetensors(file("no/such/dir/x.safetensors"), {{"a", a}}), DataError);
 }
@@ -198,7 +201,8 @@ TEST_F(Safetensors, RejectsMalformedFiles) {
   expect_rejected(image("{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", data8), "non-negative");
   expect_rejected(image("{\"t\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,8]}}", data8),
                   "more bytes than the file has");
-  expect_rejected(image("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", data8), "needs \"dtype\", \"shape\" and \"data_offsets\"");
+  expect_rejected(image("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", data8),
+                  "needs \"dtype\", \"shape\" and \"data_offsets\"");
   expect_rejected(image("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
                         data8),

@@ -76,7 +76,8 @@ TEST(Calibrator, PercentileOnUniformHistogram) {
   // Through the observer: x_k = (k + 0.5) / n spans [0, 1) evenly; |x| and x agree.
   const int n = 204800;
   std::vector<float> x(n);
-  for (int k = 0; k < n; ++k) x[k] = static_cast<float>((k + 0.5) / n);
+  for (int k = 0; k < n; ++k)
+    x[k] = static_cast<float>((k + 0.5) / n);
   const auto obs = observe_values(x);
   const double w = obs.abs_histogram().bin_width();
   for (double p : {99.9, 99.99, 99.999, 90.0}) {
@@ -85,7 +86,8 @@ TEST(Calibrator, PercentileOnUniformHistogram) {
     EXPECT_EQ(r.lo, 0.0);
   }
   // Asymmetric on uniform [-1, 1): the 0.1% and 99.9% points are -0.998 and 0.998.
-  for (int k = 0; k < n; ++k) x[k] = static_cast<float>(2.0 * (k + 0.5) / n - 1.0);
+  for (int k = 0; k < n; ++k)
+    x[k] = static_cast<float>(2.0 * (k + 0.5) / n - 1.0);
   const auto obs2 = observe_values(x);
   const CalibrationResult a = calibrate(obs2, CalibrationMethod::percentile, 99.9, 8, false);
   EXPECT_NEAR(a.lo, -0.998, obs2.histogram().bin_width());
@@ -132,7 +134,8 @@ double gaussian_mse(double a, int qmax) {
 double gaussian_mse_optimum(int qmax) {
   double best_a = 0, best = INFINITY;
   for (double a = 0.5; a < 8; a += 0.001)
-    if (gaussian_mse(a, qmax) < best) std::tie(best, best_a) = std::pair{gaussian_mse(a, qmax), a};
+    if (gaussian_mse(a, qmax) < best)
+      std::tie(best, best_a) = std::pair{gaussian_mse(a, qmax), a};
   return best_a;
 }
 
@@ -145,7 +148,8 @@ TEST(Calibrator, EntropyAndMseOnGaussian) {
   Rng rng(21);
   const double sigma = 0.7;
   std::vector<float> x(1 << 20);
-  for (float& f : x) f = static_cast<float>(sigma * rng.normal());
+  for (float& f : x)
+    f = static_cast<float>(sigma * rng.normal());
   const auto obs = observe_values(x);
   const CalibrationResult kl = calibrate(obs, CalibrationMethod::entropy);
   const CalibrationResult mse = calibrate(obs, CalibrationMethod::mse);
@@ -169,7 +173,8 @@ TEST(Calibrator, EntropyIgnoresExactZeros) {
   // A ReLU-like output (|gaussian| plus as many exact zeros) calibrates like the zero-free data.
   Rng rng(5);
   std::vector<float> x(200000);
-  for (float& f : x) f = static_cast<float>(std::fabs(rng.normal()));
+  for (float& f : x)
+    f = static_cast<float>(std::fabs(rng.normal()));
   HistogramObserver plain, relu;
   plain.observe(x.data(), static_cast<int64_t>(x.size()));
   const std::vector<float> zeros(x.size(), 0.0f);
@@ -188,7 +193,8 @@ std::pair<double, double> brute_force_symmetric(const std::vector<float>& x, int
   std::pair<double, double> best{from, INFINITY};
   for (double t = from; t <= to; t += step) {
     const double e = raw_mse(x, -t, t, bits);
-    if (e < best.second) best = {t, e};
+    if (e < best.second)
+      best = {t, e};
   }
   return best;
 }
@@ -204,8 +210,10 @@ TEST(Calibrator, MseClipsFarOutliersLikeBruteForce) {
   };
   for (const Case c : {Case{8, 100000, 1, 25.0, 0.01}, Case{4, 100000, 20, 8.0, 0.005}}) {
     std::vector<float> x(c.n);
-    for (float& f : x) f = static_cast<float>(rng.uniform(-1, 1));
-    for (int i = 0; i < c.outliers; ++i) x[i * 97] = static_cast<float>(i % 2 ? -c.at : c.at);
+    for (float& f : x)
+      f = static_cast<float>(rng.uniform(-1, 1));
+    for (int i = 0; i < c.outliers; ++i)
+      x[i * 97] = static_cast<float>(i % 2 ? -c.at : c.at);
     const auto obs = observe_values(x);
     const CalibrationResult r = calibrate(obs, CalibrationMethod::mse, 99.99, c.bits);
     const auto [t_star, e_star] = brute_force_symmetric(x, c.bits, 0.3, c.at + 1, c.step);
@@ -213,7 +221,8 @@ TEST(Calibrator, MseClipsFarOutliersLikeBruteForce) {
     EXPECT_LT(r.hi, c.at) << c.bits << " bits: the outliers are clipped";
     EXPECT_GT(r.hi, 0.9) << c.bits << " bits: the body is kept";
     EXPECT_LE(raw_mse(x, r.lo, r.hi, c.bits), e_star * 1.01) << c.bits << " bits, t = " << r.hi << ", t* = " << t_star;
-    if (c.bits == 4) EXPECT_NEAR(r.hi, t_star, 0.05);
+    if (c.bits == 4)
+      EXPECT_NEAR(r.hi, t_star, 0.05);
     // The histogram estimate of the error agrees with the raw samples.
     EXPECT_NEAR(r.mse, raw_mse(x, r.lo, r.hi, c.bits), 0.05 * e_star) << c.bits << " bits";
   }
@@ -223,7 +232,8 @@ TEST(Calibrator, MseAsymmetricMatchesBruteForce) {
   // 4-bit u8 over uniform [-0.5, 1.5] with 1 outlier at 12 in 5000: the optimum clips it.
   Rng rng(13);
   std::vector<float> x(5000);
-  for (float& f : x) f = static_cast<float>(rng.uniform(-0.5, 1.5));
+  for (float& f : x)
+    f = static_cast<float>(rng.uniform(-0.5, 1.5));
   x[1234] = 12.0f;
   const auto obs = observe_values(x);
   const CalibrationResult r = calibrate(obs, CalibrationMethod::mse, 99.99, 4, false);
@@ -231,20 +241,22 @@ TEST(Calibrator, MseAsymmetricMatchesBruteForce) {
   for (double lo = -0.8; lo <= 0.0; lo += 0.02)
     for (double hi = 1.0; hi <= 13.0; hi += 0.02) {
       const double e = raw_mse(x, lo, hi, 4);
-      if (e < e_star) std::tie(e_star, lo_star, hi_star) = std::tuple{e, lo, hi};
+      if (e < e_star)
+        std::tie(e_star, lo_star, hi_star) = std::tuple{e, lo, hi};
     }
   ASSERT_LT(hi_star, 12.0);
   EXPECT_LT(r.hi, 12.0);
   EXPECT_LE(r.lo, 0.0);
-  EXPECT_LE(raw_mse(x, r.lo, r.hi, 4), e_star * 1.03) << "[" << r.lo << ", " << r.hi << "] vs [" << lo_star << ", "
-                                                      << hi_star << "]";
+  EXPECT_LE(raw_mse(x, r.lo, r.hi, 4), e_star * 1.03)
+      << "[" << r.lo << ", " << r.hi << "] vs [" << lo_star << ", " << hi_star << "]";
   EXPECT_FALSE(r.is_signed);
 }
 
 TEST(Calibrator, CalibrateAllSharesOneObserver) {
   Rng rng(17);
   std::vector<float> x(100000);
-  for (float& f : x) f = static_cast<float>(rng.normal());
+  for (float& f : x)
+    f = static_cast<float>(rng.normal());
   const auto obs = observe_values(x);
   const auto all = calibrate_all(obs, 99.99);
   ASSERT_EQ(all.size(), 4u);

@@ -21,12 +21,17 @@ const char* name(SrcMode m) {
   return m == SrcMode::s8_symmetric ? "src s8" : m == SrcMode::u8_symmetric ? "src u8" : "src u8+zp";
 }
 const char* name(DstMode m) {
-  return m == DstMode::f32 ? "dst f32" : m == DstMode::s8 ? "dst s8" : m == DstMode::u8_relu ? "dst u8 relu" : "dst u8+zp";
+  return m == DstMode::f32       ? "dst f32"
+         : m == DstMode::s8      ? "dst s8"
+         : m == DstMode::u8_relu ? "dst u8 relu"
+                                 : "dst u8+zp";
 }
 
 /// Inputs for a src mode: u8 symmetric wants x >= 0 (a ReLU output); asymmetric gets a shifted range.
 std::pair<double, double> src_range(SrcMode m) {
-  return m == SrcMode::s8_symmetric ? std::pair{-1.0, 1.0} : m == SrcMode::u8_symmetric ? std::pair{0.0, 1.5} : std::pair{-0.4, 1.7};
+  return m == SrcMode::s8_symmetric   ? std::pair{-1.0, 1.0}
+         : m == SrcMode::u8_symmetric ? std::pair{0.0, 1.5}
+                                      : std::pair{-0.4, 1.7};
 }
 
 QuantParams src_params(SrcMode m, const Tensor& x) {
@@ -52,9 +57,12 @@ Int8LayerConfig config_for(SrcMode sm, DstMode dm, const Tensor& x, const Expect
     lo = std::min(lo, r);
     hi = std::max(hi, r);
   }
-  if (dm == DstMode::s8) cfg.dst = make_quant_params(lo, hi, 8, true, true);
-  if (dm == DstMode::u8_relu) cfg.dst = make_quant_params(0.0, hi, 8, true, false);
-  if (dm == DstMode::u8_asymmetric) cfg.dst = make_quant_params(lo, hi, 8, false, false);
+  if (dm == DstMode::s8)
+    cfg.dst = make_quant_params(lo, hi, 8, true, true);
+  if (dm == DstMode::u8_relu)
+    cfg.dst = make_quant_params(0.0, hi, 8, true, false);
+  if (dm == DstMode::u8_asymmetric)
+    cfg.dst = make_quant_params(lo, hi, 8, false, false);
   return cfg;
 }
 
@@ -80,15 +88,17 @@ void check_outputs(const Int8LayerData& L, const Tensor& onednn, const Tensor& r
     // Logical order [.., O] (linear) or [N, O, OH, OW] (conv): the expected values use the same.
     const double deq = L.config.dst ? (a - zy) * sy : a;
     double want = e.y[i];
-    if (L.config.post == PostOp::relu) want = std::max(want, 0.0);
+    if (L.config.post == PostOp::relu)
+      want = std::max(want, 0.0);
     ASSERT_LE(std::fabs(deq - want), e.bound[i] + 1.5 * sy + 1e-5 * (std::fabs(want) + 1))
-        << what << " element " << i << " (channel " << (ref.ndim() == 2 ? i % O : (i / (ref.numel() / ref.dim(0) / O)) % O)
-        << ")";
+        << what << " element " << i << " (channel "
+        << (ref.ndim() == 2 ? i % O : (i / (ref.numel() / ref.dim(0) / O)) % O) << ")";
     err2 += (deq - want) * (deq - want);
     ref2 += want * want;
   }
   // Typical error far below the worst case: relative RMS under 2% for 8-bit.
-  if (ref.numel() >= 16) EXPECT_LT(std::sqrt(err2 / ref2), 0.02) << what;
+  if (ref.numel() >= 16)
+    EXPECT_LT(std::sqrt(err2 / ref2), 0.02) << what;
   EXPECT_LE(off_by_one, std::max<int64_t>(2, ref.numel() / 100)) << what << ": 1-LSB differences";
 }
 
@@ -118,7 +128,8 @@ QuantParams weight_params(const Tensor& w) {
 
 TEST(Int8Linear, MatchesReferenceAndF32OnOddShapes) {
   Rng rng(31);
-  for (auto [N, K, O] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {64, 784, 10}}) {
+  for (auto [N, K, O] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {64, 784, 10}}) {
     const Tensor w = random_tensor({O, K}, rng, DType::f32, MemoryFormat::contiguous, -0.3, 0.3);
     const Tensor b = random_tensor({O}, rng, DType::f32, MemoryFormat::contiguous, -0.5, 0.5);
     for (SrcMode sm : {SrcMode::s8_symmetric, SrcMode::u8_symmetric, SrcMode::u8_asymmetric}) {
@@ -147,13 +158,14 @@ struct ConvCase {
 
 std::vector<double> values(const Tensor& t) {
   std::vector<double> v(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.at_flat(i);  // logical row-major order
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = t.at_flat(i);  // logical row-major order
   return v;
 }
 
 /// f32 conv in double over [N, O, OH, OW] (logical order), bias included when given.
-Expected conv_expected(const ConvCase& cc, const Tensor& x_t, const Tensor& w_t, const Tensor* b,
-                       const QuantParams& sx, const QuantParams& sw) {
+Expected conv_expected(const ConvCase& cc, const Tensor& x_t, const Tensor& w_t, const Tensor* b, const QuantParams& sx,
+                       const QuantParams& sw) {
   const int64_t OH = conv_out_size(cc.h, cc.k, cc.stride, cc.pad), OW = conv_out_size(cc.w, cc.k, cc.stride, cc.pad);
   const std::vector<double> x = values(x_t), w = values(w_t);
   Expected e{std::vector<double>(cc.n * cc.o * OH * OW), std::vector<double>(cc.n * cc.o * OH * OW)};
@@ -167,7 +179,8 @@ Expected conv_expected(const ConvCase& cc, const Tensor& x_t, const Tensor& w_t,
             for (int64_t kh = 0; kh < cc.k; ++kh)
               for (int64_t kw = 0; kw < cc.k; ++kw) {
                 const int64_t ih = oh * cc.stride - cc.pad + kh, iw = ow * cc.stride - cc.pad + kw;
-                if (ih < 0 || ih >= cc.h || iw < 0 || iw >= cc.w) continue;
+                if (ih < 0 || ih >= cc.h || iw < 0 || iw >= cc.w)
+                  continue;
                 const double xv = x[((n * cc.c + c) * cc.h + ih) * cc.w + iw];
                 const double wv = w[((o * cc.c + c) * cc.k + kh) * cc.k + kw];
                 acc += xv * wv;
@@ -183,8 +196,9 @@ Expected conv_expected(const ConvCase& cc, const Tensor& x_t, const Tensor& w_t,
 
 TEST(Int8Conv2d, MatchesReferenceAndF32OnOddShapes) {
   Rng rng(41);
-  const std::vector<ConvCase> cases = {{2, 1, 28, 28, 32, 3, 1, 1}, {3, 32, 14, 14, 64, 3, 1, 1}, {1, 3, 7, 9, 5, 3, 2, 0},
-                                       {2, 5, 11, 6, 7, 1, 1, 0},   {4, 16, 9, 9, 8, 5, 2, 2},     {1, 3, 5, 5, 4, 3, 1, 2}};
+  const std::vector<ConvCase> cases = {{2, 1, 28, 28, 32, 3, 1, 1}, {3, 32, 14, 14, 64, 3, 1, 1},
+                                       {1, 3, 7, 9, 5, 3, 2, 0},    {2, 5, 11, 6, 7, 1, 1, 0},
+                                       {4, 16, 9, 9, 8, 5, 2, 2},   {1, 3, 5, 5, 4, 3, 1, 2}};
   for (const ConvCase& cc : cases) {
     const ConvParams p{cc.stride, cc.stride, cc.pad, cc.pad};
     const Tensor w = random_tensor({cc.o, cc.c, cc.k, cc.k}, rng, DType::f32, MemoryFormat::contiguous, -0.3, 0.3);
@@ -201,15 +215,17 @@ TEST(Int8Conv2d, MatchesReferenceAndF32OnOddShapes) {
         ASSERT_TRUE(xq.is_channels_last());
         const Tensor y = op.forward(xq);
         EXPECT_TRUE(y.is_channels_last());
-        const std::string what = "conv c" + std::to_string(cc.c) + " " + std::to_string(cc.h) + "x" + std::to_string(cc.w) +
-                                 " o" + std::to_string(cc.o) + " k" + std::to_string(cc.k) + " s" + std::to_string(cc.stride) +
-                                 " p" + std::to_string(cc.pad) + " " + name(sm) + " " + name(dm);
+        const std::string what = "conv c" + std::to_string(cc.c) + " " + std::to_string(cc.h) + "x" +
+                                 std::to_string(cc.w) + " o" + std::to_string(cc.o) + " k" + std::to_string(cc.k) +
+                                 " s" + std::to_string(cc.stride) + " p" + std::to_string(cc.pad) + " " + name(sm) +
+                                 " " + name(dm);
         check_outputs(op.layer(), y, op.forward_reference(xq), e, what);
         // The reference takes any layout and gives the same integers from NCHW input.
         Tensor xq_nchw = Tensor::empty(xq.shape(), xq.dtype());
         xq.copy_to(xq_nchw);
         const Tensor r2 = op.forward_reference(xq_nchw), r1 = op.forward_reference(xq);
-        for (int64_t i = 0; i < r1.numel(); ++i) ASSERT_EQ(r1.at_flat(i), r2.at_flat(i)) << what;
+        for (int64_t i = 0; i < r1.numel(); ++i)
+          ASSERT_EQ(r1.at_flat(i), r2.at_flat(i)) << what;
       }
     }
   }
@@ -222,7 +238,8 @@ bool cpu_has_vnni() { return false; }
 #endif
 
 TEST(Int8Ops, RunsOptimisedKernelsOnVnniCpus) {
-  if (!cpu_has_vnni()) GTEST_SKIP() << "CPU without AVX-512 VNNI: oneDNN may pick other int8 kernels";
+  if (!cpu_has_vnni())
+    GTEST_SKIP() << "CPU without AVX-512 VNNI: oneDNN may pick other int8 kernels";
   Rng rng(3);
   const Tensor w = random_tensor({64, 32, 3, 3}, rng), b = random_tensor({64}, rng);
   const Tensor x = random_tensor({8, 32, 14, 14}, rng, DType::f32, MemoryFormat::channels_last, 0, 1);
@@ -232,7 +249,8 @@ TEST(Int8Ops, RunsOptimisedKernelsOnVnniCpus) {
   cfg.post = PostOp::relu;
   Int8Conv2d conv({1, 1, 1, 1}, w, &b, cfg);
   conv.forward(quantize(x, cfg.src));
-  const Tensor lw = random_tensor({10, 784}, rng), lx = random_tensor({64, 784}, rng, DType::f32, MemoryFormat::contiguous, 0, 1);
+  const Tensor lw = random_tensor({10, 784}, rng),
+               lx = random_tensor({64, 784}, rng, DType::f32, MemoryFormat::contiguous, 0, 1);
   cfg.dst.reset();
   cfg.post = PostOp::none;
   Int8Linear lin(lw, nullptr, cfg);
@@ -251,8 +269,8 @@ TEST(Int8Ops, RejectsWrongInputs) {
   Int8LayerConfig cfg;
   cfg.src = make_quant_params(-1, 1);
   Int8Conv2d conv({1, 1, 1, 1}, w, nullptr, cfg);
-  const Tensor x = random_tensor({1, 3, 5, 5}, rng);                         // NCHW
-  EXPECT_THROW(conv.forward(quantize(x, cfg.src)), Error);                   // not channels-last
+  const Tensor x = random_tensor({1, 3, 5, 5}, rng);        // NCHW
+  EXPECT_THROW(conv.forward(quantize(x, cfg.src)), Error);  // not channels-last
   const Tensor xl = random_tensor({1, 3, 5, 5}, rng, DType::f32, MemoryFormat::channels_last);
   EXPECT_THROW(conv.forward(quantize(xl, make_quant_params(0, 1, 8, true, false))), Error);  // u8 for s8
   EXPECT_THROW(conv.forward(random_tensor({1, 3, 5, 5}, rng, DType::f32, MemoryFormat::channels_last)), Error);

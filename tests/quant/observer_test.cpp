@@ -12,7 +12,8 @@ namespace {
 
 Tensor from_values(const std::vector<double>& v) {
   Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::f32);
-  for (size_t i = 0; i < v.size(); ++i) t.set_flat(static_cast<int64_t>(i), v[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    t.set_flat(static_cast<int64_t>(i), v[i]);
   return t;
 }
 
@@ -30,7 +31,8 @@ void expect_bins_match_samples(const Histogram& h, const std::vector<float>& sam
       }
     }
   }
-  for (int j = 0; j < h.bins(); ++j) ASSERT_EQ(h.counts[j], expect[j]) << "bin " << j << " of [" << h.lo << ", " << h.hi << "]";
+  for (int j = 0; j < h.bins(); ++j)
+    ASSERT_EQ(h.counts[j], expect[j]) << "bin " << j << " of [" << h.lo << ", " << h.hi << "]";
 }
 
 TEST(HistogramObserver, GrowingKeepsCountAndMassPerBin) {
@@ -39,7 +41,8 @@ TEST(HistogramObserver, GrowingKeepsCountAndMassPerBin) {
   std::vector<float> all;
   auto batch = [&](double lo, double hi, int n) {
     std::vector<float> v(n);
-    for (float& f : v) f = static_cast<float>(rng.uniform(lo, hi));
+    for (float& f : v)
+      f = static_cast<float>(rng.uniform(lo, hi));
     all.insert(all.end(), v.begin(), v.end());
     obs.observe(v.data(), n);
   };
@@ -50,9 +53,9 @@ TEST(HistogramObserver, GrowingKeepsCountAndMassPerBin) {
   expect_bins_match_samples(obs.abs_histogram(), all, true);
   expect_bins_match_samples(obs.histogram(), all, false);
 
-  batch(2.0, 5.3, 300);   // grows both histograms to the right
-  batch(-7.5, -6.0, 200); // grows the signed one to the left, the abs one again
-  batch(-0.5, 0.5, 1000); // inside: no growth
+  batch(2.0, 5.3, 300);    // grows both histograms to the right
+  batch(-7.5, -6.0, 200);  // grows the signed one to the left, the abs one again
+  batch(-0.5, 0.5, 1000);  // inside: no growth
   const Histogram& a = obs.abs_histogram();
   const Histogram& s = obs.histogram();
   EXPECT_EQ(obs.count(), 6500);

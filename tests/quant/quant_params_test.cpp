@@ -25,7 +25,8 @@ double max_error_in_steps(const Tensor& x, const QuantParams& p) {
   const Tensor xc = x.contiguous_copy(), yc = y.contiguous_copy();
   int64_t inner = 1;
   if (p.per_channel())
-    for (int d = p.axis + 1; d < x.ndim(); ++d) inner *= x.dim(d);
+    for (int d = p.axis + 1; d < x.ndim(); ++d)
+      inner *= x.dim(d);
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t c = p.per_channel() ? (i / inner) % x.dim(p.axis) : 0;
     worst = std::max(worst, std::fabs(xc.at_flat(i) - yc.at_flat(i)) / p.scale[c]);
@@ -78,9 +79,11 @@ TEST(QuantParams, RoundsHalfToEvenAndSaturates) {
   Tensor x = Tensor::empty({10}, DType::f32);
   const double in[10] = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 200, -200, 3.49};
   const double expect[10] = {0, 2, 2, 0, -2, -2, 126, 127, -127, 3};
-  for (int i = 0; i < 10; ++i) x.set_flat(i, in[i]);
+  for (int i = 0; i < 10; ++i)
+    x.set_flat(i, in[i]);
   const Tensor q = quantize(x, p);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(q.at_flat(i), expect[i]) << in[i];
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(q.at_flat(i), expect[i]) << in[i];
   // u8 asymmetric saturates at 0 and 255.
   const QuantParams u = make_quant_params(-1.0, 1.0, 8, false, false);
   Tensor y = Tensor::empty({2}, DType::f32);
@@ -160,7 +163,7 @@ TEST(QuantParams, RejectsBadInputs) {
   EXPECT_THROW(make_quant_params_per_channel({0, 0}, {1}, 0), Error);
   EXPECT_THROW(make_quant_params_per_channel({0}, {1}, -1), Error);
   Tensor x = Tensor::zeros({3, 4}, DType::f32);
-  EXPECT_THROW(quantize(x, make_quant_params_per_channel({0, 0}, {1, 1}, 1)), Error);  // 2 scales, 4 channels
+  EXPECT_THROW(quantize(x, make_quant_params_per_channel({0, 0}, {1, 1}, 1)), Error);        // 2 scales, 4 channels
   EXPECT_THROW(quantize(x, make_quant_params_per_channel({0, 0, 0}, {1, 1, 1}, 2)), Error);  // no axis 2
   Tensor s32 = Tensor::zeros({3}, DType::s32);
   EXPECT_THROW(quantize(s32, make_quant_params(-1, 1)), Error);

@@ -29,9 +29,8 @@ std::string problems_of(const json& cfg) {
   return "";
 }
 
-#define EXPECT_HAS(haystack, needle)                                                    \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "missing: " << (needle) \
-                                                                   << "\nin: " << (haystack)
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "missing: " << (needle) << "\nin: " << (haystack)
 
 const json& at_path(const json& j, const std::string& path) {
   const json* node = &j;
@@ -39,7 +38,8 @@ const json& at_path(const json& j, const std::string& path) {
   while (true) {
     const size_t dot = path.find('.', start);
     node = &node->at(path.substr(start, dot - start));
-    if (dot == std::string::npos) return *node;
+    if (dot == std::string::npos)
+      return *node;
     start = dot + 1;
   }
 }
@@ -50,17 +50,18 @@ TEST(ConfigSchema, PathsAreUniqueDocumentedAndSectioned) {
     EXPECT_TRUE(paths.insert(f.path).second) << "duplicate " << f.path;
     EXPECT_FALSE(f.doc.empty()) << f.path;
     EXPECT_FALSE(f.section.empty()) << f.path;
-    if (!f.supported) EXPECT_FALSE(f.unsupported_reason.empty()) << f.path;
+    if (!f.supported)
+      EXPECT_FALSE(f.unsupported_reason.empty()) << f.path;
     if (f.kind == FieldSpec::Kind::enumeration) {
       EXPECT_FALSE(f.choices.empty()) << f.path;
       EXPECT_NE(std::find(f.choices.begin(), f.choices.end(), f.default_value.get<std::string>()), f.choices.end())
           << f.path;
     }
   }
-  for (const char* p : {"name", "seed", "description", "data.augment.strength", "model.layers", "train.optimizer.lr",
-                        "train.schedule.min_lr", "compute.grad_compression", "prune.finetune_epochs",
-                        "distill.feature_weight", "quant.calib_samples", "checkpoint.keep",
-                        "cost.interruptions_per_hour", "output.dir"})
+  for (const char* p :
+       {"name", "seed", "description", "data.augment.strength", "model.layers", "train.optimizer.lr",
+        "train.schedule.min_lr", "compute.grad_compression", "prune.finetune_epochs", "distill.feature_weight",
+        "quant.calib_samples", "checkpoint.keep", "cost.interruptions_per_hour", "output.dir"})
     EXPECT_TRUE(paths.count(p)) << p;
   EXPECT_EQ(find_field("train.optimizer.lr")->section, "train");
   EXPECT_EQ(find_field("seed")->section, "experiment");
@@ -83,8 +84,10 @@ TEST(ConfigSchema, AsJsonIsIntrospectable) {
   const json* lr = nullptr;
   const json* prune = nullptr;
   for (const json& f : s.at("fields")) {
-    if (f.at("path") == "train.optimizer.lr") lr = &f;
-    if (f.at("path") == "prune.method") prune = &f;
+    if (f.at("path") == "train.optimizer.lr")
+      lr = &f;
+    if (f.at("path") == "prune.method")
+      prune = &f;
   }
   ASSERT_TRUE(lr && prune);
   EXPECT_EQ(lr->at("kind"), "number");
@@ -101,7 +104,8 @@ TEST(ConfigSchema, AsJsonIsIntrospectable) {
 
 TEST(ValidateConfig, FillsEveryDefault) {
   const json out = validate_config(json::object());
-  for (const FieldSpec& f : experiment_schema()) EXPECT_EQ(at_path(out, f.path), f.default_value) << f.path;
+  for (const FieldSpec& f : experiment_schema())
+    EXPECT_EQ(at_path(out, f.path), f.default_value) << f.path;
   EXPECT_EQ(out.at("name"), "experiment");
   EXPECT_EQ(out.at("train").at("epochs"), 5);
   EXPECT_EQ(out.at("train").at("optimizer").at("momentum"), 0.9);
@@ -144,7 +148,8 @@ TEST(ValidateConfig, WrongTypesSayWhatIsExpected) {
              "model.layers: expected an array of objects");
   EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({{{"out", 3}}})}}}}),
              "model.layers[0]: needs a string \"type\"");
-  EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({3})}}}}), "model.layers[0]: expected an object");
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({3})}}}}),
+             "model.layers[0]: expected an object");
   EXPECT_THROW(validate_config(json::array()), ConfigError);
   // An integral float is an integer (tools that write JSON from Python do this).
   const json out = validate_config({{"train", {{"epochs", 7.0}}}});
@@ -188,9 +193,11 @@ TEST(ValidateConfig, UnsupportedKnobsOnlyAcceptTheirDefault) {
   EXPECT_HAS(problems_of({{"compute", {{"devices", 2}}}}),
              "compute.devices: data-parallel training lands with a later issue");
   EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "fp16"}}}}), "compute.grad_compression: ");
-  EXPECT_HAS(problems_of({{"distill", {{"teacher", "zoo:teacher"}}}}), "distill.teacher: distillation lands with issue 5");
+  EXPECT_HAS(problems_of({{"distill", {{"teacher", "zoo:teacher"}}}}),
+             "distill.teacher: distillation lands with issue 5");
   EXPECT_HAS(problems_of({{"quant", {{"mode", "qat"}}}}), "quant.mode: INT8 quantization lands with issue 6");
-  EXPECT_HAS(problems_of({{"checkpoint", {{"keep", 5}}}}), "checkpoint.keep: checkpoints land with the run-store issue");
+  EXPECT_HAS(problems_of({{"checkpoint", {{"keep", 5}}}}),
+             "checkpoint.keep: checkpoints land with the run-store issue");
   EXPECT_HAS(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}),
              "cost.interruptions_per_hour: spot interruption simulation lands later");
   // Their defaults, spelled out, are fine (a form writes every field).
@@ -216,7 +223,8 @@ TEST(ValidateConfig, CrossFieldRules) {
   EXPECT_HAS(msg, "data.train_labels: required when data.dataset is \"idx\"");
   EXPECT_HAS(msg, "data.test_images: required");
   EXPECT_EQ(msg.find("data.train_images"), std::string::npos) << msg;
-  EXPECT_HAS(problems_of({{"data", {{"test_labels", "t.idx"}}}}), "data.test_labels: only used when data.dataset is \"idx\"");
+  EXPECT_HAS(problems_of({{"data", {{"test_labels", "t.idx"}}}}),
+             "data.test_labels: only used when data.dataset is \"idx\"");
 }
 
 TEST(ValidateConfig, InstanceMustBeInThePriceCatalog) {
@@ -279,7 +287,8 @@ TEST(ApplyOverride, UnknownKeysListCloseMatches) {
     apply_override(cfg, "train.learning_rate=0.1");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_HAS(e.what(), "fields in train: \"train.epochs\", \"train.batch_size\", \"train.precision\", \"train.optimizer.*\"");
+    EXPECT_HAS(e.what(),
+               "fields in train: \"train.epochs\", \"train.batch_size\", \"train.precision\", \"train.optimizer.*\"");
   }
   EXPECT_THROW(apply_override(cfg, "train"), ConfigError);
   EXPECT_THROW(apply_override(cfg, "=3"), ConfigError);
@@ -292,15 +301,15 @@ TEST(ApplyOverride, UnknownKeysListCloseMatches) {
 class ConfigFile : public ::testing::Test {
  protected:
   std::string write(const std::string& text) {
-    m_path = (fs::temp_directory_path() /
-              ("lathe_config_" + std::to_string(::getpid()) + "_" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json"))
+    m_path = (fs::temp_directory_path() / ("lathe_config_" + std::to_string(::getpid()) + "_" +
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json"))
                  .string();
     std::ofstream(m_path) << text;
     return m_path;
   }
   void TearDown() override {
-    if (!m_path.empty()) fs::remove(m_path);
+    if (!m_path.empty())
+      fs::remove(m_path);
   }
   std::string m_path;
 };
@@ -335,26 +344,27 @@ TEST(ParseExperiment, LearningRateDefaultsPerModel) {
       {"mlp", 0.05}, {"student", 0.05}, {"cnn", 0.02}, {"teacher", 0.02}, {"custom", 0.01}};
   for (const auto& [zoo, lr] : cases) {
     json cfg = {{"model", {{"zoo", zoo}}}};
-    if (zoo == "custom") cfg["model"]["layers"] = json::array({{{"type", "flatten"}}});
+    if (zoo == "custom")
+      cfg["model"]["layers"] = json::array({{{"type", "flatten"}}});
     const ExperimentConfig c = parse_experiment(validate_config(cfg));
     EXPECT_EQ(c.train.optimizer.lr, lr) << zoo;
     EXPECT_TRUE(c.train.optimizer.lr_is_default) << zoo;
     EXPECT_EQ(enum_name(c.model.zoo), zoo);
     EXPECT_TRUE(c.raw.at("train").at("optimizer").at("lr").is_null());
   }
-  const ExperimentConfig c = parse_experiment(validate_config({{"model", {{"zoo", "cnn"}}},
-                                                               {"train", {{"optimizer", {{"lr", 0.3}}}}}}));
+  const ExperimentConfig c =
+      parse_experiment(validate_config({{"model", {{"zoo", "cnn"}}}, {"train", {{"optimizer", {{"lr", 0.3}}}}}}));
   EXPECT_EQ(c.train.optimizer.lr, 0.3);
   EXPECT_FALSE(c.train.optimizer.lr_is_default);
 }
 
 TEST(ParseExperiment, FillsTheTypedStruct) {
   json cfg = json::object();
-  for (const char* s : {"name=cnn-a", "seed=7", "data.augment.shift_px=2", "data.augment.hflip=true",
-                        "data.train_subset=1000", "train.batch_size=64", "train.optimizer.type=adamw",
-                        "train.optimizer.weight_decay=0.01", "train.schedule.type=cosine",
-                        "train.schedule.warmup_epochs=0.5", "compute.backend=reference", "cost.pricing=spot",
-                        "cost.instance=g4dn.xlarge", "output.dir=/tmp/runs"})
+  for (const char* s :
+       {"name=cnn-a", "seed=7", "data.augment.shift_px=2", "data.augment.hflip=true", "data.train_subset=1000",
+        "train.batch_size=64", "train.optimizer.type=adamw", "train.optimizer.weight_decay=0.01",
+        "train.schedule.type=cosine", "train.schedule.warmup_epochs=0.5", "compute.backend=reference",
+        "cost.pricing=spot", "cost.instance=g4dn.xlarge", "output.dir=/tmp/runs"})
     apply_override(cfg, s);
   const ExperimentConfig c = parse_experiment(validate_config(cfg));
   EXPECT_EQ(c.name, "cnn-a");
@@ -391,22 +401,32 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
 TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
   // If someone adds a choice to the schema without an enum value, this fails.
   for (const FieldSpec& f : experiment_schema()) {
-    if (f.kind != FieldSpec::Kind::enumeration || !f.supported) continue;
+    if (f.kind != FieldSpec::Kind::enumeration || !f.supported)
+      continue;
     for (const std::string& choice : f.choices) {
       json cfg = json::object();
       apply_override(cfg, f.path + "=" + choice);
-      if (f.path == "model.zoo" && choice == "custom") cfg["model"]["layers"] = json::array({{{"type", "relu"}}});
+      if (f.path == "model.zoo" && choice == "custom")
+        cfg["model"]["layers"] = json::array({{{"type", "relu"}}});
       if (f.path == "data.dataset" && choice == "idx")
-        for (const char* k : {"train_images", "train_labels", "test_images", "test_labels"}) cfg["data"][k] = "f";
+        for (const char* k : {"train_images", "train_labels", "test_images", "test_labels"})
+          cfg["data"][k] = "f";
       const ExperimentConfig c = parse_experiment(validate_config(cfg));
       std::string_view got;
-      if (f.path == "data.dataset") got = enum_name(c.data.dataset);
-      else if (f.path == "model.zoo") got = enum_name(c.model.zoo);
-      else if (f.path == "train.optimizer.type") got = enum_name(c.train.optimizer.type);
-      else if (f.path == "train.schedule.type") got = enum_name(c.train.schedule.type);
-      else if (f.path == "compute.backend") got = enum_name(c.compute.backend);
-      else if (f.path == "cost.pricing") got = enum_name(c.cost.pricing);
-      else ADD_FAILURE() << "no typed field checked for " << f.path;
+      if (f.path == "data.dataset")
+        got = enum_name(c.data.dataset);
+      else if (f.path == "model.zoo")
+        got = enum_name(c.model.zoo);
+      else if (f.path == "train.optimizer.type")
+        got = enum_name(c.train.optimizer.type);
+      else if (f.path == "train.schedule.type")
+        got = enum_name(c.train.schedule.type);
+      else if (f.path == "compute.backend")
+        got = enum_name(c.compute.backend);
+      else if (f.path == "cost.pricing")
+        got = enum_name(c.cost.pricing);
+      else
+        ADD_FAILURE() << "no typed field checked for " << f.path;
       EXPECT_EQ(got, choice) << f.path;
     }
   }
@@ -418,7 +438,8 @@ TEST(FlattenConfig, OneEntryPerSchemaField) {
   EXPECT_EQ(flat.size(), experiment_schema().size());
   auto value = [&](const std::string& path) {
     for (const auto& [p, v] : flat)
-      if (p == path) return v;
+      if (p == path)
+        return v;
     return std::string("<missing>");
   };
   EXPECT_EQ(value("name"), "a b");

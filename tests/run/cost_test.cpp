@@ -33,7 +33,8 @@ TEST(PriceCatalog, SeededInstancesArePresentWithDateAndSource) {
     EXPECT_FALSE(p.source.empty()) << name;
     EXPECT_FALSE(p.spot_source.empty()) << name;
     EXPECT_LE(p.spot_usd_per_hour, p.on_demand_usd_per_hour) << name;
-    if (!p.peak_flops_per_device.empty()) EXPECT_FALSE(p.peak_flops_source.empty()) << name;
+    if (!p.peak_flops_per_device.empty())
+      EXPECT_FALSE(p.peak_flops_source.empty()) << name;
   }
   EXPECT_EQ(c.find("local").source, "your own machine");
   EXPECT_EQ(c.find("local").on_demand_usd_per_hour, 0.0);
@@ -88,7 +89,8 @@ TEST(PriceCatalog, UnknownInstanceListsTheNames) {
   } catch (const ConfigError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("p9.huge"), std::string::npos) << msg;
-    for (const std::string& name : c.names()) EXPECT_NE(msg.find(name), std::string::npos) << msg;
+    for (const std::string& name : c.names())
+      EXPECT_NE(msg.find(name), std::string::npos) << msg;
   }
   EXPECT_EQ(c.names().front(), "local");
   EXPECT_EQ(c.names().size(), c.instances().size());
@@ -101,7 +103,10 @@ TEST(PriceCatalog, DefaultPathHonoursLathePrices) {
   EXPECT_EQ(PriceCatalog::default_path(), LATHE_SOURCE_DIR "/resources/prices.json");
   ::setenv("LATHE_PRICES", "/somewhere/else.json", 1);
   EXPECT_EQ(PriceCatalog::default_path(), "/somewhere/else.json");
-  if (was) ::setenv("LATHE_PRICES", saved.c_str(), 1); else ::unsetenv("LATHE_PRICES");
+  if (was)
+    ::setenv("LATHE_PRICES", saved.c_str(), 1);
+  else
+    ::unsetenv("LATHE_PRICES");
 }
 
 TEST(PriceCatalog, MalformedCatalogsAreRejected) {

@@ -48,19 +48,23 @@ TEST(StoreConcurrency, ReaderThreadsSeeWholeBatches) {
       Store s = Store::open(dir.db());
       while (!done.load()) {
         const test::SeriesSnapshot snap = test::snapshot_series(s.db(), "t", "m", value_of);
-        if (!snap.consistent()) ++bad;
+        if (!snap.consistent())
+          ++bad;
         seen[r].insert(snap.samples);
       }
     });
   for (int64_t step = 0; step < kSamples; ++step) {
     w.sample("m", step, 0.0, value_of(step));
-    if (step % 5000 == 0) std::this_thread::sleep_for(1ms);  // let the readers watch it grow
+    if (step % 5000 == 0)
+      std::this_thread::sleep_for(1ms);  // let the readers watch it grow
   }
   w.finish(RunStatus::finished);
   done = true;
-  for (auto& t : readers) t.join();
+  for (auto& t : readers)
+    t.join();
   EXPECT_EQ(bad.load(), 0);
-  for (const auto& s : seen) EXPECT_GE(s.size(), 3u) << "the readers should have watched the run grow";
+  for (const auto& s : seen)
+    EXPECT_GE(s.size(), 3u) << "the readers should have watched the run grow";
   Store s = Store::open(dir.db());
   const test::SeriesSnapshot final_snap = test::snapshot_series(s.db(), "t", "m", value_of);
   EXPECT_TRUE(final_snap.consistent());
@@ -71,7 +75,8 @@ TEST(StoreConcurrency, AnOpenReadTransactionDoesNotBlockTheWriter) {
   StoreDir dir;
   RunWriter w(dir.db());
   w.begin_run(run_info("long"));
-  for (int64_t step = 0; step < 1000; ++step) w.sample("m", step, 0.0, value_of(step));
+  for (int64_t step = 0; step < 1000; ++step)
+    w.sample("m", step, 0.0, value_of(step));
   w.flush();
 
   Store reader = Store::open(dir.db());
@@ -79,7 +84,8 @@ TEST(StoreConcurrency, AnOpenReadTransactionDoesNotBlockTheWriter) {
   const auto count = [&] { return reader.db().query_int("SELECT count(*) FROM samples").value_or(-1); };
   EXPECT_EQ(count(), 1000);  // the snapshot starts here
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t step = 1000; step < 50'000; ++step) w.sample("m", step, 0.0, value_of(step));
+  for (int64_t step = 1000; step < 50'000; ++step)
+    w.sample("m", step, 0.0, value_of(step));
   w.flush();  // commits while the reader still holds its snapshot
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
   EXPECT_EQ(w.committed_samples(), 50'000);
@@ -105,13 +111,16 @@ TEST(StoreConcurrency, ReaderProcessSeesWholeBatches) {
       code = 0;
       while (std::chrono::steady_clock::now() < deadline) {
         const test::SeriesSnapshot snap = test::snapshot_series(s.db(), "p", "m", value_of);
-        if (!snap.consistent()) code = 1;
+        if (!snap.consistent())
+          code = 1;
         sizes.insert(snap.samples);
         const std::optional<RunRecord> r = s.find_run("p");
         if (r && r->status == RunStatus::finished) {
           const test::SeriesSnapshot last = test::snapshot_series(s.db(), "p", "m", value_of);
-          if (!last.consistent() || last.samples != kSamples) code = 1;
-          if (code == 0 && sizes.size() < 3) code = 2;  // never saw the run in progress
+          if (!last.consistent() || last.samples != kSamples)
+            code = 1;
+          if (code == 0 && sizes.size() < 3)
+            code = 2;  // never saw the run in progress
           break;
         }
       }
@@ -128,7 +137,8 @@ TEST(StoreConcurrency, ReaderProcessSeesWholeBatches) {
     w.begin_run(run_info("p"));
     for (int64_t step = 0; step < kSamples; ++step) {
       w.sample("m", step, 0.0, value_of(step));
-      if (step % 2000 == 0) std::this_thread::sleep_for(2ms);  // let the reader watch it grow
+      if (step % 2000 == 0)
+        std::this_thread::sleep_for(2ms);  // let the reader watch it grow
     }
     w.finish(RunStatus::finished);
   }

@@ -44,7 +44,8 @@ double acc_of(int64_t step) { return static_cast<double>(step % 1000) / 1000.0; 
       w.sample("train/acc", step, static_cast<double>(step), acc_of(step));
       if (step % 2000 == 1999) {
         w.flush();
-        if (write(fd, &step, sizeof(step)) != sizeof(step)) _exit(3);
+        if (write(fd, &step, sizeof(step)) != sizeof(step))
+          _exit(3);
       }
     }
   } catch (...) {
@@ -68,10 +69,12 @@ Crash run_and_kill(const std::string& db, const std::string& run_id, std::mt1993
   Crash c;
   // Let it get going (at least one flush), then kill it at a random moment within ~150 ms.
   int64_t step = 0;
-  if (read(fds[0], &step, sizeof(step)) == sizeof(step)) c.flushed = step;
+  if (read(fds[0], &step, sizeof(step)) == sizeof(step))
+    c.flushed = step;
   std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 150'000)(rng)));
   kill(child, SIGKILL);
-  while (read(fds[0], &step, sizeof(step)) == sizeof(step)) c.flushed = step;  // reports sent before death
+  while (read(fds[0], &step, sizeof(step)) == sizeof(step))
+    c.flushed = step;  // reports sent before death
   close(fds[0]);
   int status = 0;
   waitpid(child, &status, 0);

@@ -28,9 +28,12 @@ std::vector<Point> spiky_series(int64_t n, int64_t stride, int64_t first_step, u
     v += step_noise(rng);
     double value = v;
     const double r = u(rng);
-    if (r < 0.001) value += 50.0 * u(rng);
-    if (r > 0.999) value -= 50.0 * u(rng);
-    if (with_nans && r > 0.4985 && r < 0.5015) value = std::nan("");
+    if (r < 0.001)
+      value += 50.0 * u(rng);
+    if (r > 0.999)
+      value -= 50.0 * u(rng);
+    if (with_nans && r > 0.4985 && r < 0.5015)
+      value = std::nan("");
     const int64_t step = first_step + i * stride;
     pts.push_back({step, static_cast<double>(step) * 0.5, value});
   }
@@ -53,7 +56,8 @@ void write(const std::string& db, const std::string& id, const std::vector<Point
   }
   for (size_t i = 0; i < order.size(); ++i) {
     w.sample("m", order[i].step, order[i].wall_ms, order[i].value);
-    if (batch_rows < 4096 && i % batch_rows == batch_rows - 1) w.flush();
+    if (batch_rows < 4096 && i % batch_rows == batch_rows - 1)
+      w.flush();
   }
   w.finish(RunStatus::finished);
 }
@@ -87,16 +91,19 @@ void check(const DownsampledSeries& d, const std::vector<Point>& pts, int bucket
     EXPECT_EQ(b.first.step, e.first.step);
     EXPECT_EQ(b.last.step, e.last.step);
     EXPECT_EQ(b.last.wall_ms, e.last.wall_ms);
-    if (::testing::Test::HasFailure()) return;  // one broken bucket is enough to read
+    if (::testing::Test::HasFailure())
+      return;  // one broken bucket is enough to read
   }
   // Every sample of the asked range is in some bucket.
   const test::Extremes all = test::brute_extremes(pts, lo, hi);
   EXPECT_GE(total, all.count);
   // The overall min and max of the range are among the points a chart draws.
   const std::vector<Point> drawn = d.points();
-  for (size_t i = 1; i < drawn.size(); ++i) ASSERT_LT(drawn[i - 1].step, drawn[i].step);
+  for (size_t i = 1; i < drawn.size(); ++i)
+    ASSERT_LT(drawn[i - 1].step, drawn[i].step);
   const auto has = [&](const Point& p) {
-    return std::any_of(drawn.begin(), drawn.end(), [&](const Point& q) { return q.step == p.step && q.value == p.value; });
+    return std::any_of(drawn.begin(), drawn.end(),
+                       [&](const Point& q) { return q.step == p.step && q.value == p.value; });
   };
   if (all.any) {
     EXPECT_TRUE(has(all.min)) << "global min at step " << all.min.step;
@@ -126,7 +133,8 @@ TEST(Downsample, SparseStepsOffsetsAndNans) {
   write(dir.db(), "sparse", pts);
   Store s = Store::open(dir.db());
   const int64_t lo = pts.front().step, hi = pts.back().step;
-  for (int n : {3000, 333, 17}) check(s.downsample("sparse", "m", n), pts, n, lo, hi, "buckets=" + std::to_string(n));
+  for (int n : {3000, 333, 17})
+    check(s.downsample("sparse", "m", n), pts, n, lo, hi, "buckets=" + std::to_string(n));
 }
 
 TEST(Downsample, SmallBatchesAndOutOfOrderWritesMergeExactly) {

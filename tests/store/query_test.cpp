@@ -28,7 +28,8 @@ void seed_runs(const std::string& db) {
     info.id = "2025010" + std::to_string(i) + "-120000-abc" + std::to_string(i) + "00";
     info.name = i <= 3 ? "cnn" : "mlp";
     info.config = {{"name", info.name}, {"train", {{"lr", 0.01 * i}, {"epochs", 5}}}};
-    if (i == 5) info.config["prune"] = {{"ratio", 0.5}};
+    if (i == 5)
+      info.config["prune"] = {{"ratio", 0.5}};
     w.begin_run(info);
     w.sample("test/accuracy", 1, 0, i == 2 ? 0.9 : 0.0);
     w.sample("test/accuracy", 2, 0, i / 10.0);
@@ -40,7 +41,8 @@ void seed_runs(const std::string& db) {
 
 std::vector<std::string> ids(const RunPage& p) {
   std::vector<std::string> out;
-  for (const RunListItem& r : p.runs) out.push_back(r.run.id.substr(7, 1));  // the i of 2025010i-...
+  for (const RunListItem& r : p.runs)
+    out.push_back(r.run.id.substr(7, 1));  // the i of 2025010i-...
   return out;
 }
 
@@ -143,7 +145,8 @@ TEST(StoreQuery, ExportEverySample) {
   seed_runs(dir.db());
   Store s = Store::open(dir.db());
   std::vector<std::pair<std::string, int64_t>> seen;
-  s.for_each_sample("20250102-120000-abc200", [&](const std::string& m, const Point& p) { seen.emplace_back(m, p.step); });
+  s.for_each_sample("20250102-120000-abc200",
+                    [&](const std::string& m, const Point& p) { seen.emplace_back(m, p.step); });
   EXPECT_EQ(seen, (std::vector<std::pair<std::string, int64_t>>{
                       {"test/accuracy", 1}, {"test/accuracy", 2}, {"train/loss", 1}, {"train/loss", 2}}));
 }
@@ -176,8 +179,7 @@ TEST(StoreQuery, DeleteRemovesRowsAndArtifactFiles) {
   EXPECT_FALSE(std::filesystem::exists(ckpt));
   EXPECT_FALSE(s.find_run("del"));
   for (const char* t : {"samples", "sample_blocks", "metric_summary", "params", "events", "artifacts", "telemetry"})
-    EXPECT_EQ(s.db().query_int(std::string("SELECT count(*) FROM ") + t +
-                               " WHERE run NOT IN (SELECT rid FROM runs)"),
+    EXPECT_EQ(s.db().query_int(std::string("SELECT count(*) FROM ") + t + " WHERE run NOT IN (SELECT rid FROM runs)"),
               0)
         << t;
   EXPECT_EQ(s.list_runs().total, 5);  // the others are untouched
@@ -193,7 +195,8 @@ TEST(StoreQuery, DeleteRemovesRowsAndArtifactFiles) {
 /// A pid that certainly names no process: a child that has exited and been reaped.
 int64_t dead_pid() {
   const pid_t child = fork();
-  if (child == 0) _exit(0);
+  if (child == 0)
+    _exit(0);
   int status = 0;
   waitpid(child, &status, 0);
   return child;

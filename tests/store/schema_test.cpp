@@ -63,10 +63,13 @@ void make_v1_store(const std::string& path) {
   sql::Stmt ins = db.prepare("INSERT INTO samples VALUES(1, ?, ?, ?, ?)");
   for (int step = 0; step < 1000; ++step) {
     double v = 1.0 + 0.5 * std::sin(step * 0.1);
-    if (step == 777) v = 0.05;
-    if (step == 3) v = 9.0;
+    if (step == 777)
+      v = 0.05;
+    if (step == 3)
+      v = 9.0;
     ins.bind(1, 1).bind(2, step).bind(3, step * 2.0).bind(4, v).run();
-    if (step % 100 == 99) ins.bind(1, 2).bind(2, step).bind(3, step * 2.0).bind(4, step / 1000.0).run();
+    if (step % 100 == 99)
+      ins.bind(1, 2).bind(2, step).bind(3, step * 2.0).bind(4, step / 1000.0).run();
   }
   db.exec("INSERT INTO metric_summary VALUES(1, 1, 1000, 999, 1.2, 0.05, 9.0), (1, 2, 10, 999, 0.999, 0.099, 0.999)");
 }
@@ -114,7 +117,8 @@ TEST(Schema, MigratesV1ToV2KeepingData) {
     saw_min |= p.step == 777 && p.value == 0.05;
     saw_max |= p.step == 3 && p.value == 9.0;
   }
-  for (const Bucket& b : d.buckets) total += b.count;
+  for (const Bucket& b : d.buckets)
+    total += b.count;
   EXPECT_EQ(total, 1000);
   EXPECT_TRUE(saw_min && saw_max);
 
@@ -151,12 +155,14 @@ TEST(Schema, TwoOpenersMigrateOnce) {
     threads.emplace_back([&] {
       try {
         Store s = Store::open(dir.db());
-        if (s.schema_version() == 2) ++ok;
+        if (s.schema_version() == 2)
+          ++ok;
       } catch (const std::exception& e) {
         ADD_FAILURE() << e.what();
       }
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   EXPECT_EQ(ok.load(), 3);
   Store s = Store::open(dir.db());
   EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version WHERE version = 2"), 1);

@@ -26,11 +26,13 @@ TEST(Sha256, KnownVectors) {
 
 TEST(Sha256, ChunkingDoesNotMatter) {
   std::string text;
-  for (int i = 0; i < 1000; ++i) text += static_cast<char>('a' + (i * 7) % 26);
+  for (int i = 0; i < 1000; ++i)
+    text += static_cast<char>('a' + (i * 7) % 26);
   const std::string whole = digest(text);
   for (size_t chunk : {1u, 3u, 63u, 64u, 65u, 127u}) {
     Sha256 h;
-    for (size_t i = 0; i < text.size(); i += chunk) h.update(std::string_view(text).substr(i, chunk));
+    for (size_t i = 0; i < text.size(); i += chunk)
+      h.update(std::string_view(text).substr(i, chunk));
     EXPECT_EQ(h.hex_digest(), whole) << chunk;
   }
 }

@@ -34,7 +34,8 @@ template <class F>
 bool eventually(F cond, std::chrono::milliseconds limit = 5000ms) {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
-    if (cond()) return true;
+    if (cond())
+      return true;
     std::this_thread::sleep_for(5ms);
   }
   return cond();
@@ -129,7 +130,8 @@ TEST(RunWriter, WritesARunEndToEnd) {
   EXPECT_THROW(s.series("nope", "train/loss"), DataError);
 
   std::vector<std::string> kinds;
-  for (const EventRecord& e : s.events("r1")) kinds.push_back(e.kind + (e.kind == "status" ? ":" + e.fields["to"].get<std::string>() : ""));
+  for (const EventRecord& e : s.events("r1"))
+    kinds.push_back(e.kind + (e.kind == "status" ? ":" + e.fields["to"].get<std::string>() : ""));
   EXPECT_EQ(kinds, (std::vector<std::string>{"status:running", "started", "epoch", "artifact", "status:finished"}));
   const auto events = s.events("r1");
   EXPECT_EQ(events.back().fields["steps"], 100);
@@ -205,10 +207,12 @@ TEST(RunWriter, RowsWrittenBehindItsBackAreNotDuplicated) {
   w.flush();
   {  // another process writes step 70 of the same series (the fast path assumes it cannot)
     Store s = Store::open(dir.db());
-    s.db().exec("INSERT INTO samples SELECT r.rid, k.id, 70, 0, -5.0 FROM runs r, metric_keys k"
-                " WHERE r.id = 'behind' AND k.name = 'm'");
+    s.db().exec(
+        "INSERT INTO samples SELECT r.rid, k.id, 70, 0, -5.0 FROM runs r, metric_keys k"
+        " WHERE r.id = 'behind' AND k.name = 'm'");
   }
-  for (int step = 1; step < 200; ++step) w.sample("m", step, 0, static_cast<double>(step));
+  for (int step = 1; step < 200; ++step)
+    w.sample("m", step, 0, static_cast<double>(step));
   w.finish(RunStatus::finished);
   EXPECT_EQ(w.committed_samples(), 199);  // 0 and 1..199 except 70
   Store s = Store::open(dir.db());
@@ -236,7 +240,8 @@ TEST(RunWriter, CommitsOnTheTimerAndOnTheRowCount) {
     o.batch_rows = 100;
     RunWriter w(dir.db(), o);
     w.begin_run(info("rows"));
-    for (int i = 0; i < 99; ++i) w.sample("m", i, 0, 1.0);
+    for (int i = 0; i < 99; ++i)
+      w.sample("m", i, 0, 1.0);
     std::this_thread::sleep_for(100ms);
     EXPECT_EQ(reader.series("rows", "m").size(), 0u);  // below the row threshold: still queued
     w.sample("m", 99, 0, 1.0);
@@ -271,7 +276,7 @@ TEST(RunWriter, ClosedWithoutFinishIsInterrupted) {
   }
   Store s = Store::open(dir.db());
   EXPECT_EQ(s.run("abandoned").status, RunStatus::interrupted);
-  EXPECT_EQ(s.series("abandoned", "m").size(), 1u);  // flushed on the way out
+  EXPECT_EQ(s.series("abandoned", "m").size(), 1u);                      // flushed on the way out
   EXPECT_THROW(RunWriter(dir.db()).finish(RunStatus::finished), Error);  // nothing begun
 }
 
@@ -280,8 +285,10 @@ TEST(RunWriter, ResumeContinuesNumberingAndWritesNothingTwice) {
   {
     RunWriter w(dir.db());
     w.begin_run(info("res"));
-    for (int step = 0; step < 100; ++step) w.sample("loss", step, step, 100.0 - step);
-    for (int step = 0; step < 50; ++step) w.sample("acc", step, step, step / 100.0);
+    for (int step = 0; step < 100; ++step)
+      w.sample("loss", step, step, 100.0 - step);
+    for (int step = 0; step < 50; ++step)
+      w.sample("acc", step, step, step / 100.0);
     w.event("note", {{"text", "about to crash"}});
   }  // destroyed without finish: interrupted
   RunWriter w(dir.db());
@@ -291,8 +298,10 @@ TEST(RunWriter, ResumeContinuesNumberingAndWritesNothingTwice) {
   EXPECT_EQ(rp.max_step, 99);
   EXPECT_DOUBLE_EQ(rp.max_wall_ms, 99.0);
   // The trainer restarts from an older checkpoint: steps 90..99 come again with other values.
-  for (int step = 90; step < 150; ++step) w.sample("loss", step, 1000 + step, -1.0 * step);
-  for (int step = 40; step < 60; ++step) w.sample("acc", step, 1000 + step, 0.5);
+  for (int step = 90; step < 150; ++step)
+    w.sample("loss", step, 1000 + step, -1.0 * step);
+  for (int step = 40; step < 60; ++step)
+    w.sample("acc", step, 1000 + step, 0.5);
   w.sample("new/metric", 0, 0, 1.0);
   w.finish(RunStatus::finished);
   EXPECT_EQ(w.dropped_samples(), 10 + 10);
@@ -310,7 +319,8 @@ TEST(RunWriter, ResumeContinuesNumberingAndWritesNothingTwice) {
   EXPECT_EQ(s.run("res").status, RunStatus::finished);
   bool saw_resume = false;
   for (const EventRecord& e : s.events("res"))
-    if (e.kind == "status" && e.fields.value("resumed", false)) saw_resume = e.fields["from"] == "interrupted";
+    if (e.kind == "status" && e.fields.value("resumed", false))
+      saw_resume = e.fields["from"] == "interrupted";
   EXPECT_TRUE(saw_resume);
 }
 

@@ -13,7 +13,8 @@ namespace lathe::test {
 inline Tensor random_tensor(const Shape& shape, Rng& rng, DType dt = DType::f32,
                             MemoryFormat fmt = MemoryFormat::contiguous, double lo = -1, double hi = 1) {
   Tensor t = Tensor::empty(shape, dt, Device::cpu(), fmt);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_flat(i, rng.uniform(lo, hi));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set_flat(i, rng.uniform(lo, hi));
   return t;
 }
 
@@ -24,7 +25,8 @@ inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, do
   for (int64_t i = 0; i < a.numel(); ++i) {
     const double x = a.at_flat(i), y = b.at_flat(i);
     if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y)))
-      return ::testing::AssertionFailure() << "element " << i << ": " << x << " vs " << y << " (" << a.describe() << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << x << " vs " << y << " (" << a.describe() << ")";
   }
   return ::testing::AssertionSuccess();
 }

@@ -32,9 +32,11 @@ memory::desc md_with(const Shape& shape, const std::vector<int64_t>& strides, DT
 
 void append_key(std::string& k, const Tensor& t) {
   k += dtype_name(t.dtype());
-  for (int64_t d : t.shape()) k += ',' + std::to_string(d);
+  for (int64_t d : t.shape())
+    k += ',' + std::to_string(d);
   k += '/';
-  for (int64_t s : t.strides()) k += ',' + std::to_string(s);
+  for (int64_t s : t.strides())
+    k += ',' + std::to_string(s);
   k += ';';
 }
 
@@ -94,8 +96,8 @@ struct DnnlBackend::Impl {
   memory mem(const Tensor& t) { return memory(md_of(t), eng, t.raw()); }
 
   /// dst[M, N] = a[M, K] * b[K, N] (+ bias[1, N]) with optional ReLU; any strides.
-  void matmul(const memory::desc& a, void* pa, const memory::desc& b, void* pb, const memory::desc* bias,
-              void* pbias, const memory::desc& c, void* pc, PostOp post, const std::string& key) {
+  void matmul(const memory::desc& a, void* pa, const memory::desc& b, void* pb, const memory::desc* bias, void* pbias,
+              const memory::desc& c, void* pc, PostOp post, const std::string& key) {
     auto it = matmuls.find(key);
     if (it == matmuls.end()) {
       dnnl::matmul::desc d = bias ? dnnl::matmul::desc(a, b, *bias, c) : dnnl::matmul::desc(a, b, c);
@@ -103,37 +105,38 @@ struct DnnlBackend::Impl {
       it = matmuls.emplace(key, MatmulEntry{dnnl::matmul(pd)}).first;
       ++created;
     }
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(a, eng, pa)},
-                                         {DNNL_ARG_WEIGHTS, memory(b, eng, pb)},
-                                         {DNNL_ARG_DST, memory(c, eng, pc)}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, memory(*bias, eng, pbias));
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(a, eng, pa)}, {DNNL_ARG_WEIGHTS, memory(b, eng, pb)}, {DNNL_ARG_DST, memory(c, eng, pc)}};
+    if (bias)
+      args.emplace(DNNL_ARG_BIAS, memory(*bias, eng, pbias));
     it->second.prim.execute(strm, args);
     strm.wait();
   }
 
-  ConvEntry& conv_entry(const ConvParams& p, const Tensor& src, const Tensor& weights, bool has_bias,
-                        const Tensor& dst, PostOp post) {
+  ConvEntry& conv_entry(const ConvParams& p, const Tensor& src, const Tensor& weights, bool has_bias, const Tensor& dst,
+                        PostOp post) {
     std::string key = "conv";
     append_key(key, src);
     append_key(key, weights);
     append_key(key, dst);
-    for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w, static_cast<int64_t>(has_bias),
-                      static_cast<int64_t>(post)})
+    for (int64_t v :
+         {p.stride_h, p.stride_w, p.pad_h, p.pad_w, static_cast<int64_t>(has_bias), static_cast<int64_t>(post)})
       append_key(key, v);
     auto it = convs.find(key);
-    if (it != convs.end()) return it->second;
+    if (it != convs.end())
+      return it->second;
 
     const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
     const memory::dims pr{pad_right(src.dim(2), dst.dim(2), weights.dim(2), p.stride_h, p.pad_h),
                           pad_right(src.dim(3), dst.dim(3), weights.dim(3), p.stride_w, p.pad_w)};
     memory::desc w_any(memory::dims(weights.shape().begin(), weights.shape().end()), dt::f32, tag::any);
     memory::desc b_md({weights.dim(0)}, dt::f32, tag::a);
-    auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                        dnnl::algorithm::convolution_direct, md_of(src), w_any,
-                                                        b_md, md_of(dst), strides, pl, pr)
-                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                        dnnl::algorithm::convolution_direct, md_of(src), w_any,
-                                                        md_of(dst), strides, pl, pr);
+    auto d =
+        has_bias
+            ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                              md_of(src), w_any, b_md, md_of(dst), strides, pl, pr)
+            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                              md_of(src), w_any, md_of(dst), strides, pl, pr);
     ConvEntry e;
     e.fwd_pd = dnnl::convolution_forward::primitive_desc(d, relu_attr(post), eng);
     e.fwd = dnnl::convolution_forward(e.fwd_pd);
@@ -157,7 +160,8 @@ size_t DnnlBackend::primitives_created() const { return m_impl->created; }
 
 void DnnlBackend::reorder(const Tensor& src, Tensor& dst) {
   LATHE_CHECK(src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ", dst.describe());
-  if (src.dtype() == DType::f64 || dst.dtype() == DType::f64) return ReferenceBackend::reorder(src, dst);
+  if (src.dtype() == DType::f64 || dst.dtype() == DType::f64)
+    return ReferenceBackend::reorder(src, dst);
   std::string key = "reorder";
   append_key(key, src);
   append_key(key, dst);
@@ -174,7 +178,8 @@ void DnnlBackend::reorder(const Tensor& src, Tensor& dst) {
 // ---------------------------------------------------------------- linear (matmul primitive)
 void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                                  PostOp post) {
-  if (src.dtype() != DType::f32) return ReferenceBackend::linear_forward(src, weights, bias, dst, post);
+  if (src.dtype() != DType::f32)
+    return ReferenceBackend::linear_forward(src, weights, bias, dst, post);
   const int64_t N = src.dim(0), K = src.dim(1), O = weights.dim(0);
   LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && weights.dim(1) == K && dst.dim(0) == N && dst.dim(1) == O,
               "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
@@ -196,10 +201,11 @@ void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const
 }
 
 void DnnlBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
-  if (diff_dst.dtype() != DType::f32) return ReferenceBackend::linear_backward_data(diff_dst, weights, diff_src);
-  LATHE_CHECK(diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) &&
-                  diff_src.dim(0) == diff_dst.dim(0),
-              "linear_backward_data shapes");
+  if (diff_dst.dtype() != DType::f32)
+    return ReferenceBackend::linear_backward_data(diff_dst, weights, diff_src);
+  LATHE_CHECK(
+      diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) && diff_src.dim(0) == diff_dst.dim(0),
+      "linear_backward_data shapes");
   std::string key = "lin_bd";
   append_key(key, diff_dst);
   append_key(key, weights);
@@ -231,7 +237,8 @@ void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_
     for (int64_t n = 0; n < N; ++n) {
       const float* row = dy + n * O;
 #pragma omp simd
-      for (int64_t o = 0; o < O; ++o) db[o] += row[o];
+      for (int64_t o = 0; o < O; ++o)
+        db[o] += row[o];
     }
   }
 }
@@ -239,7 +246,8 @@ void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_
 // ---------------------------------------------------------------- conv2d
 void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                                  Tensor& dst, PostOp post) {
-  if (src.dtype() != DType::f32) return ReferenceBackend::conv2d_forward(p, src, weights, bias, dst, post);
+  if (src.dtype() != DType::f32)
+    return ReferenceBackend::conv2d_forward(p, src, weights, bias, dst, post);
   LATHE_CHECK(src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4 && src.dim(1) == weights.dim(1) &&
                   dst.dim(1) == weights.dim(0),
               "conv2d_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
@@ -250,22 +258,24 @@ void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const T
     e.weights_reorder.execute(m_impl->strm, w_user, e.weights_scratch);
     w = e.weights_scratch;
   }
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, m_impl->mem(src)},
-                                       {DNNL_ARG_WEIGHTS, w},
-                                       {DNNL_ARG_DST, m_impl->mem(dst)}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, memory(memory::desc({weights.dim(0)}, dt::f32, tag::a), m_impl->eng, bias->raw()));
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, m_impl->mem(src)}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, m_impl->mem(dst)}};
+  if (bias)
+    args.emplace(DNNL_ARG_BIAS, memory(memory::desc({weights.dim(0)}, dt::f32, tag::a), m_impl->eng, bias->raw()));
   e.fwd.execute(m_impl->strm, args);
   m_impl->strm.wait();
 }
 
 void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                                        Tensor& diff_src) {
-  if (diff_dst.dtype() != DType::f32) return ReferenceBackend::conv2d_backward_data(p, diff_dst, weights, diff_src);
+  if (diff_dst.dtype() != DType::f32)
+    return ReferenceBackend::conv2d_backward_data(p, diff_dst, weights, diff_src);
   std::string key = "conv_bd";
   append_key(key, diff_dst);
   append_key(key, weights);
   append_key(key, diff_src);
-  for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w})
+    append_key(key, v);
   auto& cache = m_impl->conv_bwd_data;
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -296,9 +306,9 @@ void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_d
     e.weights_reorder.execute(m_impl->strm, w, e.weights_scratch);
     w = e.weights_scratch;
   }
-  e.prim.execute(m_impl->strm, {{DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)},
-                                {DNNL_ARG_WEIGHTS, w},
-                                {DNNL_ARG_DIFF_SRC, m_impl->mem(diff_src)}});
+  e.prim.execute(
+      m_impl->strm,
+      {{DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, m_impl->mem(diff_src)}});
   m_impl->strm.wait();
 }
 
@@ -311,7 +321,8 @@ void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src
   append_key(key, diff_dst);
   append_key(key, diff_weights);
   append_key(key, diff_bias != nullptr);
-  for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  for (int64_t v : {p.stride_h, p.stride_w, p.pad_h, p.pad_w})
+    append_key(key, v);
   auto& cache = m_impl->conv_bwd_weights;
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -347,17 +358,20 @@ void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src
     args.emplace(DNNL_ARG_DIFF_BIAS,
                  memory(memory::desc({diff_weights.dim(0)}, dt::f32, tag::a), m_impl->eng, diff_bias->raw()));
   e.prim.execute(m_impl->strm, args);
-  if (e.reorder_weights) e.weights_reorder.execute(m_impl->strm, e.diff_weights_scratch, dw_user);
+  if (e.reorder_weights)
+    e.weights_reorder.execute(m_impl->strm, e.diff_weights_scratch, dw_user);
   m_impl->strm.wait();
 }
 
 // ---------------------------------------------------------------- max pooling
 void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
-  if (src.dtype() != DType::f32) return ReferenceBackend::maxpool2d_forward(p, src, dst, workspace);
+  if (src.dtype() != DType::f32)
+    return ReferenceBackend::maxpool2d_forward(p, src, dst, workspace);
   std::string key = "pool";
   append_key(key, src);
   append_key(key, dst);
-  for (int64_t v : {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  for (int64_t v : {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w})
+    append_key(key, v);
   auto it = m_impl->pools.find(key);
   if (it == m_impl->pools.end()) {
     const memory::dims strides{p.stride_h, p.stride_w}, kernel{p.kernel_h, p.kernel_w}, pl{p.pad_h, p.pad_w};
@@ -385,30 +399,33 @@ void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tens
 
 void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
                                      Tensor& diff_src) {
-  if (diff_dst.dtype() != DType::f32) return ReferenceBackend::maxpool2d_backward(p, diff_dst, workspace, diff_src);
+  if (diff_dst.dtype() != DType::f32)
+    return ReferenceBackend::maxpool2d_backward(p, diff_dst, workspace, diff_src);
   std::string key = "pool";
   append_key(key, diff_src);
   append_key(key, diff_dst);
-  for (int64_t v : {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w}) append_key(key, v);
+  for (int64_t v : {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w})
+    append_key(key, v);
   auto it = m_impl->pools.find(key);
   LATHE_CHECK(it != m_impl->pools.end() && workspace.dtype() == DType::u8,
               "maxpool2d_backward without a matching maxpool2d_forward on this backend (layouts must match)");
   PoolEntry& e = it->second;
-  e.bwd.execute(m_impl->strm,
-                {{DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)},
-                 {DNNL_ARG_DIFF_SRC, m_impl->mem(diff_src)},
-                 {DNNL_ARG_WORKSPACE, memory(e.fwd_pd.workspace_desc(), m_impl->eng, workspace.raw())}});
+  e.bwd.execute(m_impl->strm, {{DNNL_ARG_DIFF_DST, m_impl->mem(diff_dst)},
+                               {DNNL_ARG_DIFF_SRC, m_impl->mem(diff_src)},
+                               {DNNL_ARG_WORKSPACE, memory(e.fwd_pd.workspace_desc(), m_impl->eng, workspace.raw())}});
   m_impl->strm.wait();
 }
 
 // ---------------------------------------------------------------- elementwise over dense f32
 void DnnlBackend::relu_forward(const Tensor& src, Tensor& dst) {
-  if (src.dtype() != DType::f32 || src.strides() != dst.strides()) return ReferenceBackend::relu_forward(src, dst);
+  if (src.dtype() != DType::f32 || src.strides() != dst.strides())
+    return ReferenceBackend::relu_forward(src, dst);
   std::string key = "relu_f";
   append_key(key, src);
   auto it = m_impl->eltwise_fwd.find(key);
   if (it == m_impl->eltwise_fwd.end()) {
-    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md_of(src), 0.f, 0.f);
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md_of(src), 0.f,
+                                  0.f);
     it = m_impl->eltwise_fwd.emplace(key, dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, m_impl->eng)))
              .first;
     ++m_impl->created;
@@ -426,8 +443,8 @@ void DnnlBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tenso
   if (it == m_impl->eltwise_bwd.end()) {
     // The *_use_dst_for_bwd variant takes the forward output, which is what the Model keeps.
     const memory::desc md = md_of(dst);
-    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu_use_dst_for_bwd,
-                                   md, 0.f, 0.f);
+    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu_use_dst_for_bwd, md,
+                                   0.f, 0.f);
     dnnl::eltwise_forward::primitive_desc fpd(fd, m_impl->eng);
     dnnl::eltwise_backward::desc bd(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, md, md, 0.f, 0.f);
     it = m_impl->eltwise_bwd
@@ -442,41 +459,47 @@ void DnnlBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tenso
 }
 
 void DnnlBackend::add(const Tensor& a, const Tensor& b, Tensor& dst) {
-  if (a.dtype() != DType::f32 || !dense_same(a, b) || !dense_same(a, dst)) return ReferenceBackend::add(a, b, dst);
+  if (a.dtype() != DType::f32 || !dense_same(a, b) || !dense_same(a, dst))
+    return ReferenceBackend::add(a, b, dst);
   const float* x = static_cast<const float*>(a.raw());
   const float* y = static_cast<const float*>(b.raw());
   float* z = static_cast<float*>(dst.raw());
   const int64_t n = a.numel();
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+  for (int64_t i = 0; i < n; ++i)
+    z[i] = x[i] + y[i];
 }
 
 void DnnlBackend::axpy(double alpha, const Tensor& src, Tensor& dst) {
-  if (src.dtype() != DType::f32 || !dense_same(src, dst)) return ReferenceBackend::axpy(alpha, src, dst);
+  if (src.dtype() != DType::f32 || !dense_same(src, dst))
+    return ReferenceBackend::axpy(alpha, src, dst);
   const float* x = static_cast<const float*>(src.raw());
   float* y = static_cast<float*>(dst.raw());
   const float a = static_cast<float>(alpha);
   const int64_t n = src.numel();
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += a * x[i];
 }
 
 void DnnlBackend::scale(Tensor& t, double alpha) {
-  if (t.dtype() != DType::f32 || !t.is_dense()) return ReferenceBackend::scale(t, alpha);
+  if (t.dtype() != DType::f32 || !t.is_dense())
+    return ReferenceBackend::scale(t, alpha);
   float* x = static_cast<float*>(t.raw());
   const float a = static_cast<float>(alpha);
   const int64_t n = t.numel();
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= a;
 }
 
 LossResult DnnlBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
                                               double grad_scale) {
   if (logits.dtype() != DType::f32 || !logits.is_contiguous() || (diff_logits && !diff_logits->is_contiguous()))
     return ReferenceBackend::softmax_cross_entropy(logits, labels, diff_logits, grad_scale);
-  LATHE_CHECK(logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) &&
-                  labels.dtype() == DType::s32,
-              "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
+  LATHE_CHECK(
+      logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) && labels.dtype() == DType::s32,
+      "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
   const int64_t N = logits.dim(0), C = logits.dim(1);
   const float* z = logits.data<float>();
   const int32_t* y = labels.data<int32_t>();
@@ -494,27 +517,32 @@ LossResult DnnlBackend::softmax_cross_entropy(const Tensor& logits, const Tensor
         arg = c;
       }
     float se = 0;
-    for (int64_t c = 0; c < C; ++c) se += std::exp(row[c] - mx);
+    for (int64_t c = 0; c < C; ++c)
+      se += std::exp(row[c] - mx);
     const float lse = mx + std::log(se);
     r.loss_sum += static_cast<double>(lse - row[y[n]]);
     r.correct += arg == y[n];
     if (g) {
       float* grow = g + n * C;
-      for (int64_t c = 0; c < C; ++c) grow[c] = gs * (std::exp(row[c] - lse) - (c == y[n] ? 1.f : 0.f));
+      for (int64_t c = 0; c < C; ++c)
+        grow[c] = gs * (std::exp(row[c] - lse) - (c == y[n] ? 1.f : 0.f));
     }
   }
   return r;
 }
 
 void DnnlBackend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) {
-  if (param.dtype() != DType::f32) return ReferenceBackend::sgd_update(p, param, grad, momentum_buf);
+  if (param.dtype() != DType::f32)
+    return ReferenceBackend::sgd_update(p, param, grad, momentum_buf);
   float* w = param.data<float>();
   const float* g = grad.data<float>();
   const int64_t n = param.numel();
-  const float lr = static_cast<float>(p.lr), mu = static_cast<float>(p.momentum), wd = static_cast<float>(p.weight_decay);
+  const float lr = static_cast<float>(p.lr), mu = static_cast<float>(p.momentum),
+              wd = static_cast<float>(p.weight_decay);
   if (p.momentum == 0) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+    for (int64_t i = 0; i < n; ++i)
+      w[i] -= lr * (g[i] + wd * w[i]);
     return;
   }
   float* buf = momentum_buf.data<float>();
@@ -528,7 +556,8 @@ void DnnlBackend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& gr
 }
 
 void DnnlBackend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
-  if (param.dtype() != DType::f32) return ReferenceBackend::adamw_update(p, param, grad, m, v);
+  if (param.dtype() != DType::f32)
+    return ReferenceBackend::adamw_update(p, param, grad, m, v);
   float* w = param.data<float>();
   const float* g = grad.data<float>();
   float* mm = m.data<float>();
@@ -549,20 +578,24 @@ void DnnlBackend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor
 }
 
 double DnnlBackend::sum(const Tensor& t) {
-  if (t.dtype() != DType::f32 || !t.is_dense()) return ReferenceBackend::sum(t);
+  if (t.dtype() != DType::f32 || !t.is_dense())
+    return ReferenceBackend::sum(t);
   const float* x = static_cast<const float*>(t.raw());
   double s = 0;
   const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) s += x[i];
+  for (int64_t i = 0; i < n; ++i)
+    s += x[i];
   return s;
 }
 
 double DnnlBackend::sum_squares(const Tensor& t) {
-  if (t.dtype() != DType::f32 || !t.is_dense()) return ReferenceBackend::sum_squares(t);
+  if (t.dtype() != DType::f32 || !t.is_dense())
+    return ReferenceBackend::sum_squares(t);
   const float* x = static_cast<const float*>(t.raw());
   double s = 0;
   const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  for (int64_t i = 0; i < n; ++i)
+    s += static_cast<double>(x[i]) * x[i];
   return s;
 }
 

@@ -58,10 +58,12 @@ void map2(const Tensor& a, Tensor& dst, F&& f) {
   if (a.strides() == dst.strides() && a.is_dense()) {
     const T* pa = static_cast<const T*>(a.raw());
     T* pd = static_cast<T*>(dst.raw());
-    for (int64_t i = 0; i < n; ++i) pd[i] = f(pa[i], pd[i]);
+    for (int64_t i = 0; i < n; ++i)
+      pd[i] = f(pa[i], pd[i]);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) dst.set_flat(i, f(static_cast<T>(a.at_flat(i)), static_cast<T>(dst.at_flat(i))));
+  for (int64_t i = 0; i < n; ++i)
+    dst.set_flat(i, f(static_cast<T>(a.at_flat(i)), static_cast<T>(dst.at_flat(i))));
 }
 
 template <class T, class F>
@@ -71,7 +73,8 @@ void map3(const Tensor& a, const Tensor& b, Tensor& dst, F&& f) {
     const T* pa = static_cast<const T*>(a.raw());
     const T* pb = static_cast<const T*>(b.raw());
     T* pd = static_cast<T*>(dst.raw());
-    for (int64_t i = 0; i < n; ++i) pd[i] = f(pa[i], pb[i]);
+    for (int64_t i = 0; i < n; ++i)
+      pd[i] = f(pa[i], pb[i]);
     return;
   }
   for (int64_t i = 0; i < n; ++i)
@@ -86,7 +89,8 @@ std::string cpu_model_name() {
   while (std::getline(in, line)) {
     if (line.rfind("model name", 0) == 0) {
       auto pos = line.find(':');
-      if (pos != std::string::npos) return line.substr(pos + 2);
+      if (pos != std::string::npos)
+        return line.substr(pos + 2);
     }
   }
   return "unknown CPU";
@@ -110,7 +114,8 @@ void ReferenceBackend::copy(const Tensor& src, Tensor& dst) { src.copy_to(dst); 
 void ReferenceBackend::reorder(const Tensor& src, Tensor& dst) {
   LATHE_CHECK(src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ", dst.describe());
   const int64_t n = src.numel();
-  for (int64_t i = 0; i < n; ++i) dst.set_flat(i, src.at_flat(i));
+  for (int64_t i = 0; i < n; ++i)
+    dst.set_flat(i, src.at_flat(i));
 }
 
 // ---------------------------------------------------------------- linear
@@ -128,8 +133,10 @@ void ReferenceBackend::linear_forward(const Tensor& src, const Tensor& weights, 
     for (int64_t n = 0; n < N; ++n)
       for (int64_t o = 0; o < O; ++o) {
         T acc = b ? b[o * bias->stride(0)] : T(0);
-        for (int64_t k = 0; k < K; ++k) acc += x(n, k) * w(o, k);
-        if (post == PostOp::relu && acc < T(0)) acc = T(0);
+        for (int64_t k = 0; k < K; ++k)
+          acc += x(n, k) * w(o, k);
+        if (post == PostOp::relu && acc < T(0))
+          acc = T(0);
         y(n, o) = acc;
       }
   });
@@ -137,9 +144,9 @@ void ReferenceBackend::linear_forward(const Tensor& src, const Tensor& weights, 
 
 void ReferenceBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
   check_float(diff_dst, "linear_backward_data");
-  LATHE_CHECK(diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) &&
-                  diff_src.dim(0) == diff_dst.dim(0),
-              "linear_backward_data shapes");
+  LATHE_CHECK(
+      diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) && diff_src.dim(0) == diff_dst.dim(0),
+      "linear_backward_data shapes");
   dispatch(diff_dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View2<T> dy(diff_dst), w(weights), dx(diff_src);
@@ -147,7 +154,8 @@ void ReferenceBackend::linear_backward_data(const Tensor& diff_dst, const Tensor
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) {
         T acc = 0;
-        for (int64_t o = 0; o < O; ++o) acc += dy(n, o) * w(o, k);
+        for (int64_t o = 0; o < O; ++o)
+          acc += dy(n, o) * w(o, k);
         dx(n, k) = acc;
       }
   });
@@ -156,9 +164,9 @@ void ReferenceBackend::linear_backward_data(const Tensor& diff_dst, const Tensor
 void ReferenceBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
                                                Tensor* diff_bias) {
   check_float(src, "linear_backward_weights");
-  LATHE_CHECK(diff_weights.dim(0) == diff_dst.dim(1) && diff_weights.dim(1) == src.dim(1) &&
-                  src.dim(0) == diff_dst.dim(0),
-              "linear_backward_weights shapes");
+  LATHE_CHECK(
+      diff_weights.dim(0) == diff_dst.dim(1) && diff_weights.dim(1) == src.dim(1) && src.dim(0) == diff_dst.dim(0),
+      "linear_backward_weights shapes");
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View2<T> x(src), dy(diff_dst), dw(diff_weights);
@@ -166,14 +174,16 @@ void ReferenceBackend::linear_backward_weights(const Tensor& src, const Tensor& 
     for (int64_t o = 0; o < O; ++o)
       for (int64_t k = 0; k < K; ++k) {
         T acc = 0;
-        for (int64_t n = 0; n < N; ++n) acc += dy(n, o) * x(n, k);
+        for (int64_t n = 0; n < N; ++n)
+          acc += dy(n, o) * x(n, k);
         dw(o, k) = acc;
       }
     if (diff_bias) {
       T* db = static_cast<T*>(diff_bias->raw());
       for (int64_t o = 0; o < O; ++o) {
         T acc = 0;
-        for (int64_t n = 0; n < N; ++n) acc += dy(n, o);
+        for (int64_t n = 0; n < N; ++n)
+          acc += dy(n, o);
         db[o * diff_bias->stride(0)] = acc;
       }
     }
@@ -193,8 +203,8 @@ void check_conv(const ConvParams& p, const Tensor& src, const Tensor& weights, c
 }
 }  // namespace
 
-void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights,
-                                      const Tensor* bias, Tensor& dst, PostOp post) {
+void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                                      Tensor& dst, PostOp post) {
   check_float(src, "conv2d_forward");
   check_conv(p, src, weights, dst);
   dispatch(src.dtype(), [&](auto tag) {
@@ -211,14 +221,17 @@ void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, co
             for (int64_t c = 0; c < C; ++c)
               for (int64_t kh = 0; kh < KH; ++kh) {
                 const int64_t ih = oh * p.stride_h - p.pad_h + kh;
-                if (ih < 0 || ih >= H) continue;
+                if (ih < 0 || ih >= H)
+                  continue;
                 for (int64_t kw = 0; kw < KW; ++kw) {
                   const int64_t iw = ow * p.stride_w - p.pad_w + kw;
-                  if (iw < 0 || iw >= W) continue;
+                  if (iw < 0 || iw >= W)
+                    continue;
                   acc += x(n, c, ih, iw) * w(o, c, kh, kw);
                 }
               }
-            if (post == PostOp::relu && acc < T(0)) acc = T(0);
+            if (post == PostOp::relu && acc < T(0))
+              acc = T(0);
             y(n, o, oh, ow) = acc;
           }
   });
@@ -243,10 +256,12 @@ void ReferenceBackend::conv2d_backward_data(const ConvParams& p, const Tensor& d
             for (int64_t c = 0; c < C; ++c)
               for (int64_t kh = 0; kh < KH; ++kh) {
                 const int64_t ih = oh * p.stride_h - p.pad_h + kh;
-                if (ih < 0 || ih >= H) continue;
+                if (ih < 0 || ih >= H)
+                  continue;
                 for (int64_t kw = 0; kw < KW; ++kw) {
                   const int64_t iw = ow * p.stride_w - p.pad_w + kw;
-                  if (iw < 0 || iw >= W) continue;
+                  if (iw < 0 || iw >= W)
+                    continue;
                   dx(n, c, ih, iw) += g * w(o, c, kh, kw);
                 }
               }
@@ -272,10 +287,12 @@ void ReferenceBackend::conv2d_backward_weights(const ConvParams& p, const Tensor
             for (int64_t n = 0; n < N; ++n)
               for (int64_t oh = 0; oh < OH; ++oh) {
                 const int64_t ih = oh * p.stride_h - p.pad_h + kh;
-                if (ih < 0 || ih >= H) continue;
+                if (ih < 0 || ih >= H)
+                  continue;
                 for (int64_t ow = 0; ow < OW; ++ow) {
                   const int64_t iw = ow * p.stride_w - p.pad_w + kw;
-                  if (iw < 0 || iw >= W) continue;
+                  if (iw < 0 || iw >= W)
+                    continue;
                   acc += dy(n, o, oh, ow) * x(n, c, ih, iw);
                 }
               }
@@ -287,7 +304,8 @@ void ReferenceBackend::conv2d_backward_weights(const ConvParams& p, const Tensor
         T acc = 0;
         for (int64_t n = 0; n < N; ++n)
           for (int64_t oh = 0; oh < OH; ++oh)
-            for (int64_t ow = 0; ow < OW; ++ow) acc += dy(n, o, oh, ow);
+            for (int64_t ow = 0; ow < OW; ++ow)
+              acc += dy(n, o, oh, ow);
         db[o * diff_bias->stride(0)] = acc;
       }
     }
@@ -316,10 +334,12 @@ void ReferenceBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src,
             int32_t where = -1;
             for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
               const int64_t ih = oh * p.stride_h - p.pad_h + kh;
-              if (ih < 0 || ih >= H) continue;
+              if (ih < 0 || ih >= H)
+                continue;
               for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
                 const int64_t iw = ow * p.stride_w - p.pad_w + kw;
-                if (iw < 0 || iw >= W) continue;
+                if (iw < 0 || iw >= W)
+                  continue;
                 const T v = x(n, c, ih, iw);
                 if (where < 0 || v > best) {  // first maximum wins, as in PyTorch
                   best = v;
@@ -417,18 +437,21 @@ void ReferenceBackend::batchnorm_forward_training(const BatchNormParams& p, cons
       double mean = 0;
       for (int64_t n = 0; n < N; ++n)
         for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) mean += x(n, c, h, w);
+          for (int64_t w = 0; w < W; ++w)
+            mean += x(n, c, h, w);
       mean /= count;
       double var = 0;
       for (int64_t n = 0; n < N; ++n)
         for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) var += (x(n, c, h, w) - mean) * (x(n, c, h, w) - mean);
+          for (int64_t w = 0; w < W; ++w)
+            var += (x(n, c, h, w) - mean) * (x(n, c, h, w) - mean);
       var /= count;  // biased, for normalisation
       const double invstd = 1.0 / std::sqrt(var + p.eps);
       const double g = gamma.get({c}), b = beta.get({c});
       for (int64_t n = 0; n < N; ++n)
         for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) y(n, c, h, w) = static_cast<T>((x(n, c, h, w) - mean) * invstd * g + b);
+          for (int64_t w = 0; w < W; ++w)
+            y(n, c, h, w) = static_cast<T>((x(n, c, h, w) - mean) * invstd * g + b);
       save_mean.set({c}, mean);
       save_invstd.set({c}, invstd);
       const double unbiased = count > 1 ? var * count / (count - 1) : var;
@@ -451,7 +474,8 @@ void ReferenceBackend::batchnorm_forward_inference(const BatchNormParams& p, con
       const double mean = running_mean.get({c}), g = gamma.get({c}), b = beta.get({c});
       for (int64_t n = 0; n < N; ++n)
         for (int64_t h = 0; h < H; ++h)
-          for (int64_t w = 0; w < W; ++w) y(n, c, h, w) = static_cast<T>((x(n, c, h, w) - mean) * invstd * g + b);
+          for (int64_t w = 0; w < W; ++w)
+            y(n, c, h, w) = static_cast<T>((x(n, c, h, w) - mean) * invstd * g + b);
     }
   });
 }
@@ -509,16 +533,17 @@ void ReferenceBackend::dropout_backward(double p, const Tensor& diff_dst, const 
   const int64_t n = diff_dst.numel();
   const double keep_scale = 1.0 / (1.0 - p);
   const uint8_t* m = mask.data<uint8_t>();
-  for (int64_t i = 0; i < n; ++i) diff_src.set_flat(i, m[i] ? diff_dst.at_flat(i) * keep_scale : 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    diff_src.set_flat(i, m[i] ? diff_dst.at_flat(i) * keep_scale : 0.0);
 }
 
 // ---------------------------------------------------------------- loss
 LossResult ReferenceBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
                                                    double grad_scale) {
   check_float(logits, "softmax_cross_entropy");
-  LATHE_CHECK(logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) &&
-                  labels.dtype() == DType::s32,
-              "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
+  LATHE_CHECK(
+      logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) && labels.dtype() == DType::s32,
+      "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
   LossResult r;
   const int64_t N = logits.dim(0), C = logits.dim(1);
   const int32_t* y = labels.data<int32_t>();
@@ -535,7 +560,8 @@ LossResult ReferenceBackend::softmax_cross_entropy(const Tensor& logits, const T
           arg = c;
         }
       double se = 0;
-      for (int64_t c = 0; c < C; ++c) se += std::exp(static_cast<double>(z(n, c)) - mx);
+      for (int64_t c = 0; c < C; ++c)
+        se += std::exp(static_cast<double>(z(n, c)) - mx);
       const double lse = mx + std::log(se);
       r.loss_sum += lse - z(n, y[n]);
       r.correct += arg == y[n];
@@ -598,14 +624,16 @@ void ReferenceBackend::adamw_update(const AdamWParams& p, Tensor& param, const T
 double ReferenceBackend::sum(const Tensor& t) {
   double s = 0;
   const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) s += t.at_flat(i);
+  for (int64_t i = 0; i < n; ++i)
+    s += t.at_flat(i);
   return s;
 }
 
 double ReferenceBackend::sum_squares(const Tensor& t) {
   double s = 0;
   const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) s += t.at_flat(i) * t.at_flat(i);
+  for (int64_t i = 0; i < n; ++i)
+    s += t.at_flat(i) * t.at_flat(i);
   return s;
 }
 

@@ -18,18 +18,17 @@ class ReferenceBackend : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   void reorder(const Tensor& src, Tensor& dst) override;
 
-  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                      PostOp post) override;
+  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst, PostOp post) override;
   void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
   void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
                                Tensor* diff_bias) override;
 
-  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                      Tensor& dst, PostOp post) override;
+  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                      PostOp post) override;
   void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                             Tensor& diff_src) override;
-  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
-                               Tensor& diff_weights, Tensor* diff_bias) override;
+  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                               Tensor* diff_bias) override;
 
   void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
   void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
@@ -41,15 +40,13 @@ class ReferenceBackend : public Backend {
   void axpy(double alpha, const Tensor& src, Tensor& dst) override;
   void scale(Tensor& t, double alpha) override;
 
-  void batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                  const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
-                                  Tensor& running_mean, Tensor& running_var) override;
-  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                   const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
-                                   Tensor& dst) override;
+  void batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma, const Tensor& beta,
+                                  Tensor& dst, Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean,
+                                  Tensor& running_var) override;
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma, const Tensor& beta,
+                                   const Tensor& running_mean, const Tensor& running_var, Tensor& dst) override;
   void batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& save_mean,
-                          const Tensor& save_invstd, Tensor& diff_src, Tensor& diff_gamma,
-                          Tensor& diff_beta) override;
+                          const Tensor& save_invstd, Tensor& diff_src, Tensor& diff_gamma, Tensor& diff_beta) override;
   void dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) override;
   void dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) override;
 

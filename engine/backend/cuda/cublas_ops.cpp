@@ -30,9 +30,12 @@ struct MatrixView {
 MatrixView view_of(CudaContext& ctx, const Tensor& t, Tensor& keep) {
   LATHE_CHECK(t.ndim() == 2, "linear: expected a 2-D tensor, got ", t.describe());
   const int64_t R = t.dim(0), C = t.dim(1), s0 = t.stride(0), s1 = t.stride(1);
-  if ((s1 == 1 || C == 1) && s0 >= std::max<int64_t>(C, 1)) return {ptr<float>(t), R, C, s0, true};
-  if ((s0 == 1 || R == 1) && s1 >= std::max<int64_t>(R, 1)) return {ptr<float>(t), R, C, s1, false};
-  if (R <= 1 && C <= 1) return {ptr<float>(t), R, C, 1, true};
+  if ((s1 == 1 || C == 1) && s0 >= std::max<int64_t>(C, 1))
+    return {ptr<float>(t), R, C, s0, true};
+  if ((s0 == 1 || R == 1) && s1 >= std::max<int64_t>(R, 1))
+    return {ptr<float>(t), R, C, s1, false};
+  if (R <= 1 && C <= 1)
+    return {ptr<float>(t), R, C, 1, true};
   keep = make_contiguous(ctx, t);
   return {ptr<float>(keep), R, C, std::max<int64_t>(C, 1), true};
 }
@@ -50,22 +53,25 @@ struct OutputView {
 
 OutputView output_of(CudaContext& ctx, Tensor& dst) {
   const int64_t C = dst.dim(1);
-  if ((dst.stride(1) == 1 || C == 1) && dst.stride(0) >= std::max<int64_t>(C, 1)) return {dst, false};
+  if ((dst.stride(1) == 1 || C == 1) && dst.stride(0) >= std::max<int64_t>(C, 1))
+    return {dst, false};
   return {device_empty(ctx, dst.shape(), DType::f32), true};
 }
 
 void finish(CudaContext& ctx, OutputView& out, Tensor& dst) {
-  if (out.staged) device_strided_copy(ctx, out.target, dst);
+  if (out.staged)
+    device_strided_copy(ctx, out.target, dst);
 }
 
 int64_t row_ld(const Tensor& t) { return std::max<int64_t>(t.dim(0) > 1 ? t.stride(0) : t.dim(1), t.dim(1)); }
 
-void gemm_views(CudaContext& ctx, const MatrixView& a, bool ta, const MatrixView& b, bool tb, float* c,
-                int64_t c_rows, int64_t c_cols, int64_t ldc, float alpha, float beta) {
+void gemm_views(CudaContext& ctx, const MatrixView& a, bool ta, const MatrixView& b, bool tb, float* c, int64_t c_rows,
+                int64_t c_cols, int64_t ldc, float alpha, float beta) {
   const int64_t inner = ta ? a.rows : a.cols;
   LATHE_CHECK((tb ? b.cols : b.rows) == inner && (ta ? a.cols : a.rows) == c_rows && (tb ? b.rows : b.cols) == c_cols,
               "sgemm: shapes do not chain");
-  if (c_rows == 0 || c_cols == 0) return;
+  if (c_rows == 0 || c_cols == 0)
+    return;
   ctx.activate();
   if (inner == 0) {
     LATHE_CHECK(beta == 0.0f, "sgemm: empty inner dimension with beta != 0");
@@ -76,10 +82,9 @@ void gemm_views(CudaContext& ctx, const MatrixView& a, bool ta, const MatrixView
   // transpose, so op(X)^T is "as stored" (OP_N) exactly when row_major != transposed.
   const cublasOperation_t op_b = b.row_major != tb ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t op_a = a.row_major != ta ? CUBLAS_OP_N : CUBLAS_OP_T;
-  LATHE_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), op_b, op_a, checked_int(c_cols, "columns"),
-                                 checked_int(c_rows, "rows"), checked_int(inner, "inner dimension"), &alpha, b.data,
-                                 checked_int(b.ld, "ld"), a.data, checked_int(a.ld, "ld"), &beta, c,
-                                 checked_int(ldc, "ldc")));
+  LATHE_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), op_b, op_a, checked_int(c_cols, "columns"), checked_int(c_rows, "rows"),
+                                 checked_int(inner, "inner dimension"), &alpha, b.data, checked_int(b.ld, "ld"), a.data,
+                                 checked_int(a.ld, "ld"), &beta, c, checked_int(ldc, "ldc")));
 }
 
 }  // namespace
@@ -162,7 +167,8 @@ void linear_backward_weights(CudaContext& ctx, const Tensor& src, const Tensor& 
     Tensor db = make_contiguous(ctx, *diff_bias);  // itself when dense (the usual case)
     void* scratch = ctx.scratch(kernels::channel_sums_scratch_bytes(N, O, 1));
     LATHE_CUDA_CHECK(kernels::channel_sums(ctx.stream(), ptr<float>(dyc), N, O, 1, O, ptr<float>(db), scratch));
-    if (!db.same_memory(*diff_bias)) device_strided_copy(ctx, db, *diff_bias);
+    if (!db.same_memory(*diff_bias))
+      device_strided_copy(ctx, db, *diff_bias);
   }
 }
 

@@ -20,12 +20,15 @@ constexpr size_t kLargeThreshold = size_t{1} << 20;
 class DeviceScope {
  public:
   explicit DeviceScope(int device) {
-    if (cudaGetDevice(&m_previous) != cudaSuccess) m_previous = -1;
-    if (m_previous != device) (void)cudaSetDevice(device);
+    if (cudaGetDevice(&m_previous) != cudaSuccess)
+      m_previous = -1;
+    if (m_previous != device)
+      (void)cudaSetDevice(device);
   }
   ~DeviceScope() {
     int now = -1;
-    if (m_previous >= 0 && cudaGetDevice(&now) == cudaSuccess && now != m_previous) (void)cudaSetDevice(m_previous);
+    if (m_previous >= 0 && cudaGetDevice(&now) == cudaSuccess && now != m_previous)
+      (void)cudaSetDevice(m_previous);
   }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
@@ -43,7 +46,8 @@ CudaAllocator::CudaAllocator(int device_index) : m_device(device_index) {}
 CudaAllocator::~CudaAllocator() { empty_cache(); }
 
 size_t CudaAllocator::round_size(size_t bytes) {
-  if (bytes == 0) bytes = 1;
+  if (bytes == 0)
+    bytes = 1;
   const size_t g = bytes > kLargeThreshold ? kLargeGranule : kSmallGranule;
   return (bytes + g - 1) / g * g;
 }
@@ -83,10 +87,12 @@ void* CudaAllocator::allocate(size_t bytes) {
 }
 
 void CudaAllocator::deallocate(void* ptr, size_t bytes) noexcept {
-  if (!ptr) return;
+  if (!ptr)
+    return;
   std::lock_guard lock(m_mutex);
   auto it = m_in_use.find(ptr);
-  if (it == m_in_use.end()) return;  // not ours: ignore rather than corrupt the cache
+  if (it == m_in_use.end())
+    return;  // not ours: ignore rather than corrupt the cache
   m_free.emplace(it->second, ptr);
   m_cached += it->second;
   m_in_use.erase(it);
@@ -109,7 +115,8 @@ void CudaAllocator::empty_cache() noexcept {
 }
 
 void CudaAllocator::release_cached_locked() noexcept {
-  if (m_free.empty()) return;
+  if (m_free.empty())
+    return;
   DeviceScope scope(m_device);
   for (auto& [size, p] : m_free) {
     (void)cudaFree(p);

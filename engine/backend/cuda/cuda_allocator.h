@@ -43,8 +43,8 @@ class CudaAllocator final : public Allocator {
 
   int m_device;
   mutable std::mutex m_mutex;
-  std::multimap<size_t, void*> m_free;           // block size -> block
-  std::unordered_map<void*, size_t> m_in_use;    // block -> block size
+  std::multimap<size_t, void*> m_free;         // block size -> block
+  std::unordered_map<void*, size_t> m_in_use;  // block -> block size
   size_t m_reserved = 0;
   size_t m_cached = 0;
 };

@@ -55,16 +55,16 @@ void register_backend() {
     const int n = device_count();
     // Allocators live for the whole process, deliberately never deleted: tensors held in statics
     // may be freed after main() returns, and must find their allocator then.
-    for (int i = 0; i < n; ++i) register_allocator(Device::cuda(i), new CudaAllocator(i));
+    for (int i = 0; i < n; ++i)
+      register_allocator(Device::cuda(i), new CudaAllocator(i));
     register_cuda_backend(&make_cuda_backend, &device_count);
   });
 }
 
 // ------------------------------------------------------------------ device
 CudaBackend::CudaBackend(int device_index) {
-  LATHE_CHECK(device_index >= 0 && device_index < device_count(), "CUDA device ", device_index,
-              " is not available (", device_count(), " present", device_count() ? "" : ": ",
-              device_unavailable_reason(), ")");
+  LATHE_CHECK(device_index >= 0 && device_index < device_count(), "CUDA device ", device_index, " is not available (",
+              device_count(), " present", device_count() ? "" : ": ", device_unavailable_reason(), ")");
   m_ctx = std::make_unique<CudaContext>(device_index);
 }
 
@@ -75,7 +75,8 @@ Device CudaBackend::device() const { return m_ctx->lathe_device(); }
 std::string CudaBackend::device_name() const { return m_ctx->properties().name; }
 
 bool CudaBackend::supports(Op op, DType dtype) const {
-  if (op == Op::reorder) return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+  if (op == Op::reorder)
+    return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
   return dtype == DType::f32;
 }
 
@@ -91,7 +92,8 @@ void CudaBackend::set_benchmark_conv_algos(bool on) { m_ctx->set_benchmark_conv_
 void CudaBackend::fill_zero(Tensor& t) {
   check_on_device(*m_ctx, t, "fill_zero");
   m_ctx->activate();
-  if (t.numel() == 0) return;
+  if (t.numel() == 0)
+    return;
   if (t.is_dense()) {
     LATHE_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.nbytes(), m_ctx->stream()));
   } else {
@@ -118,7 +120,8 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
     LATHE_CHECK(on_host(*t) || t->device().kind == DeviceKind::cuda, "copy: unsupported device ", t->describe());
   m_ctx->activate();
   cudaStream_t s = m_ctx->stream();
-  if (src.numel() == 0) return;
+  if (src.numel() == 0)
+    return;
   const bool same_layout = same_dense_layout(src, dst);
 
   if (!on_host(src) && !on_host(dst)) {
@@ -126,9 +129,10 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
       device_strided_copy(*m_ctx, src, dst);
       return;
     }
-    LATHE_CHECK(same_layout, "copy between CUDA devices needs one dense layout on both sides: ", src.describe(),
-                " -> ", dst.describe());
-    LATHE_CUDA_CHECK(cudaMemcpyPeerAsync(dst.raw(), dst.device().index, src.raw(), src.device().index, src.nbytes(), s));
+    LATHE_CHECK(same_layout, "copy between CUDA devices needs one dense layout on both sides: ", src.describe(), " -> ",
+                dst.describe());
+    LATHE_CUDA_CHECK(
+        cudaMemcpyPeerAsync(dst.raw(), dst.device().index, src.raw(), src.device().index, src.nbytes(), s));
     LATHE_CUDA_CHECK(cudaStreamSynchronize(s));
     return;
   }
@@ -173,10 +177,14 @@ namespace {
 
 kernels::ElemType elem_type(DType dt, const char* what) {
   switch (dt) {
-    case DType::f32: return kernels::ElemType::f32;
-    case DType::bf16: return kernels::ElemType::bf16;
-    case DType::f16: return kernels::ElemType::f16;
-    default: LATHE_FAIL(what, ": the CUDA backend converts between f32, bf16 and f16, got ", dtype_name(dt));
+    case DType::f32:
+      return kernels::ElemType::f32;
+    case DType::bf16:
+      return kernels::ElemType::bf16;
+    case DType::f16:
+      return kernels::ElemType::f16;
+    default:
+      LATHE_FAIL(what, ": the CUDA backend converts between f32, bf16 and f16, got ", dtype_name(dt));
   }
 }
 
@@ -206,7 +214,8 @@ void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
   check_on_device(*m_ctx, dev_dst, "reorder");
   LATHE_CUDA_CHECK(kernels::convert(m_ctx->stream(), dev_src.raw(), st, layout_of(dev_src), dev_dst.raw(), dt,
                                     layout_of(dev_dst), src.numel()));
-  if (on_host(dst)) copy(dev_dst, dst);
+  if (on_host(dst))
+    copy(dev_dst, dst);
 }
 
 // ------------------------------------------------------------------ dense layers and convolutions

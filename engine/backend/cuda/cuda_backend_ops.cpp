@@ -40,7 +40,8 @@ void elementwise(CudaContext& ctx, std::initializer_list<const Tensor*> inputs, 
   ctx.activate();
   const bool direct = is_standard_dense(dst);
   Tensor out = direct ? dst : device_empty(ctx, dst.shape(), DType::f32);
-  if (!direct && reads_dst) device_strided_copy(ctx, dst, out);
+  if (!direct && reads_dst)
+    device_strided_copy(ctx, dst, out);
   std::vector<Tensor> staged;
   std::vector<const float*> ptrs;
   staged.reserve(inputs.size());
@@ -49,7 +50,8 @@ void elementwise(CudaContext& ctx, std::initializer_list<const Tensor*> inputs, 
     ptrs.push_back(ptr<float>(staged.back()));
   }
   LATHE_CUDA_CHECK(launch(ptrs, ptr<float>(out), out.numel()));
-  if (!direct) device_strided_copy(ctx, out, dst);
+  if (!direct)
+    device_strided_copy(ctx, out, dst);
 }
 
 /// A dense view of `t` in its own memory when dense, else a contiguous device copy.
@@ -168,8 +170,8 @@ void CudaBackend::batchnorm_forward_training(const BatchNormParams& p, const Ten
 }
 
 void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                              const Tensor& beta, const Tensor& running_mean,
-                                              const Tensor& running_var, Tensor& dst) {
+                                              const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                              Tensor& dst) {
   check_f32(*m_ctx, src, "batchnorm_forward_inference src");
   check_f32(*m_ctx, dst, "batchnorm_forward_inference dst");
   LATHE_CHECK(src.ndim() == 4, "batchnorm2d needs [N, C, H, W], got ", src.describe());
@@ -180,10 +182,9 @@ void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Te
   check_vector(*m_ctx, running_mean, C, "batchnorm running_mean");
   check_vector(*m_ctx, running_var, C, "batchnorm running_var");
   m_ctx->activate();
-  LATHE_CUDA_CHECK(kernels::batchnorm_forward_inference(m_ctx->stream(), dims4(src), ptr<float>(src), strides4(src),
-                                                        ptr<float>(dst), strides4(dst), ptr<float>(gamma),
-                                                        ptr<float>(beta), ptr<float>(running_mean),
-                                                        ptr<float>(running_var), p.eps));
+  LATHE_CUDA_CHECK(kernels::batchnorm_forward_inference(
+      m_ctx->stream(), dims4(src), ptr<float>(src), strides4(src), ptr<float>(dst), strides4(dst), ptr<float>(gamma),
+      ptr<float>(beta), ptr<float>(running_mean), ptr<float>(running_var), p.eps));
 }
 
 void CudaBackend::batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma,
@@ -241,9 +242,9 @@ LossResult CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor
                                               double grad_scale) {
   check_f32(*m_ctx, logits, "softmax_cross_entropy logits");
   check_on_device(*m_ctx, labels, "softmax_cross_entropy labels");
-  LATHE_CHECK(logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) &&
-                  labels.dtype() == DType::s32,
-              "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
+  LATHE_CHECK(
+      logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) && labels.dtype() == DType::s32,
+      "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
   m_ctx->activate();
   const int64_t N = logits.dim(0), C = logits.dim(1);
   const Tensor z = logits.stride(1) == 1 || C == 1 ? logits : make_contiguous(*m_ctx, logits);
@@ -262,7 +263,8 @@ LossResult CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor
   LATHE_CUDA_CHECK(kernels::softmax_xent(m_ctx->stream(), ptr<float>(z), N, C, ld(z), ptr<int32_t>(y),
                                          diff_logits ? ptr<float>(g) : nullptr, diff_logits ? ld(g) : 0,
                                          static_cast<float>(grad_scale), scratch + totals_bytes, totals));
-  if (diff_logits && !g.same_memory(*diff_logits)) device_strided_copy(*m_ctx, g, *diff_logits);
+  if (diff_logits && !g.same_memory(*diff_logits))
+    device_strided_copy(*m_ctx, g, *diff_logits);
   const auto t = read_back<kernels::XentTotals>(*m_ctx, totals);
   LATHE_CHECK(t.bad_labels == 0, "softmax_cross_entropy: ", t.bad_labels, " label(s) out of range [0, ", C, ")");
   return LossResult{t.loss_sum, static_cast<int64_t>(t.correct)};

@@ -5,8 +5,8 @@
 
 namespace lathe::cuda {
 
-void throw_library_error(const char* library, long code, const char* message, const char* statement,
-                         const char* file, int line) {
+void throw_library_error(const char* library, long code, const char* message, const char* statement, const char* file,
+                         int line) {
   std::ostringstream os;
   os << library << " error " << code << " (" << (message ? message : "unknown") << ") in `" << statement << "` at "
      << file << ":" << line;

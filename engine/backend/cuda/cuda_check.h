@@ -20,22 +20,22 @@ namespace lathe::cuda {
 
 }  // namespace lathe::cuda
 
-#define LATHE_DETAIL_LIBRARY_CHECK(library, statement, ok, message_fn)                                  \
-  do {                                                                                                  \
-    const auto lathe_status_ = (statement);                                                             \
-    if (lathe_status_ != (ok))                                                                          \
+#define LATHE_DETAIL_LIBRARY_CHECK(library, statement, ok, message_fn)                                         \
+  do {                                                                                                         \
+    const auto lathe_status_ = (statement);                                                                    \
+    if (lathe_status_ != (ok))                                                                                 \
       ::lathe::cuda::throw_library_error(library, static_cast<long>(lathe_status_), message_fn(lathe_status_), \
-                                         #statement, __FILE__, __LINE__);                               \
+                                         #statement, __FILE__, __LINE__);                                      \
   } while (0)
 
 /// Checks a cudaError_t; clears the runtime's last error so later checks do not see it again.
-#define LATHE_CUDA_CHECK(statement)                                                                     \
-  do {                                                                                                  \
-    const cudaError_t lathe_status_ = (statement);                                                      \
-    if (lathe_status_ != cudaSuccess) {                                                                 \
-      (void)cudaGetLastError();                                                                         \
-      ::lathe::cuda::throw_cuda_error(lathe_status_, #statement, __FILE__, __LINE__);                  \
-    }                                                                                                   \
+#define LATHE_CUDA_CHECK(statement)                                                   \
+  do {                                                                                \
+    const cudaError_t lathe_status_ = (statement);                                    \
+    if (lathe_status_ != cudaSuccess) {                                               \
+      (void)cudaGetLastError();                                                       \
+      ::lathe::cuda::throw_cuda_error(lathe_status_, #statement, __FILE__, __LINE__); \
+    }                                                                                 \
   } while (0)
 /// Checks a cublasStatus_t (needs <cublas_v2.h> or <cublasLt.h>).
 #define LATHE_CUBLAS_CHECK(statement) \

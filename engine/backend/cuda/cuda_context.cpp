@@ -31,20 +31,26 @@ CudaContext::CudaContext(int device) : m_device(device) {
 CudaContext::~CudaContext() {
   // Destructors never throw: errors during teardown are ignored.
   (void)cudaSetDevice(m_device);
-  if (m_stream) (void)cudaStreamSynchronize(m_stream);
-  if (m_cudnn) (void)cudnnDestroy(m_cudnn);
-  if (m_cublas) (void)cublasDestroy(m_cublas);
+  if (m_stream)
+    (void)cudaStreamSynchronize(m_stream);
+  if (m_cudnn)
+    (void)cudnnDestroy(m_cudnn);
+  if (m_cublas)
+    (void)cublasDestroy(m_cublas);
   m_workspace = Tensor();
   m_scratch = Tensor();
-  if (m_pinned) (void)cudaFreeHost(m_pinned);
-  if (m_stream) (void)cudaStreamDestroy(m_stream);
+  if (m_pinned)
+    (void)cudaFreeHost(m_pinned);
+  if (m_stream)
+    (void)cudaStreamDestroy(m_stream);
   (void)cudaGetLastError();
 }
 
 void CudaContext::activate() const {
   int current = -1;
   LATHE_CUDA_CHECK(cudaGetDevice(&current));
-  if (current != m_device) LATHE_CUDA_CHECK(cudaSetDevice(m_device));
+  if (current != m_device)
+    LATHE_CUDA_CHECK(cudaSetDevice(m_device));
 }
 
 void CudaContext::synchronize() const { LATHE_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }
@@ -68,7 +74,8 @@ cudnnHandle_t CudaContext::cudnn() {
 }
 
 void CudaContext::set_allow_tf32(bool allow) {
-  if (allow == m_allow_tf32) return;
+  if (allow == m_allow_tf32)
+    return;
   m_allow_tf32 = allow;
   if (m_cublas)
     LATHE_CUBLAS_CHECK(cublasSetMathMode(m_cublas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
@@ -76,12 +83,14 @@ void CudaContext::set_allow_tf32(bool allow) {
 }
 
 void* CudaContext::workspace(size_t bytes) {
-  if (bytes == 0) return nullptr;
+  if (bytes == 0)
+    return nullptr;
   return grow(m_workspace, bytes, lathe_device()).raw();
 }
 
 void* CudaContext::scratch(size_t bytes) {
-  if (bytes == 0) bytes = 256;
+  if (bytes == 0)
+    bytes = 256;
   return grow(m_scratch, bytes, lathe_device()).raw();
 }
 

@@ -44,33 +44,40 @@ kernels::Strides4 strides4(const Tensor& t) {
 }
 
 bool same_dense_layout(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || !a.is_dense() || !b.is_dense()) return false;
+  if (a.shape() != b.shape() || !a.is_dense() || !b.is_dense())
+    return false;
   for (int d = 0; d < a.ndim(); ++d)
-    if (a.dim(d) > 1 && a.stride(d) != b.stride(d)) return false;
+    if (a.dim(d) > 1 && a.stride(d) != b.stride(d))
+      return false;
   return true;
 }
 
 namespace {
 bool matches_strides(const Tensor& t, const std::vector<int64_t>& strides) {
   for (int d = 0; d < t.ndim(); ++d)
-    if (t.dim(d) > 1 && t.stride(d) != strides[d]) return false;
+    if (t.dim(d) > 1 && t.stride(d) != strides[d])
+      return false;
   return true;
 }
 }  // namespace
 
 bool is_standard_dense(const Tensor& t) {
-  if (matches_strides(t, contiguous_strides(t.shape()))) return true;
+  if (matches_strides(t, contiguous_strides(t.shape())))
+    return true;
   return t.ndim() == 4 && matches_strides(t, channels_last_strides(t.shape()));
 }
 
 bool has_layout(const Tensor& t, MemoryFormat format) {
-  if (!t.is_dense()) return false;
-  if (format == MemoryFormat::contiguous) return matches_strides(t, contiguous_strides(t.shape()));
+  if (!t.is_dense())
+    return false;
+  if (format == MemoryFormat::contiguous)
+    return matches_strides(t, contiguous_strides(t.shape()));
   return t.ndim() == 4 && matches_strides(t, channels_last_strides(t.shape()));
 }
 
 MemoryFormat standard_format(const Tensor& t) {
-  if (matches_strides(t, contiguous_strides(t.shape()))) return MemoryFormat::contiguous;
+  if (matches_strides(t, contiguous_strides(t.shape())))
+    return MemoryFormat::contiguous;
   LATHE_CHECK(t.ndim() == 4 && matches_strides(t, channels_last_strides(t.shape())),
               "tensor is neither contiguous nor channels-last: ", t.describe());
   return MemoryFormat::channels_last;
@@ -85,7 +92,8 @@ void device_strided_copy(CudaContext& ctx, const Tensor& src, Tensor& dst) {
   check_on_device(ctx, dst, "copy");
   check_same_shape(src, dst, "copy");
   LATHE_CHECK(src.dtype() == dst.dtype(), "copy: dtypes differ: ", src.describe(), " vs ", dst.describe());
-  if (src.numel() == 0) return;
+  if (src.numel() == 0)
+    return;
   if (same_dense_layout(src, dst)) {
     LATHE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx.stream()));
     return;
@@ -95,14 +103,16 @@ void device_strided_copy(CudaContext& ctx, const Tensor& src, Tensor& dst) {
 }
 
 Tensor match_layout(CudaContext& ctx, const Tensor& src, const Tensor& like) {
-  if (same_dense_layout(src, like)) return src;
+  if (same_dense_layout(src, like))
+    return src;
   Tensor out = device_empty(ctx, src.shape(), src.dtype(), standard_format(like));
   device_strided_copy(ctx, src, out);
   return out;
 }
 
 Tensor make_contiguous(CudaContext& ctx, const Tensor& src) {
-  if (src.is_dense() && matches_strides(src, contiguous_strides(src.shape()))) return src;
+  if (src.is_dense() && matches_strides(src, contiguous_strides(src.shape())))
+    return src;
   Tensor out = device_empty(ctx, src.shape(), src.dtype());
   device_strided_copy(ctx, src, out);
   return out;

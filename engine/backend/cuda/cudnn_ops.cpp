@@ -102,14 +102,15 @@ void check_conv(const ConvParams& p, const Tensor& src, const Tensor& weights, c
 MemoryFormat activation_format(const Tensor& primary, const Tensor& other) {
   const bool nchw = has_layout(primary, MemoryFormat::contiguous);
   const bool nhwc = has_layout(primary, MemoryFormat::channels_last);
-  if (nchw && nhwc) return has_layout(other, MemoryFormat::channels_last) ? MemoryFormat::channels_last
-                                                                          : MemoryFormat::contiguous;
+  if (nchw && nhwc)
+    return has_layout(other, MemoryFormat::channels_last) ? MemoryFormat::channels_last : MemoryFormat::contiguous;
   return nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
 /// `t` itself when it has `format`'s layout, else a device copy in that format.
 Tensor in_format(CudaContext& ctx, const Tensor& t, MemoryFormat format) {
-  if (has_layout(t, format)) return t;
+  if (has_layout(t, format))
+    return t;
   Tensor out = device_empty(ctx, t.shape(), t.dtype(), format);
   device_strided_copy(ctx, t, out);
   return out;
@@ -117,12 +118,14 @@ Tensor in_format(CudaContext& ctx, const Tensor& t, MemoryFormat format) {
 
 /// An output tensor in `format`: `dst` itself when it already is, else a temporary to copy back.
 Tensor output_in_format(CudaContext& ctx, Tensor& dst, MemoryFormat format) {
-  if (has_layout(dst, format)) return dst;
+  if (has_layout(dst, format))
+    return dst;
   return device_empty(ctx, dst.shape(), dst.dtype(), format);
 }
 
 void copy_back(CudaContext& ctx, const Tensor& out, Tensor& dst) {
-  if (!out.same_memory(dst)) device_strided_copy(ctx, out, dst);
+  if (!out.same_memory(dst))
+    device_strided_copy(ctx, out, dst);
 }
 
 cudnnMathType_t math_type(const CudaContext& ctx) { return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
@@ -131,8 +134,20 @@ enum class ConvKind : int64_t { forward = 0, backward_data = 1, backward_filter 
 
 std::vector<int64_t> problem_key(ConvKind kind, const ConvParams& p, const Tensor& x, const Tensor& w,
                                  MemoryFormat format, const CudaContext& ctx) {
-  return {static_cast<int64_t>(kind), x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(2), w.dim(3),
-          p.stride_h, p.stride_w, p.pad_h, p.pad_w, static_cast<int64_t>(format), ctx.allow_tf32() ? 1 : 0};
+  return {static_cast<int64_t>(kind),
+          x.dim(0),
+          x.dim(1),
+          x.dim(2),
+          x.dim(3),
+          w.dim(0),
+          w.dim(2),
+          w.dim(3),
+          p.stride_h,
+          p.stride_w,
+          p.pad_h,
+          p.pad_w,
+          static_cast<int64_t>(format),
+          ctx.allow_tf32() ? 1 : 0};
 }
 
 /// Picks the first result that ran (Find) or is supported (Get_v7), fits the workspace limit and,
@@ -141,8 +156,10 @@ template <class Perf>
 ConvAlgoChoice pick(const Perf* results, int count, const CudaContext& ctx) {
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ctx.max_workspace_bytes()) continue;
-    if (!ctx.allow_tf32() && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ctx.max_workspace_bytes())
+      continue;
+    if (!ctx.allow_tf32() &&
+        (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     return {static_cast<int>(r.algo), r.memory, math_type(ctx)};
   }
@@ -156,7 +173,8 @@ constexpr int kMaxAlgos = 16;
 ConvAlgoChoice choose_forward(CudaContext& ctx, const std::vector<int64_t>& key, const TensorDesc& xd,
                               const FilterDesc& wd, const ConvDesc& cd, const TensorDesc& yd) {
   auto& cache = ctx.conv_algo_cache();
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
   cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
   int n = 0;
   if (ctx.benchmark_conv_algos()) {
@@ -165,7 +183,8 @@ ConvAlgoChoice choose_forward(CudaContext& ctx, const std::vector<int64_t>& key,
     LATHE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn(), xd, wd, cd, yd, kMaxAlgos, &n, perf));
   }
   ConvAlgoChoice c = pick(perf, n, ctx);
-  if (c.algo < 0) return cache[key] = c;  // remembered: this format is not offered for this problem
+  if (c.algo < 0)
+    return cache[key] = c;  // remembered: this format is not offered for this problem
   LATHE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
       ctx.cudnn(), xd, wd, cd, yd, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace_bytes));
   return cache[key] = c;
@@ -174,17 +193,18 @@ ConvAlgoChoice choose_forward(CudaContext& ctx, const std::vector<int64_t>& key,
 ConvAlgoChoice choose_backward_data(CudaContext& ctx, const std::vector<int64_t>& key, const FilterDesc& wd,
                                     const TensorDesc& dyd, const ConvDesc& cd, const TensorDesc& dxd) {
   auto& cache = ctx.conv_algo_cache();
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
   cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
   int n = 0;
   if (ctx.benchmark_conv_algos()) {
     LATHE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(ctx.cudnn(), wd, dyd, cd, dxd, kMaxAlgos, &n, perf));
   } else {
-    LATHE_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), wd, dyd, cd, dxd, kMaxAlgos, &n, perf));
+    LATHE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), wd, dyd, cd, dxd, kMaxAlgos, &n, perf));
   }
   ConvAlgoChoice c = pick(perf, n, ctx);
-  if (c.algo < 0) return cache[key] = c;  // remembered: this format is not offered for this problem
+  if (c.algo < 0)
+    return cache[key] = c;  // remembered: this format is not offered for this problem
   LATHE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
       ctx.cudnn(), wd, dyd, cd, dxd, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace_bytes));
   return cache[key] = c;
@@ -193,18 +213,19 @@ ConvAlgoChoice choose_backward_data(CudaContext& ctx, const std::vector<int64_t>
 ConvAlgoChoice choose_backward_filter(CudaContext& ctx, const std::vector<int64_t>& key, const TensorDesc& xd,
                                       const TensorDesc& dyd, const ConvDesc& cd, const FilterDesc& dwd) {
   auto& cache = ctx.conv_algo_cache();
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
   cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
   int n = 0;
   if (ctx.benchmark_conv_algos()) {
-    LATHE_CUDNN_CHECK(
-        cudnnFindConvolutionBackwardFilterAlgorithm(ctx.cudnn(), xd, dyd, cd, dwd, kMaxAlgos, &n, perf));
+    LATHE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(ctx.cudnn(), xd, dyd, cd, dwd, kMaxAlgos, &n, perf));
   } else {
     LATHE_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn(), xd, dyd, cd, dwd, kMaxAlgos, &n, perf));
   }
   ConvAlgoChoice c = pick(perf, n, ctx);
-  if (c.algo < 0) return cache[key] = c;  // remembered: this format is not offered for this problem
+  if (c.algo < 0)
+    return cache[key] = c;  // remembered: this format is not offered for this problem
   LATHE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
       ctx.cudnn(), xd, dyd, cd, dwd, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace_bytes));
   return cache[key] = c;
@@ -231,20 +252,20 @@ namespace {
 
 /// The formats to try: the preferred one, then NCHW (cuDNN's FP32 kernels cover NCHW most widely).
 std::vector<MemoryFormat> formats_to_try(MemoryFormat preferred) {
-  if (preferred == MemoryFormat::contiguous) return {MemoryFormat::contiguous};
+  if (preferred == MemoryFormat::contiguous)
+    return {MemoryFormat::contiguous};
   return {preferred, MemoryFormat::contiguous};
 }
 
 [[noreturn]] void no_algorithm(const CudaContext& ctx, const char* what, const Tensor& x, const Tensor& w) {
-  LATHE_FAIL("cuDNN offers no usable ", what, " algorithm for src ", x.describe(), " weights ", w.describe(),
-             " (TF32 ", ctx.allow_tf32() ? "allowed" : "off", ", workspace limit ", ctx.max_workspace_bytes() >> 20,
-             " MiB)");
+  LATHE_FAIL("cuDNN offers no usable ", what, " algorithm for src ", x.describe(), " weights ", w.describe(), " (TF32 ",
+             ctx.allow_tf32() ? "allowed" : "off", ", workspace limit ", ctx.max_workspace_bytes() >> 20, " MiB)");
 }
 
 }  // namespace
 
-void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& weights,
-                    const Tensor* bias, Tensor& dst, PostOp post) {
+void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                    Tensor& dst, PostOp post) {
   check_f32(ctx, src, "conv2d_forward src");
   check_f32(ctx, weights, "conv2d_forward weights");
   check_f32(ctx, dst, "conv2d_forward dst");
@@ -256,8 +277,10 @@ void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, co
                 " does not match ", weights.dim(0), " output channels");
   }
   ctx.activate();
-  if (dst.numel() == 0) return;
-  if (bias) b = make_contiguous(ctx, *bias);
+  if (dst.numel() == 0)
+    return;
+  if (bias)
+    b = make_contiguous(ctx, *bias);
   for (const MemoryFormat f : formats_to_try(activation_format(src, dst))) {
     const Tensor x = in_format(ctx, src, f), w = in_format(ctx, weights, f);
     Tensor y = output_in_format(ctx, dst, f);
@@ -265,7 +288,8 @@ void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, co
     const FilterDesc wd(w, f);
     const ConvDesc cd(p, math_type(ctx));
     const ConvAlgoChoice c = choose_forward(ctx, problem_key(ConvKind::forward, p, x, w, f, ctx), xd, wd, cd, yd);
-    if (c.algo < 0) continue;
+    if (c.algo < 0)
+      continue;
     const float one = 1.0f, zero = 0.0f;
     LATHE_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, xd, x.raw(), wd, w.raw(), cd,
                                               static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
@@ -287,7 +311,8 @@ void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& d
   check_f32(ctx, diff_src, "conv2d_backward_data diff_src");
   check_conv(p, diff_src, weights, diff_dst);
   ctx.activate();
-  if (diff_src.numel() == 0) return;
+  if (diff_src.numel() == 0)
+    return;
   for (const MemoryFormat f : formats_to_try(activation_format(diff_src, diff_dst))) {
     const Tensor dy = in_format(ctx, diff_dst, f), w = in_format(ctx, weights, f);
     Tensor dx = output_in_format(ctx, diff_src, f);
@@ -296,12 +321,12 @@ void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& d
     const ConvDesc cd(p, math_type(ctx));
     const ConvAlgoChoice c =
         choose_backward_data(ctx, problem_key(ConvKind::backward_data, p, dx, w, f, ctx), wd, dyd, cd, dxd);
-    if (c.algo < 0) continue;
+    if (c.algo < 0)
+      continue;
     const float one = 1.0f, zero = 0.0f;
-    LATHE_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &one, wd, w.raw(), dyd, dy.raw(), cd,
-                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
-                                                   ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, dxd,
-                                                   dx.raw()));
+    LATHE_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        ctx.cudnn(), &one, wd, w.raw(), dyd, dy.raw(), cd, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
+        ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, dxd, dx.raw()));
     copy_back(ctx, dx, diff_src);
     return;
   }
@@ -324,15 +349,16 @@ void conv2d_backward_weights(CudaContext& ctx, const ConvParams& p, const Tensor
       const ConvDesc cd(p, math_type(ctx));
       const ConvAlgoChoice c =
           choose_backward_filter(ctx, problem_key(ConvKind::backward_filter, p, x, dw, f, ctx), xd, dyd, cd, dwd);
-      if (c.algo < 0) continue;
+      if (c.algo < 0)
+        continue;
       const float one = 1.0f, zero = 0.0f;
-      LATHE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &one, xd, x.raw(), dyd, dy.raw(), cd,
-                                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-                                                       ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero,
-                                                       dwd, dw.raw()));
+      LATHE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+          ctx.cudnn(), &one, xd, x.raw(), dyd, dy.raw(), cd, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+          ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, dwd, dw.raw()));
       copy_back(ctx, dw, diff_weights);
     }
-    if (diff_bias) conv_bias_grad(ctx, dy, f, *diff_bias);
+    if (diff_bias)
+      conv_bias_grad(ctx, dy, f, *diff_bias);
     return;
   }
   no_algorithm(ctx, "backward-filter convolution", src, diff_weights);

@@ -11,8 +11,8 @@ namespace lathe::cuda {
 
 class CudaContext;
 
-void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& weights,
-                    const Tensor* bias, Tensor& dst, PostOp post);
+void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                    Tensor& dst, PostOp post);
 void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                           Tensor& diff_src);
 void conv2d_backward_weights(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& diff_dst,

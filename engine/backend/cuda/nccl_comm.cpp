@@ -36,14 +36,16 @@ NcclComm::NcclComm(const NcclUniqueId& id, int nranks, int rank, int device, cud
 }
 
 NcclComm::~NcclComm() {
-  if (!m_comm) return;
+  if (!m_comm)
+    return;
   (void)cudaSetDevice(m_device);
   (void)cudaStreamSynchronize(m_stream);
   (void)ncclCommDestroy(m_comm);
 }
 
 void NcclComm::all_reduce_sum(float* data, size_t n) {
-  if (n == 0) return;
+  if (n == 0)
+    return;
   LATHE_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, m_comm, m_stream));
 }
 

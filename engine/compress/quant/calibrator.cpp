@@ -45,11 +45,13 @@ void smooth_distribution(std::vector<double>& p) {
       min_nonzero = std::min(min_nonzero, v);
   }
   const int64_t nonzeros = static_cast<int64_t>(p.size()) - zeros;
-  if (zeros == 0 || nonzeros == 0) return;
-  const double eps1 = std::min(kSmoothingEps * static_cast<double>(zeros) / static_cast<double>(nonzeros),
-                               0.5 * min_nonzero);
+  if (zeros == 0 || nonzeros == 0)
+    return;
+  const double eps1 =
+      std::min(kSmoothingEps * static_cast<double>(zeros) / static_cast<double>(nonzeros), 0.5 * min_nonzero);
   const double eps0 = eps1 * static_cast<double>(nonzeros) / static_cast<double>(zeros);  // mass conserved
-  for (double& v : p) v = v == 0 ? eps0 : v - eps1;
+  for (double& v : p)
+    v = v == 0 ? eps0 : v - eps1;
 }
 
 struct Setup {
@@ -64,8 +66,8 @@ Setup setup_for(const HistogramObserver& obs, int bits, bool symmetric) {
   return {is_signed, symmetric ? &obs.abs_histogram() : &obs.histogram()};
 }
 
-CalibrationResult make_result(const HistogramObserver& obs, const Setup& s, CalibrationMethod m, double lo,
-                              double hi, int bits, bool symmetric) {
+CalibrationResult make_result(const HistogramObserver& obs, const Setup& s, CalibrationMethod m, double lo, double hi,
+                              int bits, bool symmetric) {
   CalibrationResult r;
   r.method = std::string(calibration_method_name(m));
   r.bits = bits;
@@ -85,7 +87,8 @@ CalibrationResult make_result(const HistogramObserver& obs, const Setup& s, Cali
 /// TensorRT threshold on the |x| histogram (zeros removed from bin 0); returns {t, KL}.
 std::pair<double, double> entropy_threshold(const HistogramObserver& obs, int levels) {
   const Histogram& h = obs.abs_histogram();
-  if (!h.has_range()) return {0.0, 0.0};
+  if (!h.has_range())
+    return {0.0, 0.0};
   LATHE_CHECK(h.bins() >= levels, "entropy calibration needs at least ", levels, " histogram bins, the observer has ",
               h.bins());
   std::vector<double> counts = h.counts;
@@ -104,7 +107,8 @@ std::pair<double, double> entropy_threshold(const HistogramObserver& obs, int le
 
 /// Symmetric MSE: the bin edge t minimising the error of [-t, t] (or [0, t]).
 std::pair<double, double> mse_threshold_symmetric(const Histogram& h, int bits, bool is_signed) {
-  if (!h.has_range()) return {0.0, 0.0};
+  if (!h.has_range())
+    return {0.0, 0.0};
   double best_t = h.hi, best = std::numeric_limits<double>::infinity();
   for (int i = 1; i <= h.bins(); ++i) {
     const double t = h.edge(i);
@@ -119,22 +123,27 @@ std::pair<double, double> mse_threshold_symmetric(const Histogram& h, int bits, 
 
 /// Asymmetric MSE: (lo, hi) bin edges with lo <= 0 <= hi, coarse grid then bin-by-bin refinement.
 std::pair<double, double> mse_range_asymmetric(const Histogram& h, int bits) {
-  if (!h.has_range()) return {0.0, 0.0};
+  if (!h.has_range())
+    return {0.0, 0.0};
   const int nb = h.bins();
   int zero_lo = 0, zero_hi = nb;  // last edge <= 0, first edge >= 0
   for (int j = 0; j <= nb; ++j)
-    if (h.edge(j) <= 0) zero_lo = j;
+    if (h.edge(j) <= 0)
+      zero_lo = j;
   for (int j = nb; j >= 0; --j)
-    if (h.edge(j) >= 0) zero_hi = j;
+    if (h.edge(j) >= 0)
+      zero_hi = j;
   auto error = [&](int ja, int jb) {
     const double a = h.edge(ja), b = h.edge(jb);
-    if (!(b > a)) return std::numeric_limits<double>::infinity();
+    if (!(b > a))
+      return std::numeric_limits<double>::infinity();
     return histogram_quant_mse(h, make_quant_params(a, b, bits, false, false));
   };
   const int stride = std::max(1, nb / 128);
   auto grid = [&](int from, int to) {  // from..to inclusive, every stride, both ends included
     std::vector<int> g;
-    for (int j = from; j < to; j += stride) g.push_back(j);
+    for (int j = from; j < to; j += stride)
+      g.push_back(j);
     g.push_back(to);
     return g;
   };
@@ -149,10 +158,12 @@ std::pair<double, double> mse_range_asymmetric(const Histogram& h, int bits) {
     }
   };
   for (int ja : grid(0, zero_lo))
-    for (int jb : grid(zero_hi, nb)) consider(ja, jb);
+    for (int jb : grid(zero_hi, nb))
+      consider(ja, jb);
   const int ca = best_a, cb = best_b;
   for (int ja = std::max(0, ca - stride); ja <= std::min(zero_lo, ca + stride); ++ja)
-    for (int jb = std::max(zero_hi, cb - stride); jb <= std::min(nb, cb + stride); ++jb) consider(ja, jb);
+    for (int jb = std::max(zero_hi, cb - stride); jb <= std::min(nb, cb + stride); ++jb)
+      consider(ja, jb);
   return {h.edge(best_a), h.edge(best_b)};
 }
 
@@ -160,31 +171,38 @@ std::pair<double, double> mse_range_asymmetric(const Histogram& h, int bits) {
 
 std::string_view calibration_method_name(CalibrationMethod m) {
   switch (m) {
-    case CalibrationMethod::minmax: return "minmax";
-    case CalibrationMethod::percentile: return "percentile";
-    case CalibrationMethod::entropy: return "entropy";
-    case CalibrationMethod::mse: return "mse";
+    case CalibrationMethod::minmax:
+      return "minmax";
+    case CalibrationMethod::percentile:
+      return "percentile";
+    case CalibrationMethod::entropy:
+      return "entropy";
+    case CalibrationMethod::mse:
+      return "mse";
   }
   return "?";
 }
 
 CalibrationMethod calibration_method_from_name(std::string_view name) {
-  for (CalibrationMethod m : {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
-                              CalibrationMethod::mse})
-    if (name == calibration_method_name(m)) return m;
-  throw ConfigError(detail::concat("unknown calibration method '", name,
-                                   "' (allowed: minmax, percentile, entropy, mse)"));
+  for (CalibrationMethod m :
+       {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy, CalibrationMethod::mse})
+    if (name == calibration_method_name(m))
+      return m;
+  throw ConfigError(
+      detail::concat("unknown calibration method '", name, "' (allowed: minmax, percentile, entropy, mse)"));
 }
 
 double histogram_quantile(const Histogram& h, double fraction) {
   LATHE_CHECK(fraction >= 0 && fraction <= 1, "histogram_quantile: fraction ", fraction, " outside [0, 1]");
   const double total = h.total();
-  if (total == 0 || !h.has_range()) return h.lo;
+  if (total == 0 || !h.has_range())
+    return h.lo;
   const double target = fraction * total;
   double cum = 0;
   for (int j = 0; j < h.bins(); ++j) {
     const double c = h.counts[j];
-    if (c > 0 && cum + c >= target) return h.edge(j) + h.bin_width() * std::max(0.0, target - cum) / c;
+    if (c > 0 && cum + c >= target)
+      return h.edge(j) + h.bin_width() * std::max(0.0, target - cum) / c;
     cum += c;
   }
   return h.hi;
@@ -196,7 +214,8 @@ double tensorrt_kl_divergence(const std::vector<double>& counts, int i, int leve
               " levels over ", nb, " bins");
   std::vector<double> p(counts.begin(), counts.begin() + i), q(i, 0.0);
   double outliers = 0;
-  for (int b = i; b < nb; ++b) outliers += counts[b];
+  for (int b = i; b < nb; ++b)
+    outliers += counts[b];
   p[i - 1] += outliers;
   const int merged = i / levels;
   for (int level = 0; level < levels; ++level) {
@@ -207,9 +226,11 @@ double tensorrt_kl_divergence(const std::vector<double>& counts, int i, int leve
       sum += counts[b];
       nonzero += counts[b] != 0;
     }
-    if (nonzero == 0) continue;
+    if (nonzero == 0)
+      continue;
     for (int b = start; b < stop; ++b)
-      if (counts[b] != 0) q[b] = sum / nonzero;
+      if (counts[b] != 0)
+        q[b] = sum / nonzero;
   }
   smooth_distribution(p);
   smooth_distribution(q);
@@ -218,10 +239,12 @@ double tensorrt_kl_divergence(const std::vector<double>& counts, int i, int leve
     sp += p[b];
     sq += q[b];
   }
-  if (sp == 0 || sq == 0) return 0;
+  if (sp == 0 || sq == 0)
+    return 0;
   double kl = 0;
   for (int b = 0; b < i; ++b) {
-    if (p[b] <= 0) continue;
+    if (p[b] <= 0)
+      continue;
     const double pb = p[b] / sp, qb = q[b] / sq;
     kl += pb * std::log(pb / qb);
   }
@@ -232,12 +255,14 @@ double histogram_quant_mse(const Histogram& h, const QuantParams& p) {
   LATHE_CHECK(!p.per_channel(), "histogram_quant_mse takes per-tensor parameters, got ", p.describe());
   p.validate();
   const double total = h.total();
-  if (total == 0) return 0;
+  if (total == 0)
+    return 0;
   const double s = p.scale[0];
   const int32_t zp = p.zero_point[0], qmin = p.qmin(), qmax = p.qmax();
   double acc = 0;
   for (int j = 0; j < h.bins(); ++j) {
-    if (h.counts[j] == 0) continue;
+    if (h.counts[j] == 0)
+      continue;
     acc += h.counts[j] * mean_sq_error_on_interval(h.edge(j), h.edge(j + 1), s, zp, qmin, qmax);
   }
   return acc / total;
@@ -247,7 +272,8 @@ CalibrationResult calibrate(const HistogramObserver& obs, CalibrationMethod meth
                             bool symmetric) {
   const Setup s = setup_for(obs, bits, symmetric);
   switch (method) {
-    case CalibrationMethod::minmax: return make_result(obs, s, method, obs.min(), obs.max(), bits, symmetric);
+    case CalibrationMethod::minmax:
+      return make_result(obs, s, method, obs.min(), obs.max(), bits, symmetric);
     case CalibrationMethod::percentile: {
       LATHE_CHECK(percentile > 0 && percentile <= 100, "percentile calibration: percentile ", percentile,
                   " outside (0, 100]");
@@ -284,8 +310,8 @@ CalibrationResult calibrate(const HistogramObserver& obs, CalibrationMethod meth
 std::vector<CalibrationResult> calibrate_all(const HistogramObserver& obs, double percentile, int bits,
                                              bool symmetric) {
   std::vector<CalibrationResult> out;
-  for (CalibrationMethod m : {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
-                              CalibrationMethod::mse})
+  for (CalibrationMethod m :
+       {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy, CalibrationMethod::mse})
     out.push_back(calibrate(obs, m, percentile, bits, symmetric));
   return out;
 }

@@ -67,8 +67,8 @@ CalibrationResult calibrate(const HistogramObserver& observer, CalibrationMethod
                             int bits = 8, bool symmetric = true);
 
 /// Every method (minmax, percentile, entropy, mse, in that order) from the same statistics.
-std::vector<CalibrationResult> calibrate_all(const HistogramObserver& observer, double percentile = 99.99,
-                                             int bits = 8, bool symmetric = true);
+std::vector<CalibrationResult> calibrate_all(const HistogramObserver& observer, double percentile = 99.99, int bits = 8,
+                                             bool symmetric = true);
 
 // ---- building blocks, exposed for tests and reports ----
 

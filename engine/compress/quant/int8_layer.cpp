@@ -6,9 +6,9 @@
 namespace lathe {
 
 Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config) {
-  LATHE_CHECK(weights.dtype() == DType::f32 && weights.device().is_cpu() &&
-                  (weights.ndim() == 2 || weights.ndim() == 4),
-              "INT8 layer weights must be host f32 [O, K] or [O, C, KH, KW], got ", weights.describe());
+  LATHE_CHECK(
+      weights.dtype() == DType::f32 && weights.device().is_cpu() && (weights.ndim() == 2 || weights.ndim() == 4),
+      "INT8 layer weights must be host f32 [O, K] or [O, C, KH, KW], got ", weights.describe());
   config.src.validate();
   LATHE_CHECK(!config.src.per_channel(), "INT8 layer src must be quantized per tensor, got ", config.src.describe());
   LATHE_CHECK(config.src.bits == 8, "INT8 layer src must use 8 bits, got ", config.src.describe());
@@ -19,8 +19,8 @@ Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const I
   }
   const int64_t O = weights.dim(0);
   if (bias)
-    LATHE_CHECK(bias->dtype() == DType::f32 && bias->ndim() == 1 && bias->dim(0) == O,
-                "INT8 layer bias must be f32 [", O, "], got ", bias->describe());
+    LATHE_CHECK(bias->dtype() == DType::f32 && bias->ndim() == 1 && bias->dim(0) == O, "INT8 layer bias must be f32 [",
+                O, "], got ", bias->describe());
 
   Int8LayerData d;
   d.config = config;
@@ -36,7 +36,8 @@ Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const I
   for (int64_t o = 0; o < O; ++o) {
     const double sxw = sx * static_cast<double>(d.weights.scale[o]);
     d.output_scales[o] = static_cast<float>(sxw / sy);
-    if (bias) d.bias_acc[o] = static_cast<float>(bias->get({o}) / sxw);
+    if (bias)
+      d.bias_acc[o] = static_cast<float>(bias->get({o}) / sxw);
   }
   return d;
 }

@@ -30,10 +30,10 @@ struct Int8LayerConfig {
 
 struct Int8LayerData {
   Int8LayerConfig config;
-  Tensor weights_q;                   // s8, contiguous PyTorch layout ([O, K] or [O, C, KH, KW])
-  QuantParams weights;                // per channel along axis 0, symmetric
-  std::vector<float> bias_acc;        // [O], zeros when the layer has no bias
-  std::vector<float> output_scales;   // [O]
+  Tensor weights_q;                  // s8, contiguous PyTorch layout ([O, K] or [O, C, KH, KW])
+  QuantParams weights;               // per channel along axis 0, symmetric
+  std::vector<float> bias_acc;       // [O], zeros when the layer has no bias
+  std::vector<float> output_scales;  // [O]
   bool has_bias = false;
 
   int64_t out_channels() const { return weights_q.dim(0); }

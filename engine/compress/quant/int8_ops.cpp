@@ -23,8 +23,10 @@ int32_t dst_zero_point(const Int8LayerData& L) { return L.config.dst ? L.config.
 dnnl::primitive_attr make_attr(const Int8LayerData& L) {
   dnnl::primitive_attr attr;
   attr.set_output_scales(1 << 1, L.output_scales);  // dim 1 of dst is the output channel
-  if (L.config.src.zero_point[0] != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  if (dst_zero_point(L) != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  if (L.config.src.zero_point[0] != 0)
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (dst_zero_point(L) != 0)
+    attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   if (L.config.post == PostOp::relu) {
     dnnl::post_ops po;
     dnnl_util::append_relu(po);
@@ -42,8 +44,10 @@ struct CachedPrimitive {
 
 std::string shape_key(const Tensor& t) {
   std::string k;
-  for (int64_t d : t.shape()) k += std::to_string(d) + ',';
-  for (int64_t s : t.strides()) k += std::to_string(s) + ';';
+  for (int64_t d : t.shape())
+    k += std::to_string(d) + ',';
+  for (int64_t s : t.strides())
+    k += std::to_string(s) + ';';
   return k;
 }
 
@@ -81,9 +85,12 @@ struct Int8Runtime {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(src_md, eng, src.raw())},
                                          {DNNL_ARG_WEIGHTS, p.weights},
                                          {DNNL_ARG_DST, memory(dst_md, eng, dst.raw())}};
-    if (L.has_bias) args.emplace(DNNL_ARG_BIAS, bias);
-    if (L.config.src.zero_point[0] != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_src);
-    if (dst_zero_point(L) != 0) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, zp_dst);
+    if (L.has_bias)
+      args.emplace(DNNL_ARG_BIAS, bias);
+    if (L.config.src.zero_point[0] != 0)
+      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_src);
+    if (dst_zero_point(L) != 0)
+      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, zp_dst);
     try {
       p.prim.execute(strm, args);
       strm.wait();
@@ -126,7 +133,8 @@ Tensor Int8Linear::forward(const Tensor& src) {
   const memory::desc src_md({N, K}, to_dnnl(src.dtype()), memory::dims{src.stride(0), src.stride(1)});
   const memory::desc dst_md({N, O}, to_dnnl(m_layer.dst_dtype()), tag::ab);
   Tensor dst = Tensor::empty({N, O}, m_layer.dst_dtype());
-  if (N == 0) return dst;
+  if (N == 0)
+    return dst;
   const std::string key = shape_key(src);
   auto it = m_impl->cache.find(key);
   if (it == m_impl->cache.end()) {
@@ -162,9 +170,7 @@ Int8Conv2d& Int8Conv2d::operator=(Int8Conv2d&&) noexcept = default;
 
 std::string Int8Conv2d::implementation() const { return m_impl->last_impl; }
 
-Tensor Int8Conv2d::forward_reference(const Tensor& src) const {
-  return int8_conv2d_reference(m_layer, m_params, src);
-}
+Tensor Int8Conv2d::forward_reference(const Tensor& src) const { return int8_conv2d_reference(m_layer, m_params, src); }
 
 Tensor Int8Conv2d::forward(const Tensor& src) {
   const Tensor& wq = m_layer.weights_q;
@@ -181,7 +187,8 @@ Tensor Int8Conv2d::forward(const Tensor& src) {
   const memory::desc src_md({N, C, H, W}, to_dnnl(src.dtype()), tag::acdb);
   const memory::desc dst_md({N, O, OH, OW}, to_dnnl(m_layer.dst_dtype()), tag::acdb);
   Tensor dst = Tensor::empty({N, O, OH, OW}, m_layer.dst_dtype(), Device::cpu(), MemoryFormat::channels_last);
-  if (N == 0) return dst;
+  if (N == 0)
+    return dst;
   const std::string key = shape_key(src);
   auto it = m_impl->cache.find(key);
   if (it == m_impl->cache.end()) {

@@ -27,7 +27,8 @@ QuantReader reader_of(const Tensor& src, const Int8LayerData& layer, const char*
 /// Requantizes one accumulator of output channel o and stores it at element offset `off` of dst.
 void finish(const Int8LayerData& layer, int64_t o, int64_t acc, Tensor& dst, int64_t off) {
   float y = layer.output_scales[o] * (static_cast<float>(acc) + layer.bias_acc[o]);
-  if (layer.config.post == PostOp::relu) y = std::max(y, 0.0f);
+  if (layer.config.post == PostOp::relu)
+    y = std::max(y, 0.0f);
   if (!layer.config.dst) {
     static_cast<float*>(dst.raw())[off] = y;
     return;
@@ -83,10 +84,12 @@ Tensor int8_conv2d_reference(const Int8LayerData& layer, const ConvParams& p, co
           int64_t acc = 0;
           for (int64_t kh = 0; kh < KH; ++kh) {
             const int64_t ih = oh * p.stride_h - p.pad_h + kh;
-            if (ih < 0 || ih >= H) continue;  // padding: a real zero, nothing to add
+            if (ih < 0 || ih >= H)
+              continue;  // padding: a real zero, nothing to add
             for (int64_t kw = 0; kw < KW; ++kw) {
               const int64_t iw = ow * p.stride_w - p.pad_w + kw;
-              if (iw < 0 || iw >= W) continue;
+              if (iw < 0 || iw >= W)
+                continue;
               const int64_t xoff = n * sn + ih * sh + iw * sw;
               const int8_t* wrow = w + ((o * C) * KH + kh) * KW + kw;
               for (int64_t c = 0; c < C; ++c)

@@ -42,9 +42,11 @@ void add_values(Histogram& h, const float* x, int64_t n, bool absolute) {
 }  // namespace
 
 int Histogram::bin_of(double x) const {
-  if (!has_range()) return 0;
+  if (!has_range())
+    return 0;
   const double pos = (x - lo) / bin_width();
-  if (pos <= 0) return 0;
+  if (pos <= 0)
+    return 0;
   return pos >= bins() - 1 ? bins() - 1 : static_cast<int>(pos);
 }
 
@@ -64,10 +66,12 @@ void grow_histogram(Histogram& h, double lo, double hi) {
               "] -> [", lo, ", ", hi, "]");
   const int64_t m = static_cast<int64_t>(m_real);
   const int64_t k = std::max({int64_t{1}, static_cast<int64_t>(k_strict), (nb + m + nb - 1) / nb});
-  if (m == 0 && k == 1) return;
+  if (m == 0 && k == 1)
+    return;
   std::vector<double> grown(nb, 0.0);
   for (int64_t b = 0; b < nb; ++b) {
-    if (h.counts[b] == 0) continue;
+    if (h.counts[b] == 0)
+      continue;
     // Old bin b spans [new_lo + (m + b) w, new_lo + (m + b + 1) w): inside one new bin of width k w.
     grown[static_cast<size_t>((m + b) / k)] += h.counts[b];
   }
@@ -92,7 +96,8 @@ void HistogramObserver::observe(const Tensor& t) {
 }
 
 void HistogramObserver::observe(const float* x, int64_t n) {
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   double bmin = std::numeric_limits<double>::infinity(), bmax = -bmin;
   int64_t zeros = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -110,7 +115,8 @@ void HistogramObserver::observe(const float* x, int64_t n) {
   m_zeros += zeros;
 
   const double amax = abs_max(), lo = std::min(m_min, 0.0), hi = std::max(m_max, 0.0);
-  if (amax == 0) return;  // only zeros so far: they wait in m_zeros until a range exists
+  if (amax == 0)
+    return;  // only zeros so far: they wait in m_zeros until a range exists
   // The top edge sits a hair (1e-9 of the width) above the data, so no value lies on it and every
   // bin is half-open: a value on the top edge would change bins when the range grows (recomputed
   // edges differ from the old ones by rounding, so one ulp is not enough).
@@ -121,8 +127,10 @@ void HistogramObserver::observe(const float* x, int64_t n) {
     m_abs.counts[0] += static_cast<double>(zeros_before);
     m_signed.counts[m_signed.bin_of(0.0)] += static_cast<double>(zeros_before);
   } else {
-    if (amax >= m_abs.hi) grow_histogram(m_abs, 0.0, amax);
-    if (lo < m_signed.lo || hi >= m_signed.hi) grow_histogram(m_signed, std::min(lo, m_signed.lo), hi);
+    if (amax >= m_abs.hi)
+      grow_histogram(m_abs, 0.0, amax);
+    if (lo < m_signed.lo || hi >= m_signed.hi)
+      grow_histogram(m_signed, std::min(lo, m_signed.lo), hi);
   }
   add_values(m_abs, x, n, true);
   add_values(m_signed, x, n, false);
@@ -130,8 +138,7 @@ void HistogramObserver::observe(const float* x, int64_t n) {
 
 void MinMaxObserver::observe(const Tensor& t) {
   const Tensor x = dense_f32(t, "MinMaxObserver");
-  LATHE_CHECK(m_axis >= -1 && m_axis < x.ndim(), "MinMaxObserver: axis ", m_axis, " out of range for ",
-              x.describe());
+  LATHE_CHECK(m_axis >= -1 && m_axis < x.ndim(), "MinMaxObserver: axis ", m_axis, " out of range for ", x.describe());
   const int64_t channels = m_axis < 0 ? 1 : x.dim(m_axis);
   if (m_min.empty()) {
     m_min.assign(channels, std::numeric_limits<double>::infinity());
@@ -153,7 +160,8 @@ void MinMaxObserver::observe(const Tensor& t) {
 
 QuantParams MinMaxObserver::params(int bits, bool symmetric, bool is_signed) const {
   LATHE_CHECK(!empty(), "MinMaxObserver::params before any observe()");
-  if (m_axis < 0) return make_quant_params(m_min[0], m_max[0], bits, symmetric, is_signed);
+  if (m_axis < 0)
+    return make_quant_params(m_min[0], m_max[0], bits, symmetric, is_signed);
   return make_quant_params_per_channel(m_min, m_max, m_axis, bits, symmetric, is_signed);
 }
 

@@ -33,7 +33,8 @@ void channel_params(double lo, double hi, int bits, bool symmetric, bool is_sign
   }
   // Zero-width range: any scale represents it; 1 keeps the arithmetic tame. Tiny ranges keep a
   // normal float scale so x / scale stays finite.
-  if (s == 0) s = 1;
+  if (s == 0)
+    s = 1;
   s = std::max(s, static_cast<double>(std::numeric_limits<float>::min()));
   scale = static_cast<float>(s);
   if (!symmetric) {
@@ -44,7 +45,8 @@ void channel_params(double lo, double hi, int bits, bool symmetric, bool is_sign
 
 /// A source laid out densely as contiguous or channels-last (the input itself or a contiguous copy).
 Tensor dense_source(const Tensor& src) {
-  if (src.is_contiguous() || src.is_channels_last()) return src;
+  if (src.is_contiguous() || src.is_channels_last())
+    return src;
   return src.contiguous_copy();
 }
 
@@ -53,12 +55,14 @@ template <class F>
 void for_each_element(const Tensor& src, const QuantParams& p, F&& f) {
   const int64_t n = src.numel();
   if (!p.per_channel()) {
-    for (int64_t m = 0; m < n; ++m) f(m, 0);
+    for (int64_t m = 0; m < n; ++m)
+      f(m, 0);
     return;
   }
   // In a dense layout, the coordinate along `axis` of memory offset m is (m / stride) % size.
   const int64_t stride = src.stride(p.axis), size = src.dim(p.axis);
-  for (int64_t m = 0; m < n; ++m) f(m, (m / stride) % size);
+  for (int64_t m = 0; m < n; ++m)
+    f(m, (m / stride) % size);
 }
 
 void check_against(const Tensor& t, const QuantParams& p, const char* what) {
@@ -66,8 +70,8 @@ void check_against(const Tensor& t, const QuantParams& p, const char* what) {
   LATHE_CHECK(t.device().is_cpu(), what, " runs on host tensors, got ", t.describe());
   if (p.per_channel()) {
     LATHE_CHECK(p.axis < t.ndim(), what, ": channel axis ", p.axis, " out of range for ", t.describe());
-    LATHE_CHECK(t.dim(p.axis) == p.channels(), what, ": ", p.channels(), " per-channel scales for dimension ",
-                p.axis, " of ", t.describe());
+    LATHE_CHECK(t.dim(p.axis) == p.channels(), what, ": ", p.channels(), " per-channel scales for dimension ", p.axis,
+                " of ", t.describe());
   }
 }
 
@@ -75,7 +79,8 @@ void check_against(const Tensor& t, const QuantParams& p, const char* what) {
 
 int32_t quant_qmin(int bits, bool symmetric, bool is_signed) {
   check_bits(bits);
-  if (!is_signed) return 0;
+  if (!is_signed)
+    return 0;
   return symmetric ? -((1 << (bits - 1)) - 1) : -(1 << (bits - 1));
 }
 
@@ -99,8 +104,7 @@ void QuantParams::validate() const {
                 " (must be finite and > 0)");
     LATHE_CHECK(zero_point[c] >= lo && zero_point[c] <= hi, "QuantParams: zero_point[", c, "] = ", zero_point[c],
                 " outside [", lo, ", ", hi, "]");
-    LATHE_CHECK(!symmetric || zero_point[c] == 0, "QuantParams: symmetric with zero_point[", c, "] = ",
-                zero_point[c]);
+    LATHE_CHECK(!symmetric || zero_point[c] == 0, "QuantParams: symmetric with zero_point[", c, "] = ", zero_point[c]);
   }
 }
 

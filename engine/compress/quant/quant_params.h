@@ -62,7 +62,8 @@ QuantParams make_quant_params_per_channel(const std::vector<double>& lo, const s
 /// NaN maps to qmin.
 inline int32_t quantize_value(float x, float scale, int32_t zero_point, int32_t qmin, int32_t qmax) {
   const double r = std::nearbyint(static_cast<double>(x) / static_cast<double>(scale)) + zero_point;
-  if (!(r >= qmin)) return qmin;
+  if (!(r >= qmin))
+    return qmin;
   return r > qmax ? qmax : static_cast<int32_t>(r);
 }
 inline float dequantize_value(int32_t q, float scale, int32_t zero_point) {
