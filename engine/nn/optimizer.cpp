@@ -35,6 +35,20 @@ void AdamW::step(Backend& backend, const std::vector<NamedParam>& params, double
   }
 }
 
+std::vector<Tensor*> Sgd::state_of(const Param* param) {
+  auto it = m_buf.find(param);
+  if (it == m_buf.end() || !it->second.defined())
+    return {};
+  return {&it->second};
+}
+
+std::vector<Tensor*> AdamW::state_of(const Param* param) {
+  auto it = m_state.find(param);
+  if (it == m_state.end())
+    return {};
+  return {&it->second.first, &it->second.second};
+}
+
 double LrSchedule::at(int64_t step) const {
   if (warmup_steps > 0 && step < warmup_steps)
     return base_lr * static_cast<double>(step + 1) / warmup_steps;

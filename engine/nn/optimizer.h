@@ -15,6 +15,9 @@ class Optimizer {
   /// One update of every parameter from its gradient, at learning rate `lr`.
   virtual void step(Backend& backend, const std::vector<NamedParam>& params, double lr) = 0;
   virtual std::string name() const = 0;
+  /// Every state tensor kept for `param` (momentum; AdamW's m and v), none before its first step.
+  /// Pruning zeroes the pruned entries here too, or momentum would move them off zero again.
+  virtual std::vector<Tensor*> state_of(const Param* param) = 0;
   int64_t steps_taken() const { return m_steps; }
 
  protected:
@@ -27,6 +30,7 @@ class Sgd final : public Optimizer {
       : m_momentum(momentum), m_wd(weight_decay), m_nesterov(nesterov) {}
   void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
   std::string name() const override { return "sgd"; }
+  std::vector<Tensor*> state_of(const Param* param) override;
 
  private:
   double m_momentum, m_wd;
@@ -40,6 +44,7 @@ class AdamW final : public Optimizer {
       : m_b1(beta1), m_b2(beta2), m_eps(eps), m_wd(weight_decay) {}
   void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
   std::string name() const override { return "adamw"; }
+  std::vector<Tensor*> state_of(const Param* param) override;
 
  private:
   double m_b1, m_b2, m_eps, m_wd;

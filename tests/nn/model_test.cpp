@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/backend/cpu/dnnl_backend.h"
+#include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
 #include "tests/support/random_tensor.h"
 
@@ -134,6 +135,26 @@ TEST(Model, LayerListErrorsNameThePosition) {
   EXPECT_THROW(build_model_from_layers(bad_key, {4}), ConfigError);
   const auto bad_input = nlohmann::json::parse(R"([{"type": "relu"}, {"type": "add", "inputs": ["0", "9"]}])");
   EXPECT_THROW(build_model_from_layers(bad_input, {4}), ConfigError);
+}
+
+TEST(Optimizer, StateOfListsEachParametersStateAfterItsFirstStep) {
+  ReferenceBackend be;
+  auto m = build_zoo_model("student");
+  Rng rng(5);
+  m->create_params(be, DType::f32, rng);
+  auto params = m->named_params();
+  Sgd sgd(0.9, 0, false);
+  AdamW adam(0.9, 0.999, 1e-8, 0.01);
+  EXPECT_TRUE(sgd.state_of(params[0].param).empty());
+  EXPECT_TRUE(adam.state_of(params[0].param).empty());
+  sgd.step(be, params, 0.1);
+  adam.step(be, params, 0.001);
+  ASSERT_EQ(sgd.state_of(params[0].param).size(), 1u);
+  ASSERT_EQ(adam.state_of(params[0].param).size(), 2u);
+  EXPECT_EQ(sgd.state_of(params[0].param)[0]->shape(), params[0].param->value.shape());
+  Sgd plain(0.0, 0, false);  // no momentum: no state
+  plain.step(be, params, 0.1);
+  EXPECT_TRUE(plain.state_of(params[0].param).empty());
 }
 
 }  // namespace

@@ -237,6 +237,51 @@ TEST(MaskInvariants, PrunedWeightsStayZeroThroughSgdWithMomentum) {
   }
 }
 
+TEST(MaskInvariants, PruningAfterTrainingMustAlsoMaskTheMomentum) {
+  // Prune a model whose SGD momentum is already non-zero (pruning after training): with the
+  // momentum masked through Optimizer::state_of, pruned weights stay zero; without, they drift.
+  for (bool mask_momentum : {true, false}) {
+    ReferenceBackend be;
+    auto m = make(build_zoo_model("student"), be, 4);
+    Sgd sgd(0.9, 0.0, false);
+    Rng rng(12);
+    Tensor labels = Tensor::empty({8}, DType::s32);
+    auto step = [&](const std::vector<PruneMask>* masks) {
+      Tensor x = test::random_tensor({8, 784}, rng);
+      for (int64_t i = 0; i < 8; ++i)
+        labels.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+      LayerContext ctx{be, true, 0};
+      const Tensor& logits = m->forward(ctx, x);
+      Tensor diff = be.empty(logits.shape(), DType::f32);
+      be.softmax_cross_entropy(logits, labels, &diff, 1.0 / 8);
+      m->backward(ctx, diff);
+      if (masks)
+        mask_gradients(*m, *masks);
+      sgd.step(be, m->named_params(), 0.1);
+    };
+    step(nullptr);
+    step(nullptr);
+    const auto masks = magnitude_masks(*m, 0.5, true);
+    apply_masks(*m, masks);
+    if (mask_momentum) {
+      std::map<std::string, Param*> by_name;
+      for (auto& np : m->named_params())
+        by_name[np.name] = np.param;
+      mask_state(masks, [&](const std::string& name) -> Tensor* {
+        auto st = sgd.state_of(by_name.at(name));
+        return st.empty() ? nullptr : st[0];
+      });
+    }
+    const int64_t zeros = sparsity_report(*m).zeros;
+    step(&masks);
+    if (mask_momentum) {
+      EXPECT_EQ(sparsity_report(*m).zeros, zeros);
+    } else {
+      EXPECT_LT(sparsity_report(*m).zeros, zeros);  // the test can tell the difference
+    }
+  }
+}
+
 TEST(MaskInvariants, MaskStateZerosPerParamTensorsAndSkipsMissingOnes) {
   ReferenceBackend be;
   auto m = two_linears(be, {1, -2, 3, -4, 5, -6, 7, -8}, {0.1, -0.2, 0.3, -0.4});
