@@ -1,5 +1,7 @@
-// forward_backward: the training step's model work.
+// forward_backward, DeviceBatch and evaluate: the model work of training and evaluation.
 #include "engine/run/train_step.h"
+
+#include <algorithm>
 
 namespace lathe {
 
@@ -10,6 +12,44 @@ LossResult forward_backward(Model& model, LayerContext& ctx, const Tensor& image
     diff_buf = ctx.backend.empty(logits.shape(), logits.dtype());
   const LossResult r = ctx.backend.softmax_cross_entropy(logits, labels, &diff_buf, grad_scale);
   model.backward(ctx, diff_buf);
+  return r;
+}
+
+void DeviceBatch::load(Backend& be, const Batch& b) {
+  if (be.device().is_cpu()) {
+    images = b.images;
+    labels = b.labels;
+    return;
+  }
+  if (!images.defined() || images.shape() != b.images.shape()) {
+    images = be.empty(b.images.shape(), b.images.dtype());
+    labels = be.empty(b.labels.shape(), b.labels.dtype());
+  }
+  be.copy(b.images, images);
+  be.copy(b.labels, labels);
+}
+
+EvalResult evaluate(Model& model, Backend& be, const Dataset& data, int64_t batch_size) {
+  LoaderOptions lo;
+  lo.batch_size = batch_size;
+  lo.shuffle = false;
+  DataLoader loader(data, lo);
+  loader.start_epoch(0);
+  LayerContext ctx{be, false, 0};
+  Batch b;
+  DeviceBatch db;
+  EvalResult r;
+  double loss = 0;
+  while (loader.next(b)) {
+    db.load(be, b);
+    const LossResult l = be.softmax_cross_entropy(model.forward(ctx, db.images), db.labels, nullptr, 1.0);
+    loss += l.loss_sum;
+    r.correct += l.correct;
+    r.samples += b.labels.dim(0);
+  }
+  const double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
+  r.loss = loss / n;
+  r.accuracy = static_cast<double>(r.correct) / n;
   return r;
 }
 

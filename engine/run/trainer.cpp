@@ -75,50 +75,6 @@ LrSchedule make_schedule(const TrainConfig& t, int64_t steps_per_epoch) {
   return s;
 }
 
-/// Host batch -> backend device (a no-op view on the CPU backends).
-struct DeviceBatch {
-  Tensor images, labels;
-  void load(Backend& be, const Batch& b) {
-    if (be.device().is_cpu()) {
-      images = b.images;
-      labels = b.labels;
-      return;
-    }
-    if (!images.defined() || images.shape() != b.images.shape()) {
-      images = be.empty(b.images.shape(), b.images.dtype());
-      labels = be.empty(b.labels.shape(), b.labels.dtype());
-    }
-    be.copy(b.images, images);
-    be.copy(b.labels, labels);
-  }
-};
-
-struct EvalResult {
-  double loss = 0, accuracy = 0;
-};
-
-EvalResult evaluate(Model& model, Backend& be, const Dataset& test, int64_t batch_size) {
-  LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.shuffle = false;
-  DataLoader loader(test, lo);
-  loader.start_epoch(0);
-  LayerContext ctx{be, false, 0};
-  Batch b;
-  DeviceBatch db;
-  double loss = 0;
-  int64_t correct = 0, n = 0;
-  while (loader.next(b)) {
-    db.load(be, b);
-    const Tensor& logits = model.forward(ctx, db.images);
-    const LossResult r = be.softmax_cross_entropy(logits, db.labels, nullptr, 1.0);
-    loss += r.loss_sum;
-    correct += r.correct;
-    n += b.labels.dim(0);
-  }
-  return {loss / std::max<int64_t>(n, 1), static_cast<double>(correct) / std::max<int64_t>(n, 1)};
-}
-
 /// Records the last value of each metric and forwards to the real sink.
 class SummarySink final : public MetricsSink {
  public:

@@ -7,9 +7,9 @@
 
 #include "engine/backend/backend.h"
 #include "engine/data/dataset.h"
-#include "engine/data/loader.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
+#include "engine/run/train_step.h"
 
 namespace lathe {
 namespace {
@@ -25,16 +25,7 @@ TEST(PyTorchInterop, StudentTrainedInPyTorchKeepsItsAccuracy) {
   load_model_weights(*model, *backend, path);
 
   const TrainTest data = load_fashion_mnist();
-  LoaderOptions lo;
-  lo.batch_size = 1000;
-  lo.shuffle = false;
-  DataLoader loader(data.test, lo);
-  loader.start_epoch(0);
-  LayerContext ctx{*backend, false, 0};
-  Batch b;
-  int64_t correct = 0;
-  while (loader.next(b))
-    correct += backend->softmax_cross_entropy(model->forward(ctx, b.images), b.labels, nullptr, 1).correct;
+  const int64_t correct = evaluate(*model, *backend, data.test, 1000).correct;
   // PyTorch counted 8417 of 10000; float summation order may flip an image or two at the boundary.
   EXPECT_NEAR(static_cast<double>(correct), 8417.0, 3.0);
 }

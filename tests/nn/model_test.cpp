@@ -5,6 +5,7 @@
 #include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
+#include "engine/run/train_step.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {
@@ -70,10 +71,9 @@ TEST(Model, CpuBackendMatchesReferenceOnAWholeCnnStep) {
     Rng init(7);
     m->create_params(be, DType::f32, init);
     LayerContext ctx{be, true, 0};
-    const Tensor& out = m->forward(ctx, x);
-    Tensor diff = Tensor::empty(out.shape(), DType::f32);
-    be.softmax_cross_entropy(out, labels, &diff, 1.0 / 3);
-    m->backward(ctx, diff);
+    Tensor diff;
+    forward_backward(*m, ctx, x, labels, 1.0 / 3, diff);
+    const Tensor& out = m->output();
     std::vector<Tensor> grads;
     for (auto& p : m->named_params())
       grads.push_back(p.param->grad.contiguous_copy());
@@ -101,10 +101,9 @@ TEST(Model, FusedReluGivesTheSameOutputsAndGradients) {
     Rng init(11);
     m->create_params(be, DType::f32, init);
     LayerContext ctx{be, true, 0};
-    const Tensor& out = m->forward(ctx, x);
-    Tensor diff = Tensor::empty(out.shape(), DType::f32);
-    be.softmax_cross_entropy(out, labels, &diff, 1.0 / 5);
-    m->backward(ctx, diff);
+    Tensor diff;
+    forward_backward(*m, ctx, x, labels, 1.0 / 5, diff);
+    const Tensor& out = m->output();
     std::vector<Tensor> r{out.contiguous_copy(), m->activation("1").contiguous_copy()};
     for (auto& p : m->named_params())
       r.push_back(p.param->grad.contiguous_copy());

@@ -11,6 +11,7 @@
 #include "engine/compress/prune/mask.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
+#include "engine/run/train_step.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {
@@ -215,10 +216,8 @@ TEST(MaskInvariants, PrunedWeightsStayZeroThroughSgdWithMomentum) {
     for (int64_t i = 0; i < 8; ++i)
       labels.data<int32_t>()[i] = static_cast<int32_t>(rng.uniform() * 10) % 10;
     LayerContext ctx{be, true, static_cast<uint64_t>(step)};
-    const Tensor& logits = m->forward(ctx, x);
-    Tensor diff = be.empty(logits.shape(), DType::f32);
-    be.softmax_cross_entropy(logits, labels, &diff, 1.0 / 8);
-    m->backward(ctx, diff);
+    Tensor diff;
+    forward_backward(*m, ctx, x, labels, 1.0 / 8, diff);
     // The test can fail: unmasked, the pruned entries do get gradient.
     int64_t live = 0;
     const Tensor& g = m->named_params()[0].param->grad;
@@ -251,10 +250,8 @@ TEST(MaskInvariants, PruningAfterTrainingMustAlsoMaskTheMomentum) {
       for (int64_t i = 0; i < 8; ++i)
         labels.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
       LayerContext ctx{be, true, 0};
-      const Tensor& logits = m->forward(ctx, x);
-      Tensor diff = be.empty(logits.shape(), DType::f32);
-      be.softmax_cross_entropy(logits, labels, &diff, 1.0 / 8);
-      m->backward(ctx, diff);
+      Tensor diff;
+      forward_backward(*m, ctx, x, labels, 1.0 / 8, diff);
       if (masks)
         mask_gradients(*m, *masks);
       sgd.step(be, m->named_params(), 0.1);
