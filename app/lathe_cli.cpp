@@ -118,6 +118,7 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   lathe::RunOptions opts;
   opts.stop = &g_stop;
   opts.extra_sink = &sinks;
+  opts.store_path = db;
   opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
     writer = std::make_unique<lathe::RunWriter>(db);
     lathe::RunInfo info;

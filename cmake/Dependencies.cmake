@@ -15,3 +15,23 @@ find_package(ZLIB REQUIRED)
 if(LATHE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+
+# Qt 6 and QCustomPlot for the desktop app, its widgets and the report writer (widgets/, app/gui/).
+# Without them the engine, lathe-cli (minus `report`) and the non-GUI tests still build.
+option(LATHE_GUI "Build the Qt desktop app and the report writer when Qt 6 is found" ON)
+set(LATHE_HAVE_QT OFF)
+if(LATHE_GUI)
+  find_package(Qt6 6.2 QUIET COMPONENTS Widgets PrintSupport Test Concurrent)
+  find_library(LATHE_QCUSTOMPLOT_LIB QCustomPlotQt6)
+  find_path(LATHE_QCUSTOMPLOT_INCLUDE qcustomplot.h)
+  if(Qt6_FOUND AND LATHE_QCUSTOMPLOT_LIB AND LATHE_QCUSTOMPLOT_INCLUDE)
+    set(LATHE_HAVE_QT ON)
+    add_library(QCustomPlot::QCustomPlot UNKNOWN IMPORTED)
+    set_target_properties(QCustomPlot::QCustomPlot PROPERTIES IMPORTED_LOCATION ${LATHE_QCUSTOMPLOT_LIB}
+                          INTERFACE_INCLUDE_DIRECTORIES ${LATHE_QCUSTOMPLOT_INCLUDE}
+                          INTERFACE_COMPILE_DEFINITIONS QCUSTOMPLOT_USE_LIBRARY)
+    message(STATUS "Lathe: Qt ${Qt6_VERSION} and QCustomPlot found: building the desktop app")
+  else()
+    message(STATUS "Lathe: Qt 6 or QCustomPlot (Qt6) not found: no desktop app, no `lathe-cli report`")
+  endif()
+endif()

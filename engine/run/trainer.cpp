@@ -1,5 +1,5 @@
-// run_experiment: set-up (backend, data, model, prices, peak FLOP/s), the epoch loop with gradient
-// accumulation, periodic metrics, evaluation, and the saved model.
+// run_experiment: set-up (backend, data, model, prices, peak FLOP/s), then the pipeline's stages in
+// order on one StageContext (pipeline.h): training, the saved model, and the compression stages.
 #include "engine/run/trainer.h"
 
 #include <omp.h>
@@ -15,10 +15,9 @@
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/cost_model.h"
-#include "engine/run/nvml.h"
+#include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
 #include "engine/run/telemetry.h"
-#include "engine/run/train_step.h"
 
 namespace lathe {
 
@@ -53,26 +52,6 @@ std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data) {
                       "x" + std::to_string(data.cols) + " images and " + std::to_string(data.num_classes) +
                       " classes (use model.zoo = \"custom\" with model.layers)");
   return model;
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
-  if (o.type == OptimizerType::adamw)
-    return std::make_unique<AdamW>(o.beta1, o.beta2, o.eps, o.weight_decay);
-  return std::make_unique<Sgd>(o.momentum, o.weight_decay, o.nesterov);
-}
-
-LrSchedule make_schedule(const TrainConfig& t, int64_t steps_per_epoch) {
-  LrSchedule s;
-  s.base_lr = t.optimizer.lr;
-  s.type = t.schedule.type == ScheduleType::step     ? LrSchedule::Type::step
-           : t.schedule.type == ScheduleType::cosine ? LrSchedule::Type::cosine
-                                                     : LrSchedule::Type::constant;
-  s.warmup_steps = static_cast<int64_t>(std::llround(t.schedule.warmup_epochs * steps_per_epoch));
-  s.step_every = t.schedule.step_epochs * steps_per_epoch;
-  s.gamma = t.schedule.gamma;
-  s.min_lr = t.schedule.min_lr;
-  s.total_steps = steps_per_epoch * t.epochs;
-  return s;
 }
 
 /// Records the last value of each metric and forwards to the real sink.
@@ -121,20 +100,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
                                     : "unknown: cost.instance has no datasheet peak; device/mfu not reported";
   }
 
-  LoaderOptions lo;
-  lo.batch_size = tc.batch_size;
-  lo.shuffle = true;
-  lo.seed = cfg.seed;
-  lo.prefetch = cfg.data.prefetch;
-  lo.augment = {cfg.data.augment.shift_px, cfg.data.augment.hflip, cfg.data.augment.noise_std,
-                cfg.data.augment.strength};
-  DataLoader loader(data.train, lo);
-  const int64_t micro_per_epoch = loader.batches_per_epoch();
-  const int64_t k = tc.grad_accum;
-  const int64_t steps_per_epoch = std::max<int64_t>(1, micro_per_epoch / k);
-  const int64_t total_steps = steps_per_epoch * tc.epochs;
-  const LrSchedule schedule = make_schedule(tc, steps_per_epoch);
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(tc.optimizer);
+  // STAGE-PREPARE: stages check their inputs here (teacher files, ...), before anything is written.
 
   RunSummary summary;
   summary.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
@@ -155,16 +121,23 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     fanout.add(options.extra_sink);
   SummarySink sink(fanout);
 
-  const double fwd_flops = static_cast<double>(model->flops_per_sample());
-  // Training FLOPs per sample: forward + backward-data + backward-weights = 3x forward (the usual
-  // MFU convention; the first layer's unneeded backward-data is counted too).
-  const double train_flops = 3.0 * fwd_flops;
+  StageContext ctx{cfg, options, be, data, std::move(model), sink};
+  ctx.run_id = summary.run_id;
+  ctx.run_dir = summary.run_dir;
+  ctx.threads = threads;
+  ctx.peak_flops_per_s = peak.flops_per_s;
+  ctx.instance = &instance;
+  ctx.spot = spot;
+  ctx.wall_ms = [t_start]() { return seconds_since(t_start) * 1000.0; };
+  TrainPhase phase = main_train_phase(ctx);
+  ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
+
   sink.event("started", {{"run_id", summary.run_id},
                          {"name", cfg.name},
                          {"backend", be.name()},
                          {"device", be.device_name()},
                          {"threads", threads},
-                         {"model", model->summary()},
+                         {"model", ctx.model->summary()},
                          {"train_samples", data.train.count},
                          {"test_samples", data.test.count},
                          {"dataset", data.train.source},
@@ -174,144 +147,42 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
                          {"price_usd_per_hour", instance.usd_per_hour(spot)},
                          {"price_source", spot ? instance.spot_source : instance.source},
                          {"price_date", instance.price_date},
-                         {"total_steps", total_steps}});
-  const auto wall_ms = [&]() { return seconds_since(t_start) * 1000.0; };
-  sink.sample("model/params", 0, wall_ms(), static_cast<double>(model->param_count()));
-  sink.sample("model/flops_per_sample", 0, wall_ms(), fwd_flops);
+                         {"total_steps", ctx.total_steps}});
+  sink.sample("model/params", 0, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
+  sink.sample("model/flops_per_sample", 0, ctx.wall_ms(), static_cast<double>(ctx.model->flops_per_sample()));
 
-  // ---- training ----
-  auto params = model->named_params();
-  std::vector<Tensor> accum;
-  if (k > 1)
-    for (auto& p : params)
-      accum.push_back(be.zeros(p.param->grad.shape(), p.param->grad.dtype()));
-  const int64_t log_every = std::max<int64_t>(1, steps_per_epoch / 20);
-  CpuUtilMeter util;
-  int64_t step = 0;
-  bool stopped = false;
-  double window_loss = 0, window_train_s = 0;
-  int64_t window_correct = 0, window_samples = 0;
-  double train_seconds = 0;
-  Progress prog;
-  prog.epochs = tc.epochs;
-  prog.total_steps = total_steps;
-  Batch batch;
-  DeviceBatch db;
-  Tensor diff_buf;
-  const auto t_train = Clock::now();
+  // ---- stage 1: training (distillation replaces its loss through hooks) ----
+  TrainHooks train_hooks;
+  // DISTILL-STAGE: set train_hooks / phase here (engine/run/stage_distill.h).
+  // PRECISION: combine the mixed-precision hooks here (train.precision).
+  const PhaseResult trained = train_phase(ctx, phase, train_hooks);
+  bool stopped = trained.stopped;
+  double train_seconds = trained.train_seconds;
 
-  for (int epoch = 0; epoch < tc.epochs && !stopped; ++epoch) {
-    prog.epoch = epoch + 1;
-    loader.start_epoch(epoch);
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      const auto t_step = Clock::now();
-      for (int64_t micro = 0; micro < k; ++micro) {
-        if (!loader.next(batch))
-          break;
-        db.load(be, batch);
-        const int64_t b = batch.labels.dim(0);
-        LayerContext ctx{be, true, static_cast<uint64_t>(step * k + micro)};
-        const LossResult r =
-            forward_backward(*model, ctx, db.images, db.labels, 1.0 / (static_cast<double>(b) * k), diff_buf);
-        if (k > 1) {
-          for (size_t i = 0; i < params.size(); ++i) {
-            if (micro == 0) {
-              be.copy(params[i].param->grad, accum[i]);
-            } else {
-              be.axpy(1.0, params[i].param->grad, accum[i]);
-            }
-          }
-        }
-        window_loss += r.loss_sum;
-        window_correct += r.correct;
-        window_samples += b;
-      }
-      if (k > 1)
-        for (size_t i = 0; i < params.size(); ++i)
-          std::swap(params[i].param->grad, accum[i]);
-      const double lr = schedule.at(step);
-      optimizer->step(be, params, lr);
-      if (k > 1)
-        for (size_t i = 0; i < params.size(); ++i)
-          std::swap(params[i].param->grad, accum[i]);
-      be.synchronize();
-      const double dt = seconds_since(t_step);
-      window_train_s += dt;
-      train_seconds += dt;
-      ++step;
-
-      const bool last_of_epoch = s + 1 == steps_per_epoch;
-      if (step % log_every == 0 || last_of_epoch) {
-        const double ms = wall_ms();
-        const double sps = window_samples / std::max(window_train_s, 1e-9);
-        sink.sample("train/loss", step, ms, window_loss / std::max<int64_t>(window_samples, 1));
-        sink.sample("train/accuracy", step, ms,
-                    static_cast<double>(window_correct) / std::max<int64_t>(window_samples, 1));
-        sink.sample("train/samples_per_s", step, ms, sps);
-        sink.sample("train/lr", step, ms, lr);
-        if (be.device().is_cpu()) {
-          sink.sample("device/util", step, ms, util.sample());
-          sink.sample("mem/peak_bytes", step, ms, static_cast<double>(process_peak_rss_bytes()));
-        } else if (auto g = Nvml::instance().sample(be.device().index)) {
-          sink.sample("device/util", step, ms, g->util_percent / 100.0);
-          sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(be.device()).peak_bytes()));
-        }
-        if (peak.flops_per_s > 0)
-          sink.sample("device/mfu", step, ms, sps * train_flops / peak.flops_per_s);
-        // The run's last step gets its cost after evaluation and saving (a store keeps the first
-        // value written for a step, so it must be written once, at the end).
-        if (step != total_steps)
-          sink.sample("cost/usd", step, ms, cost_usd(instance, spot, cfg.compute.devices, seconds_since(t_start)));
-        prog.train_loss = window_loss / std::max<int64_t>(window_samples, 1);
-        prog.train_accuracy = static_cast<double>(window_correct) / std::max<int64_t>(window_samples, 1);
-        prog.samples_per_s = sps;
-        window_loss = window_train_s = 0;
-        window_correct = window_samples = 0;
-      }
-      prog.step = step;
-      prog.elapsed_s = seconds_since(t_start);
-      prog.eta_s = step > 0 ? seconds_since(t_train) / step * (total_steps - step) : 0;
-      if (options.on_progress)
-        options.on_progress(prog);
-      if (options.stop && options.stop->load()) {
-        stopped = true;
-        break;
-      }
-    }
-    if (!stopped && ((epoch + 1) % tc.eval_every == 0 || epoch + 1 == tc.epochs)) {
-      const EvalResult ev = evaluate(*model, be, data.test, 500);
-      sink.sample("test/loss", step, wall_ms(), ev.loss);
-      sink.sample("test/accuracy", step, wall_ms(), ev.accuracy);
-      sink.event("epoch",
-                 {{"epoch", epoch + 1}, {"step", step}, {"test_accuracy", ev.accuracy}, {"test_loss", ev.loss}});
-      prog.test_accuracy = ev.accuracy;
-      ++prog.evaluations;
-      if (options.on_progress)
-        options.on_progress(prog);
-    }
-  }
-
-  // ---- the model on disk: model/bytes is the size of the file really written ----
+  // ---- the trained model on disk: model/bytes is the size of the file really written ----
   if (options.write_run_dir && tc.save_model) {
-    const std::string path = summary.run_dir + "/model.safetensors";
-    const int64_t bytes = save_model(
-        *model, be, path,
-        {{"format", "pt"}, {"lathe_model", std::string(enum_name(cfg.model.zoo))}, {"lathe_run", summary.run_id}});
-    sink.sample("model/bytes", step, wall_ms(), static_cast<double>(bytes));
-    sink.event("artifact", {{"kind", "model"}, {"path", path}, {"bytes", bytes}});
+    const int64_t bytes = save_model_artifact(ctx, "model.safetensors", "model");
+    sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(bytes));
   } else {
-    sink.sample("model/bytes", step, wall_ms(), static_cast<double>(model->param_bytes()));
+    sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_bytes()));
     sink.event("note", {{"text", "model/bytes is the f32 parameter size in memory: no model file was written"}});
   }
-  sink.sample("cost/usd", step, wall_ms(), cost_usd(instance, spot, cfg.compute.devices, seconds_since(t_start)));
+
+  // ---- later stages, in pipeline order; each returns early once a stop is requested ----
+  if (!stopped) {
+    // PRUNE-STAGE: prune + fine-tune (engine/run/stage_prune.h).
+    // QUANTIZE-STAGE: INT8 (engine/run/stage_quantize.h).
+    stopped = ctx.stop_requested();
+  }
+  sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());
 
   summary.status = stopped ? "cancelled" : "finished";
-  summary.steps = step;
+  summary.steps = ctx.step;
   summary.elapsed_s = seconds_since(t_start);
   summary.final_metrics = sink.last;
   summary.final_metrics["train/seconds"] = train_seconds;
   sink.event(summary.status, {{"run_id", summary.run_id},
-                              {"steps", step},
+                              {"steps", ctx.step},
                               {"elapsed_s", summary.elapsed_s},
                               {"metrics", summary.final_metrics}});
   sink.flush();

@@ -1,6 +1,6 @@
 // The training run: data -> model -> epochs of SGD/AdamW with test evaluation -> saved weights,
 // with every metric sent to a MetricsSink as it is measured. Used by lathe-cli, the tests and the
-// benchmarks; later stages (distill, prune, quantize) slot in around train_model().
+// benchmarks; the stages (distill, prune, quantize) are in pipeline.h and stage_*.h.
 #pragma once
 
 #include <atomic>
@@ -29,6 +29,7 @@ struct RunOptions {
   MetricsSink* extra_sink = nullptr;                 // also receives every sample and event
   std::function<void(const Progress&)> on_progress;  // called after every optimizer step
   bool write_run_dir = true;                         // false: nothing on disk (tests, benchmarks)
+  std::string store_path;                            // the run store lathe-cli records into ("" = none)
   /// Called once set-up has succeeded (config, data, model, prices), just before anything is
   /// written: the place to register the run in the store, so a bad input leaves no trace there.
   std::function<void(const std::string& run_id, const std::string& backend, const std::string& device)> on_start;

@@ -1,0 +1,113 @@
+// The experiment pipeline's shared pieces: the context every stage works on (train -> distill ->
+// prune + fine-tune -> quantize -> evaluate -> benchmark), the training loop with hooks that the
+// stages use (distillation replaces the loss, pruning masks gradients, the loss scaler skips
+// steps), and the evaluation that logs test metrics. run_experiment (trainer.cpp) builds the
+// context and calls the stages in order.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/backend/backend.h"
+#include "engine/data/dataset.h"
+#include "engine/data/loader.h"
+#include "engine/nn/model.h"
+#include "engine/nn/optimizer.h"
+#include "engine/run/config.h"
+#include "engine/run/cost_model.h"
+#include "engine/run/metrics_sink.h"
+#include "engine/run/train_step.h"
+#include "engine/run/trainer.h"
+
+namespace lathe {
+
+/// What every stage reads and advances. One per run; stages run one after another on it.
+struct StageContext {
+  const ExperimentConfig& cfg;
+  const RunOptions& options;
+  Backend& be;
+  TrainTest& data;
+  std::unique_ptr<Model> model;  ///< the current model; a stage may replace it (structured pruning)
+  MetricsSink& sink;
+  std::string run_id;
+  std::string run_dir;      ///< "" when nothing is written (options.write_run_dir false)
+  int64_t step = 0;         ///< global optimizer step: each stage logs at steps >= this and advances it
+  int64_t total_steps = 0;  ///< planned steps of every phase known so far (a stage adds its own)
+  int threads = 1;
+  double peak_flops_per_s = 0;              ///< 0 = unknown (device/mfu not reported)
+  const InstancePrice* instance = nullptr;  ///< prices cost/usd
+  bool spot = false;
+  std::function<double()> wall_ms;  ///< ms since the run started
+  Progress progress;                ///< last progress reported (epoch, accuracy, ...)
+  /// The run's cost so far at this moment, in dollars.
+  double cost_usd_now() const;
+
+  /// True once a stop was requested (SIGTERM in lathe-cli): stages return early, keeping what is done.
+  bool stop_requested() const { return options.stop && options.stop->load(); }
+  /// The training loader options of the config (batch size, seed, augmentation, prefetch).
+  LoaderOptions loader_options() const;
+  /// Steps per epoch of a phase with this loader (after grad_accum).
+  int64_t steps_per_epoch(const LoaderOptions& lo) const;
+};
+
+/// How a stage changes the training loop. Every member is optional.
+struct TrainHooks {
+  /// Replaces forward_backward (distillation): run forward and backward on the batch, leaving
+  /// grad_scale * d(loss sum)/d(param) in the parameters' gradients; return the hard-label loss
+  /// sum and correct count for the train metrics.
+  std::function<LossResult(Model& model, LayerContext& ctx, const DeviceBatch& batch, double grad_scale,
+                           Tensor& diff_buf)>
+      forward_backward;
+  /// Multiplies grad_scale (the f16 loss scale); read before every micro-batch.
+  std::function<double()> loss_scale;
+  /// After the gradients of one optimizer step are complete, before the update. Return false to skip
+  /// the update (the loss scaler on inf/nan). Pruning zeroes the gradients of pruned weights here.
+  std::function<bool(Model& model, int64_t step)> before_update;
+  /// After the update of `step` (0-based; ctx.step is already step + 1): pruning re-applies its masks
+  /// here and AGP grows them.
+  std::function<void(Model& model, Optimizer& optimizer, int64_t step)> after_update;
+  /// Extra metrics at every logging point (e.g. train/loss_scale, prune/sparsity).
+  std::function<void(MetricsSink& sink, int64_t step, double wall_ms)> on_log;
+  /// Called after each evaluation of the phase (e.g. the distillation teacher's accuracy once).
+  std::function<void(const EvalResult& result, int64_t step)> after_eval;
+};
+
+/// One training phase: the main training, or a fine-tuning after pruning / QAT.
+struct TrainPhase {
+  std::string name = "train";  ///< event/log label ("train", "finetune", "qat")
+  int epochs = 1;
+  LoaderOptions loader;       ///< usually ctx.loader_options(), perhaps with stronger augmentation
+  LrSchedule schedule;        ///< total_steps is filled in by train_phase when left at 1
+  OptimizerConfig optimizer;  ///< a fresh optimizer is made for the phase
+  int grad_accum = 1;
+  int64_t eval_every = 1;  ///< evaluate every N epochs and after the last
+};
+
+struct PhaseResult {
+  int64_t steps = 0;
+  bool stopped = false;
+  EvalResult last_eval;  ///< samples == 0 when no evaluation ran
+  double train_seconds = 0;
+};
+
+/// The phase the config describes (train.*), with its LR schedule.
+TrainPhase main_train_phase(const StageContext& ctx);
+/// An LR schedule from train.schedule for `epochs` epochs starting at `base_lr`.
+LrSchedule make_lr_schedule(const TrainConfig& t, double base_lr, int epochs, int64_t steps_per_epoch);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o);
+
+/// Runs the phase on ctx.model: metrics train/loss, train/accuracy, train/samples_per_s, train/lr,
+/// device/util, device/mfu, mem/peak_bytes, cost/usd at ~20 points an epoch, test/loss and
+/// test/accuracy after evaluations; progress to options.on_progress. Advances ctx.step.
+PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks = {});
+
+/// Evaluates ctx.model on the test set and logs test/loss and test/accuracy at ctx.step (and, with a
+/// non-empty prefix, `<prefix>/test_accuracy` too).
+EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix = "");
+
+/// Saves ctx.model as safetensors at run_dir/<file> and returns its size in bytes (0 when no run
+/// folder is written); logs an artifact event.
+int64_t save_model_artifact(StageContext& ctx, const std::string& file, const std::string& kind);
+
+}  // namespace lathe
