@@ -1,0 +1,188 @@
+// The pipeline's training loop and latency helper on a tiny synthetic dataset: hooks are called at
+// the right steps, a skipped update leaves the weights alone, the loss scale multiplies the
+// gradients exactly, a later phase continues the global step, and latency inputs are checked.
+#include <gtest/gtest.h>
+
+#include "engine/nn/zoo.h"
+#include "engine/run/latency.h"
+#include "engine/run/pipeline.h"
+
+namespace lathe {
+namespace {
+
+// Records every sample; last value and count per metric.
+struct RecordingSink final : MetricsSink {
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> samples;
+  std::vector<std::string> events;
+  void sample(const std::string& metric, int64_t step, double, double value) override {
+    samples[metric].push_back({step, value});
+  }
+  void event(const std::string& kind, const nlohmann::json&) override { events.push_back(kind); }
+};
+
+// 8x8 images whose class is which quadrant is bright: learnable in a few steps.
+Dataset quadrant_set(int64_t count, uint64_t seed) {
+  Dataset d;
+  d.rows = d.cols = 8;
+  d.count = count;
+  d.num_classes = 4;
+  d.images.resize(count * 64);
+  d.labels.resize(count);
+  Rng rng(seed);
+  for (int64_t i = 0; i < count; ++i) {
+    const int c = static_cast<int>(rng.uniform() * 4) % 4;
+    d.labels[i] = c;
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 8; ++x) {
+        const bool bright = (y / 4) * 2 + (x / 4) == c;
+        d.images[i * 64 + y * 8 + x] = static_cast<uint8_t>(bright ? 200 + rng.uniform() * 55 : rng.uniform() * 60);
+      }
+  }
+  return d;
+}
+
+ExperimentConfig tiny_config() {
+  nlohmann::json j = nlohmann::json::object();
+  apply_override(j, "train.batch_size=16");
+  apply_override(j, "train.epochs=2");
+  apply_override(j, "train.optimizer.lr=0.1");
+  return parse_experiment(validate_config(j));
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    backend = make_backend("reference");
+    data.train = quadrant_set(64, 1);
+    data.test = quadrant_set(32, 2);
+    auto model =
+        build_model_from_layers(nlohmann::json::parse(R"([{"type":"flatten"},{"type":"linear","out":4}])"), {1, 8, 8});
+    Rng rng(3);
+    model->create_params(*backend, DType::f32, rng);
+    ctx = std::make_unique<StageContext>(StageContext{cfg, options, *backend, data, std::move(model), sink});
+    ctx->wall_ms = [] { return 0.0; };
+  }
+  std::vector<float> weights() {
+    std::vector<float> w;
+    for (auto& p : ctx->model->named_params()) {
+      const Tensor& t = p.param->value;
+      w.insert(w.end(), t.data<float>(), t.data<float>() + t.numel());
+    }
+    return w;
+  }
+
+  ExperimentConfig cfg = tiny_config();
+  RunOptions options;
+  std::unique_ptr<Backend> backend;
+  TrainTest data;
+  RecordingSink sink;
+  std::unique_ptr<StageContext> ctx;
+};
+
+TEST_F(PipelineTest, MainPhaseTrainsAdvancesTheStepAndEvaluates) {
+  const TrainPhase phase = main_train_phase(*ctx);
+  EXPECT_EQ(ctx->steps_per_epoch(phase.loader), 4);  // 64 samples / batch 16
+  std::vector<int64_t> seen;
+  TrainHooks hooks;
+  hooks.after_update = [&](Model&, Optimizer&, int64_t step) { seen.push_back(step); };
+  const PhaseResult r = train_phase(*ctx, phase, hooks);
+  EXPECT_EQ(r.steps, 8);
+  EXPECT_EQ(ctx->step, 8);
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_EQ(sink.samples["test/accuracy"].size(), 2u);  // after each epoch
+  EXPECT_EQ(sink.samples["test/accuracy"].back().first, 8);
+  EXPECT_GT(r.last_eval.accuracy, 0.9);  // the quadrant task is easy
+  EXPECT_EQ(r.last_eval.samples, 32);
+}
+
+TEST_F(PipelineTest, SkippedUpdatesLeaveTheWeightsUnchanged) {
+  const std::vector<float> before = weights();
+  TrainHooks hooks;
+  int calls = 0;
+  hooks.before_update = [&](Model&, int64_t) {
+    ++calls;
+    return false;
+  };
+  train_phase(*ctx, main_train_phase(*ctx), hooks);
+  EXPECT_EQ(calls, 8);
+  EXPECT_EQ(weights(), before);
+  EXPECT_FALSE(sink.samples["train/loss"].empty());
+}
+
+TEST_F(PipelineTest, LossScaleMultipliesTheGradientsExactly) {
+  auto grads_of_first_step = [&](double scale) {
+    SetUp();
+    std::vector<float> g;
+    TrainHooks hooks;
+    hooks.loss_scale = [scale] { return scale; };
+    hooks.before_update = [&](Model& m, int64_t step) {
+      if (step == 0)
+        for (auto& p : m.named_params())
+          g.insert(g.end(), p.param->grad.data<float>(), p.param->grad.data<float>() + p.param->grad.numel());
+      return false;
+    };
+    TrainPhase phase = main_train_phase(*ctx);
+    phase.epochs = 1;
+    train_phase(*ctx, phase, hooks);
+    return g;
+  };
+  const std::vector<float> g1 = grads_of_first_step(1.0), g8 = grads_of_first_step(8.0);
+  ASSERT_EQ(g1.size(), g8.size());
+  ASSERT_FALSE(g1.empty());
+  double nonzero = 0;
+  for (size_t i = 0; i < g1.size(); ++i) {
+    EXPECT_EQ(g8[i], 8.0f * g1[i]) << i;  // a power of two scales exactly
+    nonzero += g1[i] != 0;
+  }
+  EXPECT_GT(nonzero, 0);
+}
+
+TEST_F(PipelineTest, ALaterPhaseContinuesTheGlobalStep) {
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  TrainPhase finetune = main_train_phase(*ctx);
+  finetune.name = "finetune";
+  finetune.epochs = 1;
+  finetune.schedule = make_lr_schedule(cfg.train, 0.01, 1, ctx->steps_per_epoch(finetune.loader));
+  const PhaseResult r = train_phase(*ctx, finetune, {});
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_EQ(ctx->step, 12);
+  EXPECT_EQ(ctx->total_steps, 12);
+  const auto& loss = sink.samples["train/loss"];
+  for (size_t i = 1; i < loss.size(); ++i)
+    EXPECT_GT(loss[i].first, loss[i - 1].first);  // steps strictly increase across phases
+  EXPECT_EQ(std::count(sink.events.begin(), sink.events.end(), "phase"), 2);
+  const EvalResult ev = evaluate_and_log(*ctx, "pruned");
+  ASSERT_EQ(sink.samples["pruned/test_accuracy"].size(), 1u);
+  EXPECT_EQ(sink.samples["pruned/test_accuracy"][0], std::make_pair(int64_t{12}, ev.accuracy));
+}
+
+TEST_F(PipelineTest, LatencyIsMeasuredPerBatchAndBadShapesAreRejected) {
+  LatencyOptions lo;
+  lo.batches = {1, 8};
+  lo.min_seconds = 0.0;
+  lo.min_reps = 3;
+  int calls = 0;
+  std::vector<int64_t> batch_seen;
+  const auto results = measure_latency(
+      *backend, {1, 8, 8},
+      [&](const Tensor& x) {
+        ++calls;
+        batch_seen.push_back(x.dim(0));
+      },
+      lo);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].batch, 1);
+  EXPECT_EQ(results[1].batch, 8);
+  EXPECT_EQ(results[1].repetitions, 3);
+  EXPECT_EQ(calls, 2 * (lo.warmup + 3));
+  EXPECT_GT(results[1].samples_per_s, 0);
+  EXPECT_THROW(measure_latency(
+                   *backend, {8, 8}, [](const Tensor&) {}, lo),
+               Error);
+  log_latency(sink, 5, 0, "dense", results, backend->device_name());
+  ASSERT_EQ(sink.samples["latency/dense/b8_ms"].size(), 1u);
+  EXPECT_EQ(sink.samples["throughput/dense/b1_samples_per_s"][0].second, results[0].samples_per_s);
+}
+
+}  // namespace
+}  // namespace lathe
