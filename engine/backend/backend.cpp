@@ -55,6 +55,16 @@ Tensor Backend::zeros(const Shape& shape, DType dtype, MemoryFormat format) {
   return t;
 }
 
+void Backend::round_to_precision(const Tensor& src, Tensor& dst, DType precision) {
+  LATHE_CHECK(precision == DType::bf16 || precision == DType::f16,
+              "round_to_precision: precision must be bf16 or f16, got ", dtype_name(precision));
+  LATHE_CHECK(src.dtype() == DType::f32 && dst.dtype() == DType::f32 && src.shape() == dst.shape(),
+              "round_to_precision: f32 tensors of one shape expected, got ", src.describe(), " -> ", dst.describe());
+  Tensor low = empty(src.shape(), precision, src.format());
+  reorder(src, low);
+  reorder(low, dst);
+}
+
 namespace {
 BackendFactory g_cuda_factory = nullptr;
 int (*g_cuda_count)() = nullptr;

@@ -94,6 +94,12 @@ class Backend {
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   /// Converts dtype and/or layout (f32 <-> bf16/f16, NCHW <-> NHWC).
   virtual void reorder(const Tensor& src, Tensor& dst) = 0;
+  /// dst (f32) = src (f32) with every element rounded to the nearest `precision` value (bf16 or f16;
+  /// round to nearest even, f16 subnormals kept and overflow to inf, NaN stays NaN): what a tensor of
+  /// that type would hold, kept in f32. Mixed-precision training uses it to emulate bf16/f16 compute
+  /// where the device has none, and to round results to the low precision. src may be dst.
+  /// The default converts through a `precision` tensor with two reorders.
+  virtual void round_to_precision(const Tensor& src, Tensor& dst, DType precision);
   virtual void synchronize() {}
   /// The layout this backend prefers for conv activations it allocates.
   virtual MemoryFormat preferred_conv_format() const { return MemoryFormat::contiguous; }

@@ -19,6 +19,7 @@ class BatchNorm2d final : public Layer {
   std::vector<Param*> params() override { return {&m_gamma, &m_beta}; }
   std::vector<Buffer*> buffers() override { return {&m_running_mean, &m_running_var, &m_num_batches}; }
   int64_t channels() const { return m_channels; }
+  const BatchNormParams& bn_params() const { return m_p; }
 
  private:
   int64_t m_channels;

@@ -40,14 +40,28 @@ void Conv2d::create_params(Backend& backend, DType dtype, Rng& rng) {
 }
 
 void Conv2d::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
-  ctx.backend.conv2d_forward(m_p, *src[0], m_weight.value, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
+  Backend& be = ctx.backend;
+  const Tensor& x = m_precision.operand(be, Op::conv2d, *src[0], m_src_low);
+  const Tensor& w = m_precision.operand(be, Op::conv2d, m_weight.value, m_weight_low);
+  be.conv2d_forward(m_p, x, w, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
+  m_precision.round_result(be, dst);
 }
 
 void Conv2d::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,
                       const Tensor& diff_dst, const std::vector<Tensor*>& diff_src) {
-  ctx.backend.conv2d_backward_weights(m_p, *src[0], diff_dst, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
-  if (diff_src[0])
-    ctx.backend.conv2d_backward_data(m_p, diff_dst, m_weight.value, *diff_src[0]);
+  // Operands are cast again (not kept from forward()): another forward may have run in between.
+  Backend& be = ctx.backend;
+  const Tensor& dy = m_precision.operand(be, Op::conv2d, diff_dst, m_diff_dst_low);
+  const Tensor& x = m_precision.operand(be, Op::conv2d, *src[0], m_src_low);
+  be.conv2d_backward_weights(m_p, x, dy, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
+  m_precision.round_result(be, m_weight.grad);
+  if (m_has_bias)
+    m_precision.round_result(be, m_bias.grad);
+  if (diff_src[0]) {
+    const Tensor& w = m_precision.operand(be, Op::conv2d, m_weight.value, m_weight_low);
+    be.conv2d_backward_data(m_p, dy, w, *diff_src[0]);
+    m_precision.round_result(be, *diff_src[0]);
+  }
 }
 
 std::vector<Param*> Conv2d::params() {

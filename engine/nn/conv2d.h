@@ -2,6 +2,7 @@
 #pragma once
 
 #include "engine/nn/layer.h"
+#include "engine/nn/matmul_precision.h"
 
 namespace lathe {
 
@@ -22,10 +23,14 @@ class Conv2d final : public Layer {
   std::vector<Param*> params() override;
   bool can_fuse_relu() const override { return true; }
   void set_fused_relu(bool on) override { m_post = on ? PostOp::relu : PostOp::none; }
+  void set_compute_precision(DType precision) override { m_precision.set(precision); }
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override;
 
   int64_t in_channels() const { return m_in; }
   int64_t out_channels() const { return m_out; }
+  int64_t kernel() const { return m_kernel; }
+  const ConvParams& conv_params() const { return m_p; }
+  bool has_bias() const { return m_has_bias; }
 
  private:
   int64_t m_in, m_out, m_kernel;
@@ -33,6 +38,8 @@ class Conv2d final : public Layer {
   bool m_has_bias;
   PostOp m_post = PostOp::none;
   Param m_weight, m_bias;
+  MatmulPrecision m_precision;
+  Tensor m_src_low, m_weight_low, m_diff_dst_low;  // low-precision operands, reused between steps
 };
 
 }  // namespace lathe

@@ -34,6 +34,8 @@ class Dropout final : public Layer {
     }
   }
   void set_seed(uint64_t seed) { m_seed = seed; }
+  double p() const { return m_p; }
+  uint64_t seed() const { return m_seed; }
 
  private:
   double m_p;

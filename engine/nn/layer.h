@@ -65,6 +65,10 @@ class Layer {
   /// the Model then skips the separate ReLU pass (see Model::set_fuse_relu).
   virtual bool can_fuse_relu() const { return false; }
   virtual void set_fused_relu(bool) {}
+
+  /// Mixed-precision training: layers with matmuls (Linear, Conv2d) compute them at `precision`
+  /// (f32, bf16 or f16) with f32 parameters (see matmul_precision.h); the others stay f32.
+  virtual void set_compute_precision(DType precision) {}
 };
 
 /// Fills `t` (any device) with U(-bound, bound) drawn on the host from `rng`.

@@ -35,14 +35,29 @@ void Linear::create_params(Backend& backend, DType dtype, Rng& rng) {
 }
 
 void Linear::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
-  ctx.backend.linear_forward(*src[0], m_weight.value, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
+  Backend& be = ctx.backend;
+  const Tensor& x = m_precision.operand(be, Op::linear, *src[0], m_src_low);
+  const Tensor& w = m_precision.operand(be, Op::linear, m_weight.value, m_weight_low);
+  be.linear_forward(x, w, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
+  m_precision.round_result(be, dst);
 }
 
 void Linear::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, const Tensor& dst,
                       const Tensor& diff_dst, const std::vector<Tensor*>& diff_src) {
-  ctx.backend.linear_backward_weights(*src[0], diff_dst, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
-  if (diff_src[0])
-    ctx.backend.linear_backward_data(diff_dst, m_weight.value, *diff_src[0]);
+  // The operands are cast again rather than kept from forward(): a forward of other data (an
+  // evaluation, a distillation teacher tap) may run in between.
+  Backend& be = ctx.backend;
+  const Tensor& dy = m_precision.operand(be, Op::linear, diff_dst, m_diff_dst_low);
+  const Tensor& x = m_precision.operand(be, Op::linear, *src[0], m_src_low);
+  be.linear_backward_weights(x, dy, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
+  m_precision.round_result(be, m_weight.grad);
+  if (m_has_bias)
+    m_precision.round_result(be, m_bias.grad);
+  if (diff_src[0]) {
+    const Tensor& w = m_precision.operand(be, Op::linear, m_weight.value, m_weight_low);
+    be.linear_backward_data(dy, w, *diff_src[0]);
+    m_precision.round_result(be, *diff_src[0]);
+  }
 }
 
 std::vector<Param*> Linear::params() {

@@ -31,6 +31,7 @@ class MaxPool2d final : public Layer {
     if (diff_src[0])
       ctx.backend.maxpool2d_backward(m_p, diff_dst, m_workspace, *diff_src[0]);
   }
+  const PoolParams& pool_params() const { return m_p; }
 
  private:
   PoolParams m_p;

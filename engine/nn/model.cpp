@@ -64,6 +64,14 @@ Shape Model::batch_shape(int node, int64_t batch) const {
   return s;
 }
 
+void Model::set_compute_precision(DType precision) {
+  LATHE_CHECK(precision == DType::f32 || precision == DType::bf16 || precision == DType::f16,
+              "compute precision must be f32, bf16 or f16, got ", dtype_name(precision));
+  for (Node& n : m_nodes)
+    n.layer->set_compute_precision(precision);
+  m_compute_precision = precision;
+}
+
 void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
   LATHE_CHECK(!m_nodes.empty(), "model has no layers");
   m_dtype = dtype;
@@ -92,6 +100,25 @@ void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
     }
   }
   m_created = true;
+}
+
+std::unique_ptr<Layer> Model::replace_layer(size_t i, std::unique_ptr<Layer> layer) {
+  LATHE_CHECK(m_created && i < m_nodes.size() && layer, "model: replace_layer(", i,
+              ") needs create_params() and a layer");
+  Node& n = m_nodes[i];
+  std::vector<Shape> in_shapes;
+  for (int j : n.inputs)
+    in_shapes.push_back(batch_shape(j, 1));
+  LATHE_CHECK(layer->num_inputs() == n.layer->num_inputs() && layer->output_shape(in_shapes) == n.sample_shape,
+              "model: replace_layer: ", layer->describe(), " does not fit node '", n.name, "' (", n.layer->describe(),
+              ")");
+  if (m_fused_relu_of[i] >= 0) {
+    LATHE_CHECK(layer->can_fuse_relu(), "model: replace_layer: ", layer->describe(), " cannot take the fused ReLU of '",
+                n.name, "'");
+    layer->set_fused_relu(true);
+  }
+  std::swap(n.layer, layer);
+  return layer;
 }
 
 const Tensor& Model::input_of(int index, const Tensor& model_input) const {
@@ -135,7 +162,10 @@ const Tensor& Model::forward(LayerContext& ctx, const Tensor& input) {
   return m_outputs.back();
 }
 
-void Model::backward(LayerContext& ctx, const Tensor& diff_output) {
+void Model::backward(LayerContext& ctx, const Tensor& diff_output) { backward(ctx, diff_output, {}); }
+
+void Model::backward(LayerContext& ctx, const Tensor& diff_output,
+                     const std::vector<std::pair<int, const Tensor*>>& extra) {
   LATHE_CHECK(diff_output.shape() == m_outputs.back().shape(), "model backward: gradient ", diff_output.describe(),
               " does not match output ", m_outputs.back().describe());
   std::fill(m_diff_ready.begin(), m_diff_ready.end(), 0);
@@ -145,6 +175,24 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output) {
   for (size_t ii = m_nodes.size(); ii-- > 0;) {
     Node& n = m_nodes[ii];
     const Tensor* diff_dst = ii == last ? &diff_output : (m_diff_ready[ii] ? &m_diffs[ii] : nullptr);
+    for (const auto& [node, extra_diff] : extra) {  // gradients entering here from outside the graph
+      if (node != static_cast<int>(ii))
+        continue;
+      LATHE_CHECK(extra_diff->shape() == m_outputs[ii].shape() && extra_diff->format() == m_outputs[ii].format(),
+                  "model backward: extra gradient ", extra_diff->describe(), " for '", n.name,
+                  "' does not match its output ", m_outputs[ii].describe());
+      if (diff_dst && diff_dst != &m_diffs[ii]) {
+        ensure(ctx.backend, m_diffs[ii], m_outputs[ii].shape(), m_dtype, m_outputs[ii].format());
+        ctx.backend.copy(*diff_dst, m_diffs[ii]);
+      }
+      if (diff_dst) {
+        ctx.backend.axpy(1.0, *extra_diff, m_diffs[ii]);
+      } else {
+        ensure(ctx.backend, m_diffs[ii], m_outputs[ii].shape(), m_dtype, m_outputs[ii].format());
+        ctx.backend.copy(*extra_diff, m_diffs[ii]);
+      }
+      diff_dst = &m_diffs[ii];
+    }
     if (!diff_dst) {  // output unused downstream: no gradient flows here
       for (Param* p : n.layer->params())
         ctx.backend.fill_zero(p->grad);

@@ -48,6 +48,11 @@ class Model {
   /// Call before create_params().
   void set_fuse_relu(bool on) { m_fuse_relu = on; }
 
+  /// Mixed-precision training: every Linear/Conv2d computes at `precision` (f32, bf16 or f16) with
+  /// the f32 parameters as master weights (see matmul_precision.h). Any time; f32 by default.
+  void set_compute_precision(DType precision);
+  DType compute_precision() const { return m_compute_precision; }
+
   /// Creates and initialises every parameter on `backend` in `dtype` (PyTorch's default init, from `rng`).
   void create_params(Backend& backend, DType dtype, Rng& rng);
 
@@ -56,6 +61,10 @@ class Model {
   /// Back-propagates `diff_output` (gradient of the loss w.r.t. the last output); overwrites every
   /// parameter gradient. The input gets no gradient.
   void backward(LayerContext& ctx, const Tensor& diff_output);
+  /// Like backward(), plus gradients entering at intermediate nodes (feature distillation): each
+  /// {node index from find(), gradient shaped and laid out like that node's output} is added to the
+  /// gradient flowing back into that node.
+  void backward(LayerContext& ctx, const Tensor& diff_output, const std::vector<std::pair<int, const Tensor*>>& extra);
 
   /// Output of a node from the last forward pass (any node, by name).
   const Tensor& activation(const std::string& name) const;
@@ -74,7 +83,13 @@ class Model {
   size_t size() const { return m_nodes.size(); }
   Layer& layer(size_t i) { return *m_nodes.at(i).layer; }
   const std::string& node_name(size_t i) const { return m_nodes.at(i).name; }
+  /// Puts `layer` in place of node i's layer after create_params() (its output shape must match),
+  /// carrying over a fused ReLU; returns the old layer. Sparse deployment swaps executors in and out.
+  std::unique_ptr<Layer> replace_layer(size_t i, std::unique_ptr<Layer> layer);
   int find(const std::string& name) const;
+  /// Indices of a node's inputs (kModelInput for the model input), in order.
+  const std::vector<int>& node_inputs(size_t i) const { return m_nodes.at(i).inputs; }
+  bool fuse_relu() const { return m_fuse_relu; }
   DType dtype() const { return m_dtype; }
 
  private:
@@ -97,6 +112,7 @@ class Model {
   bool m_fuse_relu = true;
   Tensor m_input_view;
   DType m_dtype = DType::f32;
+  DType m_compute_precision = DType::f32;
   bool m_created = false;
 };
 

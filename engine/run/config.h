@@ -97,10 +97,19 @@ struct ScheduleConfig {
   double min_lr = 0;
 };
 
+/// f16 dynamic loss scaling (train.loss_scale.*; GradScaler defaults).
+struct LossScaleConfig {
+  double init = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
 struct TrainConfig {
   int epochs = 5;
   int batch_size = 128;
   Precision precision = Precision::fp32;
+  LossScaleConfig loss_scale;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   int grad_accum = 1;
@@ -121,17 +130,34 @@ struct PruneConfig {
   std::string method = "none", scope = "global", schedule = "one-shot";
   double ratio = 0.5;
   int64_t finetune_epochs = 1;
+  double finetune_lr_scale = 0.25;
+  std::vector<std::string> exclude;  ///< node names (prune.exclude split at commas)
+  int nm_n = 2, nm_m = 4;
+  double agp_initial = 0;
+  int64_t agp_start_step = 0, agp_end_step = 0, agp_frequency = 50;  ///< from the fine-tuning start; end 0 = auto
+  bool sensitivity = false, sensitivity_pick = false;
+  int64_t sensitivity_samples = 2000;
 };
 
 struct DistillConfig {
-  std::string teacher;
+  std::string teacher;  ///< "" = no distillation; zoo:<name>, run:<ref> or a .safetensors path
   double temperature = 4, alpha = 0.7, feature_weight = 0.3;
+  std::string feature_pairs;  ///< "student_node:teacher_node,..."
+  int teacher_epochs = 5;     ///< for a zoo:<name> teacher trained first
+  double student_augment_factor = 1.2;
+  bool cache_teacher = true;
+  std::string teacher_cache;  ///< file for the cached teacher outputs ("" = memory only)
 };
 
 struct QuantConfig {
   std::string mode = "none", calibration = "minmax", granularity = "per-channel";
   double percentile = 99.99;
   int64_t calib_samples = 512;
+  int64_t calib_batch_size = 64;
+  double outlier_fraction = 0.05;  // of the calibration set: the highest-loss training images
+  bool compare_calibrators = false;
+  int64_t qat_epochs = 1;
+  double max_accuracy_drop = 1.0;  // points
 };
 
 struct CheckpointConfig {

@@ -12,9 +12,7 @@ namespace {
 using Kind = FieldSpec::Kind;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-const char* kPruneReason = "pruning lands with issue 5";
-const char* kDistillReason = "distillation lands with issue 5";
-const char* kQuantReason = "INT8 quantization lands with issue 6";
+const char* kQuantReason = "QAT and accuracy-driven mixed precision land later with issue 6";
 const char* kCheckpointReason = "checkpoints land with the run-store issue";
 
 std::string section_of(const std::string& path) {
@@ -95,9 +93,10 @@ std::vector<FieldSpec> build_schema() {
   // --- train
   s.push_back(integer("train.epochs", 5, 1, 10000, "Passes over the training set"));
   s.push_back(integer("train.batch_size", 128, 1, 65536, "Samples per optimizer step (before grad_accum)"));
-  s.push_back(
-      unsupported(enumeration("train.precision", {"fp32", "bf16", "f16"}, "Compute precision of the training step"),
-                  "mixed precision lands with issue 6"));
+  s.push_back(enumeration("train.precision", {"fp32", "bf16", "f16"},
+                          "Compute precision of linear/conv (f32 master weights; BN, loss and updates stay f32); "
+                          "f16 uses dynamic loss scaling. Emulated (values rounded, f32 arithmetic) where the "
+                          "device has no bf16/f16 kernels; the run's precision event says which"));
   s.push_back(enumeration("train.optimizer.type", {"sgd", "adamw"}, "Optimizer"));
   s.push_back(number("train.optimizer.lr", nullptr, 0, 10,
                      "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom)", true));
@@ -116,6 +115,12 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(integer("train.threads", 0, 0, 1024, "CPU threads; 0 = all cores"));
   s.push_back(integer("train.eval_every", 1, 1, kInf, "Evaluate on the test set every N epochs"));
   s.push_back(boolean("train.save_model", true, "Save the trained weights (safetensors) in the run folder"));
+  s.push_back(number("train.loss_scale.init", 65536.0, 0, kInf, "f16: initial loss scale", true));
+  s.push_back(number("train.loss_scale.growth_factor", 2.0, 1, kInf,
+                     "f16: scale x this after growth_interval good steps in a row"));
+  s.push_back(number("train.loss_scale.backoff_factor", 0.5, 0, 1,
+                     "f16: scale x this on a step with inf/nan gradients (the step is skipped)", true, true));
+  s.push_back(integer("train.loss_scale.growth_interval", 2000, 1, kInf, "f16: good steps before the scale grows"));
   // --- compute
   s.push_back(enumeration("compute.backend", {"auto", "cpu", "cuda", "reference"},
                           "auto = cuda when a GPU is present, else cpu; reference = plain loops"));
@@ -125,37 +130,79 @@ std::vector<FieldSpec> build_schema() {
       unsupported(enumeration("compute.grad_compression", {"none", "fp16"}, "Compress gradients before the all-reduce"),
                   "gradient compression lands with data-parallel training"));
   // --- prune
+  s.push_back(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
+                          "Pruning after training: l1-unstructured (smallest |w|, stored sparse), l1/l2-structured "
+                          "(removes whole filters/neurons), nm (N:M pattern, e.g. 2:4); none = no pruning stage"));
+  s.push_back(number("prune.ratio", 0.5, 0, 1,
+                     "Fraction removed: of weights (l1-unstructured; AGP's final sparsity), of filters/neurons per "
+                     "layer (l1/l2-structured); nm ignores it (1 - n/m)",
+                     false, true));
+  s.push_back(enumeration("prune.scope", {"global", "layer"},
+                          "Rank weights (or normalised filter norms) across all layers together, or each layer alone"));
+  s.push_back(enumeration("prune.schedule", {"one-shot", "agp"},
+                          "one-shot: prune once, then fine-tune; agp: gradual (Zhu & Gupta cubic) during fine-tuning "
+                          "(l1-unstructured)"));
+  s.push_back(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning (masks stay applied)"));
+  s.push_back(number("prune.finetune_lr_scale", 0.25, 0, 10,
+                     "Fine-tuning learning rate = train.optimizer.lr x this (schedule as train.schedule)", true));
+  s.push_back(string("prune.exclude", "",
+                     "Layers left unpruned: node names, comma-separated (e.g. \"0,9\" for the cnn's first and last)"));
+  s.push_back(integer("prune.nm_n", 2, 1, 64, "N of N:M (method nm): weights kept in each group of M"));
+  s.push_back(integer("prune.nm_m", 4, 1, 64, "M of N:M (method nm): group length along the input dimension"));
+  s.push_back(number("prune.agp.initial", 0, 0, 1, "AGP: sparsity at the first pruning step"));
   s.push_back(
-      unsupported(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
-                              "Pruning method; none = no pruning stage"),
-                  kPruneReason));
-  s.push_back(unsupported(number("prune.ratio", 0.5, 0, 1, "Fraction of weights removed", false, true), kPruneReason));
-  s.push_back(unsupported(
-      enumeration("prune.scope", {"global", "layer"}, "Rank weights across all layers or per layer"), kPruneReason));
-  s.push_back(
-      unsupported(enumeration("prune.schedule", {"one-shot", "agp"}, "One shot, or gradual (AGP)"), kPruneReason));
-  s.push_back(
-      unsupported(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning"), kPruneReason));
+      integer("prune.agp.start_step", 0, 0, kInf, "AGP: first pruning step, counted from the fine-tuning start"));
+  s.push_back(integer("prune.agp.end_step", 0, 0, kInf,
+                      "AGP: step where prune.ratio is reached (from the fine-tuning start); 0 = half the "
+                      "fine-tuning steps"));
+  s.push_back(integer("prune.agp.frequency", 50, 1, kInf, "AGP: steps between mask updates"));
+  s.push_back(boolean("prune.sensitivity", false,
+                      "Sensitivity analysis: prune each layer alone at ratios 0.1..0.9 and evaluate "
+                      "(metrics sensitivity/<layer>/accuracy, step = ratio x 100)"));
+  s.push_back(integer("prune.sensitivity_samples", 2000, 0, kInf,
+                      "Test images per sensitivity evaluation (0 = the whole test set)"));
+  s.push_back(boolean("prune.sensitivity_pick", false,
+                      "Use the sensitivity curves to choose per-layer ratios reaching prune.ratio overall "
+                      "(l1-unstructured; needs prune.sensitivity)"));
   // --- distill
-  s.push_back(unsupported(string("distill.teacher", "", "Teacher: zoo:<name> or a safetensors file; empty = none"),
-                          kDistillReason));
-  s.push_back(unsupported(number("distill.temperature", 4, 0, kInf, "Softmax temperature", true), kDistillReason));
-  s.push_back(unsupported(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss"), kDistillReason));
-  s.push_back(unsupported(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching loss"),
-                          kDistillReason));
+  s.push_back(string("distill.teacher", "",
+                     "Teacher: zoo:<name> (trained first), run:<run id or name> or a .safetensors file; empty = "
+                     "no distillation"));
+  s.push_back(number("distill.temperature", 4, 0, kInf, "Softmax temperature T of the soft targets", true));
+  s.push_back(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss (1 - alpha: hard labels)"));
+  s.push_back(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching (MSE) loss"));
+  s.push_back(string("distill.feature_pairs", "",
+                     "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only"));
+  s.push_back(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first"));
+  s.push_back(number("distill.student_augment_factor", 1.2, 0, 4,
+                     "Student augmentation strength = data.augment.strength x this (the teacher sees the same "
+                     "images)"));
+  s.push_back(boolean("distill.cache_teacher", true,
+                      "Reuse the teacher's outputs per image across epochs when the student's images are not "
+                      "augmented"));
+  s.push_back(string("distill.teacher_cache", "",
+                     "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory"));
   // --- quant
-  s.push_back(unsupported(enumeration("quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
-                                      "INT8 quantization; none = no quantization stage"),
+  s.push_back(enumeration("quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
+                          "INT8 quantization after training: static PTQ (activation ranges calibrated once), dynamic "
+                          "(activation ranges per batch at run time), QAT (not yet); none = no quantization stage"));
+  s.push_back(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
+                          "How activation ranges are calibrated (static PTQ)"));
+  s.push_back(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true));
+  s.push_back(
+      enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity", "per-channel"));
+  s.push_back(integer("quant.calib_samples", 512, 1, kInf, "Training images used for calibration"));
+  s.push_back(integer("quant.calib_batch_size", 64, 1, kInf, "Batch size of the calibration passes"));
+  s.push_back(number("quant.outlier_fraction", 0.05, 0, 1,
+                     "Fraction of the calibration set taken from the highest-loss training images"));
+  s.push_back(boolean("quant.compare_calibrators", false,
+                      "Evaluate every calibration method from the same statistics (quant/<method>/test_accuracy)"));
+  s.push_back(unsupported(integer("quant.qat_epochs", 1, 0, kInf, "Fine-tuning epochs with fake quantization (qat)"),
                           kQuantReason));
-  s.push_back(unsupported(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
-                                      "How activation ranges are calibrated"),
+  s.push_back(unsupported(number("quant.max_accuracy_drop", 1.0, 0, 100,
+                                 "Accuracy-driven mixed precision: keep sensitive layers in f32 until the INT8 model "
+                                 "is within this many points of f32"),
                           kQuantReason));
-  s.push_back(unsupported(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true),
-                          kQuantReason));
-  s.push_back(unsupported(
-      enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity", "per-channel"),
-      kQuantReason));
-  s.push_back(unsupported(integer("quant.calib_samples", 512, 1, kInf, "Samples used for calibration"), kQuantReason));
   // --- checkpoint
   s.push_back(unsupported(number("checkpoint.every_min", 30, 0, kInf, "Minutes between checkpoints; 0 = never"),
                           kCheckpointReason));

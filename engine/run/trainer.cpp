@@ -17,6 +17,11 @@
 #include "engine/run/cost_model.h"
 #include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
+#include "engine/run/stage_distill.h"
+#include "engine/run/stage_prune_structured.h"
+#include "engine/run/stage_quantize.h"
+#include "engine/run/stage_precision.h"
+#include "engine/run/stage_prune.h"
 #include "engine/run/telemetry.h"
 
 namespace lathe {
@@ -101,6 +106,10 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   }
 
   // STAGE-PREPARE: stages check their inputs here (teacher files, ...), before anything is written.
+  prepare_prune_stage(cfg, *model, be);
+  prepare_structured_prune_stage(cfg, *model, be);
+  prepare_quantize_stage(cfg, *model, be);
+  std::unique_ptr<DistillStage> distill = prepare_distill_stage(cfg, be, data, *model, options);
 
   RunSummary summary;
   summary.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
@@ -154,7 +163,10 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   // ---- stage 1: training (distillation replaces its loss through hooks) ----
   TrainHooks train_hooks;
   // DISTILL-STAGE: set train_hooks / phase here (engine/run/stage_distill.h).
+  if (distill)
+    attach_distill_stage(*distill, ctx, phase, train_hooks);
   // PRECISION: combine the mixed-precision hooks here (train.precision).
+  const std::unique_ptr<PrecisionStage> precision = attach_precision_stage(ctx, train_hooks);
   const PhaseResult trained = train_phase(ctx, phase, train_hooks);
   bool stopped = trained.stopped;
   double train_seconds = trained.train_seconds;
@@ -171,7 +183,10 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   // ---- later stages, in pipeline order; each returns early once a stop is requested ----
   if (!stopped) {
     // PRUNE-STAGE: prune + fine-tune (engine/run/stage_prune.h).
+    run_prune_stage(ctx);
     // QUANTIZE-STAGE: INT8 (engine/run/stage_quantize.h).
+    if (!ctx.stop_requested())
+      run_quantize_stage(ctx);
     stopped = ctx.stop_requested();
   }
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());

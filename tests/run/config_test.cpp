@@ -95,8 +95,7 @@ TEST(ConfigSchema, AsJsonIsIntrospectable) {
   EXPECT_EQ(lr->at("min"), 0.0);
   EXPECT_EQ(lr->at("max"), 10.0);
   EXPECT_EQ(lr->at("min_exclusive"), true);
-  EXPECT_EQ(prune->at("supported"), false);
-  EXPECT_EQ(prune->at("unsupported_reason"), "pruning lands with issue 5");
+  EXPECT_EQ(prune->at("supported"), true);
   EXPECT_EQ(prune->at("choices").size(), 5u);
   EXPECT_FALSE(find_field("seed") == nullptr);
   EXPECT_FALSE(s.at("fields")[1].contains("max"));  // seed: no upper bound, so none is written
@@ -187,15 +186,11 @@ TEST(ValidateConfig, BadChoicesListTheChoices) {
 }
 
 TEST(ValidateConfig, UnsupportedKnobsOnlyAcceptTheirDefault) {
-  EXPECT_HAS(problems_of({{"prune", {{"method", "l1-unstructured"}}}}), "prune.method: pruning lands with issue 5");
-  EXPECT_HAS(problems_of({{"prune", {{"ratio", 0.3}}}}), "prune.ratio: pruning lands with issue 5 (got 0.3");
-  EXPECT_HAS(problems_of({{"train", {{"precision", "bf16"}}}}), "train.precision: mixed precision lands with issue 6");
   EXPECT_HAS(problems_of({{"compute", {{"devices", 2}}}}),
              "compute.devices: data-parallel training lands with a later issue");
   EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "fp16"}}}}), "compute.grad_compression: ");
-  EXPECT_HAS(problems_of({{"distill", {{"teacher", "zoo:teacher"}}}}),
-             "distill.teacher: distillation lands with issue 5");
-  EXPECT_HAS(problems_of({{"quant", {{"mode", "qat"}}}}), "quant.mode: INT8 quantization lands with issue 6");
+  EXPECT_HAS(problems_of({{"quant", {{"qat_epochs", 3}}}}),
+             "quant.qat_epochs: QAT and accuracy-driven mixed precision land later with issue 6");
   EXPECT_HAS(problems_of({{"checkpoint", {{"keep", 5}}}}),
              "checkpoint.keep: checkpoints land with the run-store issue");
   EXPECT_HAS(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}),
@@ -239,14 +234,14 @@ TEST(ValidateConfig, InstanceMustBeInThePriceCatalog) {
 TEST(ValidateConfig, CollectsAllProblemsOnePerLine) {
   const std::string msg = problems_of({{"seed", -3},
                                        {"train", {{"epochs", 0}, {"optimizer", {{"type", "rmsprop"}}}}},
-                                       {"prune", {{"method", "nm"}}},
+                                       {"prune", {{"method", "magnitude"}}},
                                        {"bogus", 1}});
   EXPECT_EQ(std::count(msg.begin(), msg.end(), '\n'), 4) << msg;
   EXPECT_HAS(msg, "bogus: unknown key");
   EXPECT_HAS(msg, "seed: -3");
   EXPECT_HAS(msg, "train.epochs: 0 is out of range");
   EXPECT_HAS(msg, "train.optimizer.type: \"rmsprop\"");
-  EXPECT_HAS(msg, "prune.method: pruning lands");
+  EXPECT_HAS(msg, "prune.method: \"magnitude\" is not one of");
 }
 
 TEST(ApplyOverride, SetsValuesParsedAsJsonOrText) {
@@ -425,6 +420,20 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
         got = enum_name(c.compute.backend);
       else if (f.path == "cost.pricing")
         got = enum_name(c.cost.pricing);
+      else if (f.path == "train.precision")
+        got = enum_name(c.train.precision);
+      else if (f.path == "prune.method")
+        got = c.prune.method;
+      else if (f.path == "prune.scope")
+        got = c.prune.scope;
+      else if (f.path == "prune.schedule")
+        got = c.prune.schedule;
+      else if (f.path == "quant.mode")
+        got = c.quant.mode;
+      else if (f.path == "quant.calibration")
+        got = c.quant.calibration;
+      else if (f.path == "quant.granularity")
+        got = c.quant.granularity;
       else
         ADD_FAILURE() << "no typed field checked for " << f.path;
       EXPECT_EQ(got, choice) << f.path;

@@ -5,6 +5,7 @@
 #include "engine/backend/cpu/dnnl_backend.h"
 
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/round_kernels.h"
 
 #include <omp.h>
 
@@ -92,6 +93,7 @@ struct DnnlBackend::Impl {
   std::unordered_map<std::string, dnnl::eltwise_forward> eltwise_fwd;
   std::unordered_map<std::string, dnnl::eltwise_backward> eltwise_bwd;
   size_t created = 0;
+  bool native_bf16 = false;  // oneDNN runs bf16 matmul/conv on bf16 instructions here (see probe_native_bf16)
 
   memory mem(const Tensor& t) { return memory(md_of(t), eng, t.raw()); }
 
@@ -129,7 +131,8 @@ struct DnnlBackend::Impl {
     const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
     const memory::dims pr{pad_right(src.dim(2), dst.dim(2), weights.dim(2), p.stride_h, p.pad_h),
                           pad_right(src.dim(3), dst.dim(3), weights.dim(3), p.stride_w, p.pad_w)};
-    memory::desc w_any(memory::dims(weights.shape().begin(), weights.shape().end()), dt::f32, tag::any);
+    memory::desc w_any(memory::dims(weights.shape().begin(), weights.shape().end()), to_dnnl(weights.dtype()),
+                       tag::any);
     memory::desc b_md({weights.dim(0)}, dt::f32, tag::a);
     auto d =
         has_bias
@@ -151,10 +154,63 @@ struct DnnlBackend::Impl {
   }
 };
 
-DnnlBackend::DnnlBackend() : m_impl(std::make_unique<Impl>()) {}
+namespace {
+/// True when this CPU has bf16 instructions (AVX512_BF16 or AMX) and oneDNN 2.6 builds bf16 matmul
+/// and channels-last convolutions (all three passes) with f32 outputs on them. Elsewhere oneDNN
+/// either refuses bf16 (AVX2) or emulates it slower than f32 (plain AVX-512), so we emulate instead.
+bool probe_native_bf16(const dnnl::engine& eng) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto need = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  if ((isa & need) != need)
+    return false;
+  try {
+    const memory::desc a({4, 32}, dt::bf16, tag::ab), b({32, 16}, dt::bf16, tag::ba), c({4, 16}, dt::f32, tag::ab);
+    dnnl::matmul::primitive_desc mm(dnnl::matmul::desc(a, b, c), eng);
+    const memory::desc src({2, 16, 8, 8}, dt::bf16, tag::acdb), dst({2, 16, 8, 8}, dt::bf16, tag::acdb);
+    const memory::desc src32({2, 16, 8, 8}, dt::f32, tag::acdb);
+    const memory::desc w({16, 16, 3, 3}, dt::bf16, tag::any), w32({16, 16, 3, 3}, dt::f32, tag::any);
+    const memory::desc bias({16}, dt::f32, tag::a);
+    const memory::dims s{1, 1}, pad{1, 1};
+    dnnl::convolution_forward::primitive_desc fwd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, src, w,
+                                        bias, dst, s, pad, pad),
+        eng);
+    dnnl::convolution_backward_data::primitive_desc bwd_d(
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src32, w, dst, s, pad, pad), eng,
+        fwd);
+    dnnl::convolution_backward_weights::primitive_desc bwd_w(
+        dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, w32, bias, dst, s, pad, pad),
+        eng, fwd);
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+bool is_bf16(const Tensor& t) { return t.dtype() == DType::bf16; }
+bool is_f32(const Tensor& t) { return t.dtype() == DType::f32; }
+}  // namespace
+
+DnnlBackend::DnnlBackend() : m_impl(std::make_unique<Impl>()) { m_impl->native_bf16 = probe_native_bf16(m_impl->eng); }
 DnnlBackend::~DnnlBackend() = default;
 
-bool DnnlBackend::supports(Op op, DType dtype) const { return dtype == DType::f32; }
+bool DnnlBackend::supports(Op op, DType dtype) const {
+  if (dtype == DType::bf16 && (op == Op::linear || op == Op::conv2d || op == Op::reorder))
+    return m_impl->native_bf16;
+  return dtype == DType::f32;
+}
+
+void DnnlBackend::round_to_precision(const Tensor& src, Tensor& dst, DType precision) {
+  if (!is_f32(src) || !is_f32(dst) || !dense_same(src, dst) || src.shape() != dst.shape() ||
+      (precision != DType::bf16 && precision != DType::f16))
+    return ReferenceBackend::round_to_precision(src, dst, precision);  // checks and explains the bad call
+  const float* x = static_cast<const float*>(src.raw());
+  float* y = static_cast<float*>(dst.raw());
+  if (precision == DType::bf16)
+    cpu::round_to_bf16(x, y, src.numel());
+  else
+    cpu::round_to_f16(x, y, src.numel());
+}
 
 size_t DnnlBackend::primitives_created() const { return m_impl->created; }
 
@@ -178,13 +234,14 @@ void DnnlBackend::reorder(const Tensor& src, Tensor& dst) {
 // ---------------------------------------------------------------- linear (matmul primitive)
 void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                                  PostOp post) {
-  if (src.dtype() != DType::f32)
+  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32(dst);
+  if (!bf16 && !(is_f32(src) && is_f32(weights)))
     return ReferenceBackend::linear_forward(src, weights, bias, dst, post);
   const int64_t N = src.dim(0), K = src.dim(1), O = weights.dim(0);
   LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && weights.dim(1) == K && dst.dim(0) == N && dst.dim(1) == O,
               "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
   // weights [O, K] read as its transpose [K, O] through strides.
-  const memory::desc a = md_of(src), b = md_with({K, O}, {weights.stride(1), weights.stride(0)}, DType::f32);
+  const memory::desc a = md_of(src), b = md_with({K, O}, {weights.stride(1), weights.stride(0)}, weights.dtype());
   const memory::desc c = md_of(dst);
   std::string key = "lin_f";
   append_key(key, src);
@@ -201,7 +258,8 @@ void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const
 }
 
 void DnnlBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
-  if (diff_dst.dtype() != DType::f32)
+  const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32(diff_src);
+  if (!bf16 && !(is_f32(diff_dst) && is_f32(weights)))
     return ReferenceBackend::linear_backward_data(diff_dst, weights, diff_src);
   LATHE_CHECK(
       diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) && diff_src.dim(0) == diff_dst.dim(0),
@@ -216,13 +274,14 @@ void DnnlBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& wei
 
 void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
                                           Tensor* diff_bias) {
-  if (src.dtype() != DType::f32)
+  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(diff_dst) && is_f32(diff_weights);
+  if (!bf16 && !(is_f32(src) && is_f32(diff_dst)))
     return ReferenceBackend::linear_backward_weights(src, diff_dst, diff_weights, diff_bias);
   const int64_t N = src.dim(0), O = diff_dst.dim(1);
   LATHE_CHECK(diff_weights.dim(0) == O && diff_weights.dim(1) == src.dim(1) && diff_dst.dim(0) == N,
               "linear_backward_weights shapes");
   // diff_weights [O, K] = diff_dst^T [O, N] * src [N, K]
-  const memory::desc a = md_with({O, N}, {diff_dst.stride(1), diff_dst.stride(0)}, DType::f32);
+  const memory::desc a = md_with({O, N}, {diff_dst.stride(1), diff_dst.stride(0)}, diff_dst.dtype());
   std::string key = "lin_bw";
   append_key(key, src);
   append_key(key, diff_dst);
@@ -232,13 +291,20 @@ void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_
   if (diff_bias) {
     LATHE_CHECK(diff_dst.is_contiguous() && diff_bias->is_contiguous(), "linear bias grad needs contiguous tensors");
     float* db = diff_bias->data<float>();
-    const float* dy = diff_dst.data<float>();
     std::memset(db, 0, sizeof(float) * O);
-    for (int64_t n = 0; n < N; ++n) {
-      const float* row = dy + n * O;
+    if (bf16) {  // f32 sums of the bf16 gradient
+      const uint16_t* dy = static_cast<const uint16_t*>(diff_dst.raw());
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o)
+          db[o] += bf16_to_f32(dy[n * O + o]);
+    } else {
+      const float* dy = diff_dst.data<float>();
+      for (int64_t n = 0; n < N; ++n) {
+        const float* row = dy + n * O;
 #pragma omp simd
-      for (int64_t o = 0; o < O; ++o)
-        db[o] += row[o];
+        for (int64_t o = 0; o < O; ++o)
+          db[o] += row[o];
+      }
     }
   }
 }
@@ -246,7 +312,8 @@ void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_
 // ---------------------------------------------------------------- conv2d
 void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                                  Tensor& dst, PostOp post) {
-  if (src.dtype() != DType::f32)
+  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32(dst);
+  if (!bf16 && !(is_f32(src) && is_f32(weights)))
     return ReferenceBackend::conv2d_forward(p, src, weights, bias, dst, post);
   LATHE_CHECK(src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4 && src.dim(1) == weights.dim(1) &&
                   dst.dim(1) == weights.dim(0),
@@ -268,7 +335,8 @@ void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const T
 
 void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                                        Tensor& diff_src) {
-  if (diff_dst.dtype() != DType::f32)
+  const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32(diff_src);
+  if (!bf16 && !(is_f32(diff_dst) && is_f32(weights)))
     return ReferenceBackend::conv2d_backward_data(p, diff_dst, weights, diff_src);
   std::string key = "conv_bd";
   append_key(key, diff_dst);
@@ -281,11 +349,15 @@ void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_d
   if (it == cache.end()) {
     // The backward primitive needs the forward one as a hint; build it for the matching layouts.
     Tensor fake_dst_layout = diff_dst;  // same shape/strides as dst
-    ConvEntry& fwd = m_impl->conv_entry(p, diff_src, weights, false, fake_dst_layout, PostOp::none);
+    // A bf16 hint takes a bf16 src (a forward primitive with f32 src and bf16 weights does not exist).
+    const Tensor hint_src =
+        bf16 ? Tensor::empty(diff_src.shape(), DType::bf16, Device::cpu(), diff_src.format()) : diff_src;
+    ConvEntry& fwd = m_impl->conv_entry(p, hint_src, weights, false, fake_dst_layout, PostOp::none);
     const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
     const memory::dims pr{pad_right(diff_src.dim(2), diff_dst.dim(2), weights.dim(2), p.stride_h, p.pad_h),
                           pad_right(diff_src.dim(3), diff_dst.dim(3), weights.dim(3), p.stride_w, p.pad_w)};
-    memory::desc w_any(memory::dims(weights.shape().begin(), weights.shape().end()), dt::f32, tag::any);
+    memory::desc w_any(memory::dims(weights.shape().begin(), weights.shape().end()), to_dnnl(weights.dtype()),
+                       tag::any);
     dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, md_of(diff_src), w_any,
                                             md_of(diff_dst), strides, pl, pr);
     dnnl::convolution_backward_data::primitive_desc pd(d, m_impl->eng, fwd.fwd_pd);
@@ -314,7 +386,8 @@ void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_d
 
 void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
                                           Tensor& diff_weights, Tensor* diff_bias) {
-  if (src.dtype() != DType::f32)
+  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(diff_dst) && is_f32(diff_weights);
+  if (!bf16 && !(is_f32(src) && is_f32(diff_dst)))
     return ReferenceBackend::conv2d_backward_weights(p, src, diff_dst, diff_weights, diff_bias);
   std::string key = "conv_bw";
   append_key(key, src);
@@ -327,7 +400,9 @@ void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src
   auto it = cache.find(key);
   if (it == cache.end()) {
     Tensor dst_layout = diff_dst;
-    ConvEntry& fwd = m_impl->conv_entry(p, src, diff_weights, diff_bias != nullptr, dst_layout, PostOp::none);
+    // A bf16 hint takes bf16 weights (the gradient itself is written in f32).
+    const Tensor hint_w = bf16 ? Tensor::empty(diff_weights.shape(), DType::bf16) : diff_weights;
+    ConvEntry& fwd = m_impl->conv_entry(p, src, hint_w, diff_bias != nullptr, dst_layout, PostOp::none);
     const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
     const memory::dims pr{pad_right(src.dim(2), diff_dst.dim(2), diff_weights.dim(2), p.stride_h, p.pad_h),
                           pad_right(src.dim(3), diff_dst.dim(3), diff_weights.dim(3), p.stride_w, p.pad_w)};

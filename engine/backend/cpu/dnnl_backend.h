@@ -2,6 +2,9 @@
 // pooling and eltwise run as oneDNN primitives, cached by their descriptors; the light ops (loss,
 // optimizer updates, reductions) are vectorised loops over dense f32 memory. Conv activations are
 // kept channels-last (NHWC), the layout oneDNN's AVX-512 kernels run without reorders.
+// Mixed precision: where the CPU has bf16 instructions (AVX512_BF16, AMX), linear and conv also run
+// bf16 src/weights/diff_dst with f32 outputs (supports(op, bf16) says so); f16 has no oneDNN 2.6 CPU
+// kernels, and bf16 elsewhere is emulated by the layers through round_to_precision.
 #pragma once
 
 #include <memory>
@@ -20,6 +23,8 @@ class DnnlBackend final : public ReferenceBackend {
   MemoryFormat preferred_conv_format() const override { return MemoryFormat::channels_last; }
 
   void reorder(const Tensor& src, Tensor& dst) override;
+  /// Vectorised (F16C for f16 where present) on dense tensors of one layout.
+  void round_to_precision(const Tensor& src, Tensor& dst, DType precision) override;
 
   void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst, PostOp post) override;
   void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;

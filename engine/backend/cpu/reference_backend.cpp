@@ -40,6 +40,24 @@ void check_same(const Tensor& a, const Tensor& b, const char* what) {
   LATHE_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), what, ": ", a.describe(), " vs ", b.describe());
 }
 
+bool is_low_precision(DType dt) { return dt == DType::bf16 || dt == DType::f16; }
+
+/// An f32 host copy of a bf16/f16 operand (same layout); mixed-precision ops take low-precision
+/// src/weights/diff_dst with f32 outputs and accumulate in f32, so the reference widens them first.
+Tensor widened(const Tensor& t) {
+  if (!is_low_precision(t.dtype()))
+    return t;
+  Tensor out = Tensor::empty(t.shape(), DType::f32, Device::cpu(), t.format());
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i)
+    out.set_flat(i, t.at_flat(i));
+  return out;
+}
+
+void check_f32_output(const Tensor& t, const char* what) {
+  LATHE_CHECK(t.dtype() == DType::f32, what, ": with bf16/f16 operands the output must be f32, got ", t.describe());
+}
+
 template <class F>
 void dispatch(DType dt, F&& f) {
   if (dt == DType::f32) {
@@ -118,9 +136,25 @@ void ReferenceBackend::reorder(const Tensor& src, Tensor& dst) {
     dst.set_flat(i, src.at_flat(i));
 }
 
+void ReferenceBackend::round_to_precision(const Tensor& src, Tensor& dst, DType precision) {
+  LATHE_CHECK(precision == DType::bf16 || precision == DType::f16,
+              "round_to_precision: precision must be bf16 or f16, got ", dtype_name(precision));
+  LATHE_CHECK(src.dtype() == DType::f32 && dst.dtype() == DType::f32 && src.shape() == dst.shape(),
+              "round_to_precision: f32 tensors of one shape expected, got ", src.describe(), " -> ", dst.describe());
+  const int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = static_cast<float>(src.at_flat(i));
+    dst.set_flat(i, precision == DType::bf16 ? bf16_to_f32(f32_to_bf16(x)) : f16_to_f32(f32_to_f16(x)));
+  }
+}
+
 // ---------------------------------------------------------------- linear
 void ReferenceBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                                       PostOp post) {
+  if (is_low_precision(src.dtype()) || is_low_precision(weights.dtype())) {
+    check_f32_output(dst, "linear_forward");
+    return ReferenceBackend::linear_forward(widened(src), widened(weights), bias, dst, post);
+  }
   check_float(src, "linear_forward");
   LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && src.dim(1) == weights.dim(1) && dst.ndim() == 2 &&
                   dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0),
@@ -143,6 +177,10 @@ void ReferenceBackend::linear_forward(const Tensor& src, const Tensor& weights, 
 }
 
 void ReferenceBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+  if (is_low_precision(diff_dst.dtype()) || is_low_precision(weights.dtype())) {
+    check_f32_output(diff_src, "linear_backward_data");
+    return ReferenceBackend::linear_backward_data(widened(diff_dst), widened(weights), diff_src);
+  }
   check_float(diff_dst, "linear_backward_data");
   LATHE_CHECK(
       diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) && diff_src.dim(0) == diff_dst.dim(0),
@@ -163,6 +201,10 @@ void ReferenceBackend::linear_backward_data(const Tensor& diff_dst, const Tensor
 
 void ReferenceBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
                                                Tensor* diff_bias) {
+  if (is_low_precision(src.dtype()) || is_low_precision(diff_dst.dtype())) {
+    check_f32_output(diff_weights, "linear_backward_weights");
+    return ReferenceBackend::linear_backward_weights(widened(src), widened(diff_dst), diff_weights, diff_bias);
+  }
   check_float(src, "linear_backward_weights");
   LATHE_CHECK(
       diff_weights.dim(0) == diff_dst.dim(1) && diff_weights.dim(1) == src.dim(1) && src.dim(0) == diff_dst.dim(0),
@@ -205,6 +247,10 @@ void check_conv(const ConvParams& p, const Tensor& src, const Tensor& weights, c
 
 void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                                       Tensor& dst, PostOp post) {
+  if (is_low_precision(src.dtype()) || is_low_precision(weights.dtype())) {
+    check_f32_output(dst, "conv2d_forward");
+    return ReferenceBackend::conv2d_forward(p, widened(src), widened(weights), bias, dst, post);
+  }
   check_float(src, "conv2d_forward");
   check_conv(p, src, weights, dst);
   dispatch(src.dtype(), [&](auto tag) {
@@ -239,6 +285,10 @@ void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, co
 
 void ReferenceBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                                             Tensor& diff_src) {
+  if (is_low_precision(diff_dst.dtype()) || is_low_precision(weights.dtype())) {
+    check_f32_output(diff_src, "conv2d_backward_data");
+    return ReferenceBackend::conv2d_backward_data(p, widened(diff_dst), widened(weights), diff_src);
+  }
   check_float(diff_dst, "conv2d_backward_data");
   check_conv(p, diff_src, weights, diff_dst);
   fill_zero(diff_src);
@@ -271,6 +321,10 @@ void ReferenceBackend::conv2d_backward_data(const ConvParams& p, const Tensor& d
 
 void ReferenceBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
                                                Tensor& diff_weights, Tensor* diff_bias) {
+  if (is_low_precision(src.dtype()) || is_low_precision(diff_dst.dtype())) {
+    check_f32_output(diff_weights, "conv2d_backward_weights");
+    return ReferenceBackend::conv2d_backward_weights(p, widened(src), widened(diff_dst), diff_weights, diff_bias);
+  }
   check_float(src, "conv2d_backward_weights");
   check_conv(p, src, diff_weights, diff_dst);
   dispatch(src.dtype(), [&](auto tag) {

@@ -17,6 +17,7 @@ class ReferenceBackend : public Backend {
   void fill_zero(Tensor& t) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void reorder(const Tensor& src, Tensor& dst) override;
+  void round_to_precision(const Tensor& src, Tensor& dst, DType precision) override;
 
   void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst, PostOp post) override;
   void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;

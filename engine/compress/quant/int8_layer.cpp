@@ -25,9 +25,17 @@ Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const I
   Int8LayerData d;
   d.config = config;
   const Tensor w = weights.is_contiguous() ? weights : weights.contiguous_copy();
-  MinMaxObserver obs(0);
-  obs.observe(w);
-  d.weights = obs.params(config.weight_bits, true, true);
+  const int bits = effective_weight_bits(config.weight_bits, config.weight_range);
+  if (config.per_channel_weights) {
+    MinMaxObserver obs(0);
+    obs.observe(w);
+    d.weights = obs.params(bits, true, true);
+  } else {
+    MinMaxObserver obs(-1);  // one range, repeated per channel so the arithmetic stays the same
+    obs.observe(w);
+    d.weights = make_quant_params_per_channel(std::vector<double>(O, obs.min()[0]),
+                                              std::vector<double>(O, obs.max()[0]), 0, bits, true, true);
+  }
   d.weights_q = quantize(w, d.weights);
   d.has_bias = bias != nullptr;
   d.bias_acc.assign(O, 0.0f);

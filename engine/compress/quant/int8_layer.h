@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/compress/quant/int8_cpu.h"
 #include "engine/compress/quant/quant_params.h"
 
 namespace lathe {
@@ -25,13 +26,17 @@ struct Int8LayerConfig {
   QuantParams src;                 // per tensor; u8 (e.g. after ReLU) or s8; a zero point is allowed
   std::optional<QuantParams> dst;  // per tensor; nullopt: f32 output (the last layer)
   PostOp post = PostOp::none;      // fused ReLU, applied before the dst zero point
-  int weight_bits = 8;             // per-output-channel symmetric weights, stored s8
+  int weight_bits = 8;             // requested bits of the per-output-channel symmetric s8 weights
+  /// auto: 7-bit weights on CPUs whose int8 dot product saturates (int8_cpu.h), else weight_bits.
+  Int8WeightRange weight_range = Int8WeightRange::auto_for_cpu;
+  /// false: one weight scale for the whole tensor (stored per channel, all equal).
+  bool per_channel_weights = true;
 };
 
 struct Int8LayerData {
   Int8LayerConfig config;
   Tensor weights_q;                  // s8, contiguous PyTorch layout ([O, K] or [O, C, KH, KW])
-  QuantParams weights;               // per channel along axis 0, symmetric
+  QuantParams weights;               // per channel along axis 0, symmetric; .bits = the bits used
   std::vector<float> bias_acc;       // [O], zeros when the layer has no bias
   std::vector<float> output_scales;  // [O]
   bool has_bias = false;
@@ -41,7 +46,8 @@ struct Int8LayerData {
   DType dst_dtype() const { return config.dst ? config.dst->storage_dtype() : DType::f32; }
 };
 
-/// Quantizes f32 weights (per output channel, symmetric, config.weight_bits) and folds the scales.
+/// Quantizes f32 weights (per output channel, symmetric, effective_weight_bits(config.weight_bits,
+/// config.weight_range)) and folds the scales.
 /// weights: [O, K] or [O, C, KH, KW] f32; bias: [O] f32 or nullptr. Throws lathe::Error on
 /// per-channel or non-8-bit activation parameters, or weights/bias of the wrong shape or type.
 Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config);

@@ -20,9 +20,9 @@ using dnnl_util::to_dnnl;
 
 int32_t dst_zero_point(const Int8LayerData& L) { return L.config.dst ? L.config.dst->zero_point[0] : 0; }
 
-dnnl::primitive_attr make_attr(const Int8LayerData& L) {
+dnnl::primitive_attr make_attr(const Int8LayerData& L, const std::vector<float>& output_scales) {
   dnnl::primitive_attr attr;
-  attr.set_output_scales(1 << 1, L.output_scales);  // dim 1 of dst is the output channel
+  attr.set_output_scales(1 << 1, output_scales);  // dim 1 of dst is the output channel
   if (L.config.src.zero_point[0] != 0)
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   if (dst_zero_point(L) != 0)
@@ -40,7 +40,43 @@ struct CachedPrimitive {
   dnnl::primitive prim;
   memory weights;
   std::string impl;
+  memory bias;  // set when the kernel halves the weights (see AdjustedLayer), else the shared one
 };
+
+/// oneDNN's x8s8s32x convolutions on CPUs without VNNI, given s8 src, ask in the weights descriptor
+/// (extra.scale_adjust = 0.5) to multiply the weights by 0.5 in the reorder (rounding) and to undo it
+/// with output scales x 2 and bias x 0.5. Rounding odd weights would break bit-exactness with the
+/// integer reference, so we hand oneDNN 2 q_w (exact under halving: |q_w| <= 63 after the
+/// reduced range, int8_cpu.h), output scales x 0.5 and bias x 2; all scalings are powers of two, so
+/// oneDNN's float results equal the reference's bit for bit.
+float weights_scale_adjust(const memory::desc& md) {
+  const auto& extra = md.data.extra;
+  return (extra.flags & dnnl_memory_extra_flag_scale_adjust) ? extra.scale_adjust : 1.0f;
+}
+
+struct AdjustedLayer {
+  std::vector<float> output_scales, bias;
+  Tensor weights_q;
+};
+
+/// The values to hand oneDNN for a kernel with weights scale adjust `adj` (1: the layer as is).
+AdjustedLayer adjust_for_kernel(const Int8LayerData& L, float adj) {
+  if (adj == 1.0f)
+    return {L.output_scales, L.bias_acc, L.weights_q};
+  LATHE_CHECK(adj == 0.5f && L.weights.qmax() <= 63, "oneDNN int8 kernel halves the weights (scale adjust ", adj,
+              ") but the layer's weights use ", L.weights.bits,
+              " bits; use Int8WeightRange::auto_for_cpu or reduced on this CPU (", cpu_int8_isa_name(), ")");
+  AdjustedLayer a{L.output_scales, L.bias_acc, Tensor::empty(L.weights_q.shape(), DType::s8)};
+  for (float& v : a.output_scales)
+    v *= 0.5f;
+  for (float& v : a.bias)
+    v *= 2.0f;
+  const int8_t* src = L.weights_q.data<int8_t>();
+  int8_t* dst = a.weights_q.data<int8_t>();
+  for (int64_t i = 0; i < L.weights_q.numel(); ++i)
+    dst[i] = static_cast<int8_t>(2 * src[i]);
+  return a;
+}
 
 std::string shape_key(const Tensor& t) {
   std::string k;
@@ -86,7 +122,7 @@ struct Int8Runtime {
                                          {DNNL_ARG_WEIGHTS, p.weights},
                                          {DNNL_ARG_DST, memory(dst_md, eng, dst.raw())}};
     if (L.has_bias)
-      args.emplace(DNNL_ARG_BIAS, bias);
+      args.emplace(DNNL_ARG_BIAS, p.bias ? p.bias : bias);
     if (L.config.src.zero_point[0] != 0)
       args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp_src);
     if (dst_zero_point(L) != 0)
@@ -144,9 +180,13 @@ Tensor Int8Linear::forward(const Tensor& src) {
       const memory::desc b_md({1, O}, dt::f32, tag::ab);
       const auto d = m_layer.has_bias ? dnnl::matmul::desc(src_md, w_any, b_md, dst_md)
                                       : dnnl::matmul::desc(src_md, w_any, dst_md);
-      const dnnl::matmul::primitive_desc pd(d, make_attr(m_layer), m_impl->eng);
-      CachedPrimitive p{dnnl::matmul(pd), m_impl->prepare_weights(w_plain, m_layer.weights_q, pd.weights_desc()),
-                        pd.impl_info_str()};
+      const dnnl::matmul::primitive_desc pd(d, make_attr(m_layer, m_layer.output_scales), m_impl->eng);
+      LATHE_CHECK(weights_scale_adjust(pd.weights_desc()) == 1.0f, "oneDNN int8 matmul ", pd.impl_info_str(),
+                  " wants scaled weights, which Int8Linear does not handle");
+      CachedPrimitive p{dnnl::matmul(pd),
+                        m_impl->prepare_weights(w_plain, m_layer.weights_q, pd.weights_desc()),
+                        pd.impl_info_str(),
+                        {}};
       it = m_impl->cache.emplace(key, std::move(p)).first;
     } catch (const dnnl::error& e) {
       LATHE_FAIL("oneDNN int8 matmul unavailable for src ", src.describe(), " -> ", dtype_name(m_layer.dst_dtype()),
@@ -203,9 +243,19 @@ Tensor Int8Conv2d::forward(const Tensor& src) {
       const auto d = m_layer.has_bias
                          ? dnnl::convolution_forward::desc(fwd, alg, src_md, w_any, b_md, dst_md, strides, pl, pr)
                          : dnnl::convolution_forward::desc(fwd, alg, src_md, w_any, dst_md, strides, pl, pr);
-      const dnnl::convolution_forward::primitive_desc pd(d, make_attr(m_layer), m_impl->eng);
-      CachedPrimitive cp{dnnl::convolution_forward(pd), m_impl->prepare_weights(w_plain, wq, pd.weights_desc()),
-                         pd.impl_info_str()};
+      dnnl::convolution_forward::primitive_desc pd(d, make_attr(m_layer, m_layer.output_scales), m_impl->eng);
+      const float adj = weights_scale_adjust(pd.weights_desc());
+      const AdjustedLayer a = adjust_for_kernel(m_layer, adj);
+      if (adj != 1.0f)
+        pd = dnnl::convolution_forward::primitive_desc(d, make_attr(m_layer, a.output_scales), m_impl->eng);
+      CachedPrimitive cp{dnnl::convolution_forward(pd),
+                         m_impl->prepare_weights(w_plain, a.weights_q, pd.weights_desc()),
+                         pd.impl_info_str(),
+                         {}};
+      if (adj != 1.0f && m_layer.has_bias) {
+        cp.bias = memory(b_md, m_impl->eng);
+        std::memcpy(cp.bias.get_data_handle(), a.bias.data(), a.bias.size() * sizeof(float));
+      }
       it = m_impl->cache.emplace(key, std::move(cp)).first;
     } catch (const dnnl::error& e) {
       LATHE_FAIL("oneDNN int8 convolution unavailable for src ", src.describe(), " -> ",

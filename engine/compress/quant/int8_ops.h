@@ -8,6 +8,9 @@
 // units. Weights are reordered once per primitive into the layout oneDNN picks (format `any`,
 // which carries the s8-src compensation). Conv activations are channels-last (NHWC), what the
 // x86 int8 kernels run on without reorders. Primitives are cached per input shape.
+// CPUs without VNNI: the weights are 7-bit (int8_cpu.h) so oneDNN's s16 pair sums cannot saturate,
+// and where a convolution asks to halve s8 weights (s8 src, "scale_adjust" 0.5) it is handed 2 q_w
+// with compensating power-of-two scales, so the results stay bit-exact with the reference.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,161 @@
+// Mixed-precision training speed against f32, measured in one process: forward + backward + SGD step
+// of the zoo models at f32, bf16 and f16 (f16 with the loss scaler's unscale-and-check), the
+// precisions interleaved round by round so machine load hits all alike; median of the rounds.
+// Each line says whether the low precision ran on native kernels or was EMULATED (values rounded,
+// f32 arithmetic): an emulated ratio is the cost of the emulation, not bf16 speed.
+//   precision_train [--models mlp,cnn] [--steps 30] [--rounds 3] [--batch 128] [--threads N] [--backend cpu]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/compress/precision/loss_scaler.h"
+#include "engine/data/dataset.h"
+#include "engine/data/loader.h"
+#include "engine/nn/optimizer.h"
+#include "engine/nn/zoo.h"
+#include "engine/run/stage_precision.h"
+#include "engine/run/train_step.h"
+
+#ifdef LATHE_HAVE_CUDA
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
+
+using namespace lathe;
+
+int main(int argc, char** argv) {
+#ifdef LATHE_HAVE_CUDA
+  cuda::register_backend();
+#endif
+  std::string models = "mlp,cnn", backend_name = "cpu";
+  int steps = 30, rounds = 3, batch = 128, threads = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--models")
+      models = v;
+    else if (a == "--steps")
+      steps = std::stoi(v);
+    else if (a == "--rounds")
+      rounds = std::stoi(v);
+    else if (a == "--batch")
+      batch = std::stoi(v);
+    else if (a == "--threads")
+      threads = std::stoi(v);
+    else if (a == "--backend")
+      backend_name = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (threads > 0)
+    omp_set_num_threads(threads);
+  threads = omp_get_max_threads();
+  try {
+    auto backend = make_backend(backend_name);
+    const TrainTest data = load_fashion_mnist();
+    LoaderOptions lo;
+    lo.batch_size = batch;
+    lo.drop_last = true;
+    DataLoader loader(data.train, lo);
+    loader.start_epoch(0);
+    std::vector<DeviceBatch> batches;
+    for (int i = 0; i < 20; ++i) {
+      Batch b;
+      if (!loader.next(b))
+        break;
+      DeviceBatch d;
+      d.load(*backend, b);
+      if (backend->device().is_cpu()) {  // keep host batches alive past the loader's reuse
+        d.images = b.images.contiguous_copy();
+        d.labels = b.labels.contiguous_copy();
+      }
+      batches.push_back(d);
+    }
+    const std::vector<DType> precisions = {DType::f32, DType::bf16, DType::f16};
+    std::stringstream list(models);
+    std::string name;
+    while (std::getline(list, name, ',')) {
+      struct Runner {
+        std::unique_ptr<Model> model;
+        std::unique_ptr<Sgd> sgd;
+        std::unique_ptr<LossScaler> scaler;
+        Tensor diff;
+        int64_t it = 0;
+        std::vector<double> rates;
+      };
+      std::map<DType, Runner> runners;
+      for (DType p : precisions) {
+        Runner& r = runners[p];
+        r.model = build_zoo_model(name);
+        Rng rng(0);
+        r.model->create_params(*backend, DType::f32, rng);
+        r.model->set_compute_precision(p);
+        r.sgd = std::make_unique<Sgd>(0.9, 0.0, false);
+        if (p == DType::f16)
+          r.scaler = std::make_unique<LossScaler>();
+      }
+      auto run_steps = [&](Runner& r, int n) {
+        auto params = r.model->named_params();
+        for (int s = 0; s < n; ++s, ++r.it) {
+          const DeviceBatch& b = batches[r.it % batches.size()];
+          LayerContext ctx{*backend, true, static_cast<uint64_t>(r.it)};
+          const double scale = r.scaler ? r.scaler->scale() : 1.0;
+          forward_backward(*r.model, ctx, b.images, b.labels, scale / batch, r.diff);
+          if (!r.scaler || r.scaler->unscale_and_update(*backend, params))
+            r.sgd->step(*backend, params, 0.01);
+        }
+        backend->synchronize();
+      };
+      for (DType p : precisions)
+        run_steps(runners[p], 3);  // warm-up: primitive creation, buffers
+      for (int round = 0; round < rounds; ++round)
+        for (DType p : precisions) {
+          Runner& r = runners[p];
+          const auto t0 = std::chrono::steady_clock::now();
+          run_steps(r, steps);
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          r.rates.push_back(static_cast<double>(steps) * batch / s);
+        }
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      const double f32_rate = median(runners[DType::f32].rates);
+      for (DType p : precisions) {
+        Runner& r = runners[p];
+        const double rate = median(r.rates);
+        nlohmann::json j{{"bench", "precision_train"},
+                         {"model", name},
+                         {"precision", std::string(dtype_name(p))},
+                         {"batch", batch},
+                         {"threads", threads},
+                         {"backend", backend->name()},
+                         {"device", backend->device_name()},
+                         {"samples_per_s", rate},
+                         {"samples_per_s_rounds", r.rates},
+                         {"speed_vs_f32", rate / f32_rate}};
+        if (p != DType::f32) {
+          const nlohmann::json path = precision_path(*backend, p);
+          j["path"] = path;
+          j["emulated"] = path["linear"] != "native" || path["conv2d"] != "native";
+          if (r.scaler)
+            j["loss_scale_end"] = r.scaler->scale();
+        }
+        std::cout << j.dump() << std::endl;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "precision_train: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

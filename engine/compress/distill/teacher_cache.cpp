@@ -1,0 +1,162 @@
+// TeacherCache: in-memory map from image hash to the teacher's outputs, with a simple binary file
+// ("LTCACHE1", key, sizes, accuracy, records of hash + f32 values).
+#include "engine/compress/distill/teacher_cache.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/error.h"
+
+namespace lathe {
+
+namespace {
+constexpr char kMagic[8] = {'L', 'T', 'C', 'A', 'C', 'H', 'E', '1'};
+
+template <class T>
+void put(std::ofstream& out, const T& v) {
+  out.write(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+template <class T>
+bool get(std::ifstream& in, T& v) {
+  return static_cast<bool>(in.read(reinterpret_cast<char*>(&v), sizeof(T)));
+}
+}  // namespace
+
+TeacherCache::TeacherCache(std::string key, std::vector<int64_t> record_sizes)
+    : m_key(std::move(key)), m_sizes(std::move(record_sizes)) {
+  for (int64_t s : m_sizes)
+    m_record += s;
+}
+
+uint64_t TeacherCache::hash_image(const Tensor& images, int64_t row) {
+  LATHE_CHECK(images.device().is_cpu() && images.is_contiguous(),
+              "teacher cache: images must be a contiguous host batch");
+  const int64_t bytes = static_cast<int64_t>(images.nbytes()) / images.dim(0);
+  const unsigned char* p = static_cast<const unsigned char*>(images.raw()) + row * bytes;
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+bool TeacherCache::lookup(const std::vector<uint64_t>& hashes, std::vector<Tensor>& outs) const {
+  std::vector<int64_t> recs(hashes.size());
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    auto it = m_index.find(hashes[i]);
+    if (it == m_index.end())
+      return false;
+    recs[i] = it->second;
+  }
+  LATHE_CHECK(outs.size() == m_sizes.size(), "teacher cache: ", outs.size(), " outputs asked, ", m_sizes.size(),
+              " stored");
+  int64_t offset = 0;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    Tensor& t = outs[k];
+    LATHE_CHECK(
+        t.device().is_cpu() && t.is_contiguous() && t.dtype() == DType::f32 && t.numel() == m_sizes[k] * t.dim(0),
+        "teacher cache: output ", k, " ", t.describe(), " must be a contiguous f32 host tensor of ", m_sizes[k],
+        " values per sample");
+    float* dst = t.data<float>();
+    for (size_t i = 0; i < recs.size(); ++i)
+      std::memcpy(dst + i * m_sizes[k], &m_data[recs[i] * m_record + offset], m_sizes[k] * sizeof(float));
+    offset += m_sizes[k];
+  }
+  return true;
+}
+
+void TeacherCache::insert(const std::vector<uint64_t>& hashes, const std::vector<const Tensor*>& outs) {
+  LATHE_CHECK(outs.size() == m_sizes.size(), "teacher cache: ", outs.size(), " outputs given, ", m_sizes.size(),
+              " expected");
+  std::vector<Tensor> flat;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    LATHE_CHECK(outs[k]->device().is_cpu() && outs[k]->numel() == m_sizes[k] * static_cast<int64_t>(hashes.size()),
+                "teacher cache: output ", k, " ", outs[k]->describe(), " does not hold ", m_sizes[k], " values x ",
+                hashes.size(), " samples on the host");
+    flat.push_back(outs[k]->contiguous_copy());
+  }
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    if (m_index.count(hashes[i]))
+      continue;
+    const int64_t rec = static_cast<int64_t>(m_index.size());
+    m_index[hashes[i]] = rec;
+    m_data.resize((rec + 1) * m_record);
+    int64_t offset = 0;
+    for (size_t k = 0; k < flat.size(); ++k) {
+      for (int64_t e = 0; e < m_sizes[k]; ++e)
+        m_data[rec * m_record + offset + e] = static_cast<float>(flat[k].at_flat(i * m_sizes[k] + e));
+      offset += m_sizes[k];
+    }
+    m_dirty = true;
+  }
+}
+
+bool TeacherCache::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  char magic[8];
+  uint64_t key_len = 0, nsizes = 0, count = 0;
+  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !get(in, key_len) || key_len > (1u << 20))
+    return false;
+  std::string key(key_len, '\0');
+  if (!in.read(key.data(), key_len) || key != m_key || !get(in, nsizes) || nsizes != m_sizes.size())
+    return false;
+  for (int64_t s : m_sizes) {
+    int64_t v = 0;
+    if (!get(in, v) || v != s)
+      return false;
+  }
+  double acc = -1;
+  int64_t acc_n = 0;
+  if (!get(in, acc) || !get(in, acc_n) || !get(in, count))
+    return false;
+  std::vector<float> data(count * m_record);
+  std::unordered_map<uint64_t, int64_t> index;
+  for (uint64_t r = 0; r < count; ++r) {
+    uint64_t h = 0;
+    if (!get(in, h) || !in.read(reinterpret_cast<char*>(&data[r * m_record]), m_record * sizeof(float)))
+      return false;  // truncated: ignore the file, it is rebuilt
+    index[h] = static_cast<int64_t>(r);
+  }
+  m_data = std::move(data);
+  m_index = std::move(index);
+  test_accuracy = acc;
+  test_samples = acc_n;
+  m_dirty = false;
+  return true;
+}
+
+void TeacherCache::save(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw DataError("distill.teacher_cache: cannot write " + tmp);
+    out.write(kMagic, 8);
+    put<uint64_t>(out, m_key.size());
+    out.write(m_key.data(), static_cast<std::streamsize>(m_key.size()));
+    put<uint64_t>(out, m_sizes.size());
+    for (int64_t s : m_sizes)
+      put(out, s);
+    put(out, test_accuracy);
+    put(out, test_samples);
+    put<uint64_t>(out, m_index.size());
+    std::vector<uint64_t> hash_of(m_index.size());
+    for (const auto& [h, r] : m_index)
+      hash_of[r] = h;
+    for (size_t r = 0; r < hash_of.size(); ++r) {
+      put(out, hash_of[r]);
+      out.write(reinterpret_cast<const char*>(&m_data[r * m_record]), m_record * sizeof(float));
+    }
+    if (!out)
+      throw DataError("distill.teacher_cache: writing " + tmp + " failed");
+  }
+  std::filesystem::rename(tmp, path);
+  m_dirty = false;
+}
+
+}  // namespace lathe

@@ -1,0 +1,41 @@
+// Where the distillation teacher comes from (distill.teacher):
+//   "zoo:<name>"   a zoo model trained first, in the same run, for distill.teacher_epochs epochs
+//   "run:<ref>"    the model.safetensors saved by an earlier run (id, unique id prefix or name),
+//                  found through the run store's artifacts, or under <output.dir>/<id>/ without a store
+//   "<path>"       a safetensors file; its architecture from the file's lathe_model metadata (a zoo
+//                  name) or from a config.json next to it (a run folder)
+// The architecture of a saved teacher comes from the saving run's config (model.zoo / model.layers).
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/nn/model.h"
+
+namespace lathe {
+
+struct TeacherSpec {
+  enum class Kind { none, zoo, run, file } kind = Kind::none;
+  std::string value;  ///< zoo name, run reference or file path
+};
+
+/// Parses distill.teacher; "" is Kind::none. Throws ConfigError naming the field and the forms allowed.
+TeacherSpec parse_teacher_spec(const std::string& text);
+
+/// A saved teacher: its weights file and the model section ({"zoo": ..., "layers": [...]}) that builds it.
+struct SavedTeacher {
+  std::string weights_path;
+  nlohmann::json model_config;
+  std::string origin;  ///< how it was found, for the run's events ("store artifact of run X", ...)
+};
+
+/// Resolves a run or file teacher. `store_path` may be "" (no store: run folders under `runs_root`).
+/// Throws ConfigError / DataError naming distill.teacher and what was looked for.
+SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const std::string& store_path,
+                                   const std::string& runs_root);
+
+/// Builds (without params) the model a config's model section describes, for `image_shape` {C, H, W}.
+std::unique_ptr<Model> build_model_from_section(const nlohmann::json& model_config, const Shape& image_shape);
+
+}  // namespace lathe

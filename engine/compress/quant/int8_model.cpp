@@ -1,0 +1,437 @@
+// Int8Model: planning (which nodes run INT8, where values are quantized) and execution.
+#include "engine/compress/quant/int8_model.h"
+
+#include <unistd.h>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "engine/compress/quant/int8_pool.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/maxpool2d.h"
+#include "engine/nn/safetensors.h"
+
+namespace lathe {
+
+struct Int8Model::Step {
+  enum class Kind {
+    quantize,
+    dequantize,
+    int8_conv,
+    int8_linear,
+    int8_maxpool,
+    int8_relu,
+    flatten_q,
+    f32_layer,
+    f32_relu
+  };
+  Kind kind;
+  std::string node;  // node name (the group's first node for INT8 layers)
+  std::string out_node;
+  size_t index = 0;               // node index (f32 layers)
+  QuantParams params;             // quantize: the target; dequantize / int8_relu: the current parameters
+  bool to_channels_last = false;  // quantize: make the f32 input channels-last first (conv consumer)
+  std::unique_ptr<Int8Conv2d> conv;
+  std::unique_ptr<Int8Linear> linear;
+  Tensor bias;  // f32 bias of an INT8 layer, for saving
+  PoolParams pool;
+  std::string text;
+  double seconds = 0;  // accumulated while profiling
+};
+
+namespace {
+
+using Kind = Int8Model::Step::Kind;
+
+bool is_compute(const std::string& kind) { return kind == "conv2d" || kind == "linear"; }
+bool is_passthrough(const std::string& kind) {
+  return kind == "maxpool2d" || kind == "flatten" || kind == "dropout" || kind == "relu";
+}
+
+/// Checks the model is a chain of supported layers.
+void check_supported(const Model& model) {
+  LATHE_CHECK(model.size() > 0, "INT8 model: empty model");
+  for (size_t i = 0; i < model.size(); ++i) {
+    const std::vector<int>& in = model.node_inputs(i);
+    const int want = i == 0 ? Model::kModelInput : static_cast<int>(i) - 1;
+    if (in.size() != 1 || in[0] != want)
+      throw ConfigError("quant: node '" + model.node_name(i) +
+                        "' does not read the node before it; the INT8 executor runs sequential models only "
+                        "(no residual branches)");
+    const std::string kind = const_cast<Model&>(model).layer(i).kind();
+    if (!is_compute(kind) && !is_passthrough(kind))
+      throw ConfigError("quant: node '" + model.node_name(i) + "' is a " + kind +
+                        ", which the INT8 executor does not cover (allowed: conv2d, linear, relu, maxpool2d, flatten, "
+                        "dropout)");
+  }
+}
+
+bool relu_follows(Model& model, size_t i) { return i + 1 < model.size() && model.layer(i + 1).kind() == "relu"; }
+
+/// True when node i's ReLU was fused into it by the Model (its own output then is the ReLU's).
+bool fused_by_model(Model& model, size_t i) {
+  return model.fuse_relu() && relu_follows(model, i) && model.layer(i).can_fuse_relu();
+}
+
+/// The first Linear/Conv2d after node `after`, or -1.
+int next_compute(Model& model, size_t after) {
+  for (size_t j = after + 1; j < model.size(); ++j)
+    if (is_compute(model.layer(j).kind()))
+      return static_cast<int>(j);
+  return -1;
+}
+
+Tensor host_copy(const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  t.copy_to(h);
+  return h;
+}
+
+/// Linear weights [O, C*H*W] in (C, H, W) column order -> (H, W, C) order.
+Tensor permute_chw_to_hwc(const Tensor& w, int64_t C, int64_t H, int64_t W) {
+  const int64_t O = w.dim(0);
+  LATHE_CHECK(w.dim(1) == C * H * W, "INT8 model: flatten of [", C, ", ", H, ", ", W, "] feeds ", w.describe());
+  Tensor out = Tensor::empty(w.shape(), DType::f32);
+  const float* src = w.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t x = 0; x < W; ++x)
+          dst[o * C * H * W + (h * W + x) * C + c] = src[o * C * H * W + (c * H + h) * W + x];
+  return out;
+}
+
+const QuantParams& need(const ActivationParams& acts, const std::string& key) {
+  const auto it = acts.find(key);
+  LATHE_CHECK(it != acts.end(), "INT8 model: no activation parameters for '", key, "'");
+  LATHE_CHECK(!it->second.per_channel() && it->second.bits == 8, "INT8 model: activation parameters of '", key,
+              "' must be 8-bit per tensor, got ", it->second.describe());
+  return it->second;
+}
+
+const char* dtype_word(const QuantParams& q) { return q.is_signed ? "s8" : "u8"; }
+
+Tensor scalar_f32(float v) {
+  Tensor t = Tensor::empty({1}, DType::f32);
+  t.data<float>()[0] = v;
+  return t;
+}
+Tensor scalar_s32(int32_t v) {
+  Tensor t = Tensor::empty({1}, DType::s32);
+  t.data<int32_t>()[0] = v;
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> int8_activation_taps(const Model& model_in) {
+  Model& model = const_cast<Model&>(model_in);
+  check_supported(model);
+  std::vector<std::string> taps{kInputTap};
+  for (size_t i = 0; i + 1 < model.size(); ++i)
+    if (!(is_compute(model.layer(i).kind()) && fused_by_model(model, i)))
+      taps.push_back(model.node_name(i));
+  return taps;
+}
+
+Int8Model::~Int8Model() = default;
+Int8Model::Int8Model(Int8Model&&) noexcept = default;
+
+Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, const Int8ModelOptions& options)
+    : m_model(model), m_be(be) {
+  check_supported(model);
+  for (const std::string& name : options.keep_f32) {
+    const int i = model.find(name);
+    if (i < 0 || !is_compute(model.layer(i).kind()))
+      throw ConfigError("quant: keep-f32 layer '" + name + "' is not a linear or conv2d node of the model");
+  }
+  bool quantized = false;             // is the current value quantized?
+  QuantParams cur;                    // its parameters when it is
+  std::string producer = kInputTap;   // the node whose output the current value is
+  Shape shape = model.input_shape();  // per sample
+  bool hwc_flat = false;              // quantized value is a flatten of channels-last [C, H, W]
+  Shape hwc_of;                       // that [C, H, W]
+  auto add = [&](Kind k, std::string node, std::string text) -> Step& {
+    auto s = std::make_unique<Step>();
+    s->kind = k;
+    s->node = std::move(node);
+    s->text = std::move(text);
+    m_steps.push_back(std::move(s));
+    return *m_steps.back();
+  };
+  auto to_f32 = [&](const std::string& node) {
+    if (!quantized)
+      return;
+    Step& s = add(Kind::dequantize, node, std::string("dequantize ") + dtype_word(cur) + " -> f32");
+    s.params = cur;
+    quantized = false;
+    LATHE_CHECK(!hwc_flat, "INT8 model: internal error, dequantizing an (H, W, C) flatten");
+  };
+  auto add_f32_layer = [&](size_t i) {
+    to_f32(model.node_name(i));
+    Step& s =
+        add(Kind::f32_layer, model.node_name(i), "f32 " + model.layer(i).describe() + " '" + model.node_name(i) + "'");
+    s.index = i;
+  };
+
+  for (size_t i = 0; i < model.size(); ++i) {
+    Layer& layer = model.layer(i);
+    const std::string kind = layer.kind(), name = model.node_name(i);
+    if (is_compute(kind)) {
+      const bool relu = relu_follows(model, i);
+      const size_t out = relu ? i + 1 : i;
+      const std::string out_name = model.node_name(out);
+      std::vector<Shape> in_shapes{Shape{1}};
+      in_shapes[0].insert(in_shapes[0].end(), shape.begin(), shape.end());
+      const Shape out_shape = layer.output_shape(in_shapes);
+      if (options.keep_f32.count(name)) {
+        add_f32_layer(i);
+        if (relu && !fused_by_model(model, i)) {
+          Step& r = add(Kind::f32_relu, out_name, "f32 relu '" + out_name + "'");
+          r.index = out;
+        }
+      } else {
+        if (!quantized) {
+          Step& q = add(Kind::quantize, name, "");
+          q.params = need(acts, producer);
+          q.to_channels_last = kind == "conv2d";
+          q.text = std::string("quantize '") + producer + "' f32 -> " + dtype_word(q.params);
+          cur = q.params;
+          quantized = true;
+        }
+        const int next = next_compute(model, out);
+        const bool quantized_out = next >= 0 && !options.keep_f32.count(model.node_name(next));
+        Int8LayerConfig cfg;
+        cfg.src = cur;
+        if (quantized_out)
+          cfg.dst = need(acts, out_name);
+        cfg.post = relu ? PostOp::relu : PostOp::none;
+        cfg.weight_range = options.weight_range;
+        cfg.per_channel_weights = options.per_channel_weights;
+        const std::vector<Param*> params = layer.params();
+        LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
+        Tensor w = host_copy(params[0]->value);
+        Tensor b;
+        if (params.size() > 1)
+          b = host_copy(params[1]->value);
+        Kind k;
+        std::string text;
+        if (kind == "conv2d") {
+          auto& conv = static_cast<Conv2d&>(layer);
+          Step& s = add(Kind::int8_conv, name, "");
+          s.conv = std::make_unique<Int8Conv2d>(conv.conv_params(), w, b.defined() ? &b : nullptr, cfg);
+          s.bias = b;
+          k = Kind::int8_conv;
+          (void)k;
+        } else {
+          if (hwc_flat)
+            w = permute_chw_to_hwc(w, hwc_of[0], hwc_of[1], hwc_of[2]);
+          Step& s = add(Kind::int8_linear, name, "");
+          s.linear = std::make_unique<Int8Linear>(w, b.defined() ? &b : nullptr, cfg);
+          s.bias = b;
+        }
+        Step& s = *m_steps.back();
+        s.out_node = out_name;
+        s.text = "int8 " + layer.describe() + (relu ? "+relu" : "") + " '" + name + "' " + dtype_word(cur) + " -> " +
+                 (quantized_out ? dtype_word(*cfg.dst) : "f32") + (hwc_flat ? " (weights in H,W,C order)" : "");
+        hwc_flat = false;
+        quantized = quantized_out;
+        if (quantized_out)
+          cur = *cfg.dst;
+      }
+      shape.assign(out_shape.begin() + 1, out_shape.end());
+      producer = out_name;
+      i = out;
+      continue;
+    }
+    std::vector<Shape> in_shapes{Shape{1}};
+    in_shapes[0].insert(in_shapes[0].end(), shape.begin(), shape.end());
+    const Shape out_shape = layer.output_shape(in_shapes);
+    if (kind == "dropout") {
+      // Identity at inference: nothing to run; the value keeps its producer.
+    } else if (kind == "maxpool2d" && quantized) {
+      Step& s =
+          add(Kind::int8_maxpool, name, std::string("int8 ") + layer.describe() + " '" + name + "' " + dtype_word(cur));
+      s.pool = static_cast<MaxPool2d&>(layer).pool_params();
+      producer = name;
+    } else if (kind == "relu" && quantized) {
+      Step& s = add(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + dtype_word(cur));
+      s.params = cur;
+      producer = name;
+    } else if (kind == "flatten" && quantized && shape.size() == 3) {
+      const int next = next_compute(model, i);
+      if (next >= 0 && model.layer(next).kind() == "linear" && !options.keep_f32.count(model.node_name(next))) {
+        add(Kind::flatten_q, name, std::string("flatten '") + name + "' " + dtype_word(cur) + " in (H, W, C) order");
+        hwc_flat = true;
+        hwc_of = shape;
+      } else {
+        add_f32_layer(i);
+      }
+      producer = name;
+    } else if (kind == "flatten" && quantized) {
+      producer = name;  // already flat: nothing to do
+    } else {
+      add_f32_layer(i);
+      producer = name;
+    }
+    shape.assign(out_shape.begin() + 1, out_shape.end());
+  }
+  to_f32("output");
+}
+
+Tensor Int8Model::forward(const Tensor& images) {
+  LATHE_CHECK(images.device().is_cpu() && images.dtype() == DType::f32 && images.ndim() >= 1,
+              "Int8Model::forward: images must be host f32 [N, ...], got ", images.describe());
+  const int64_t N = images.dim(0);
+  Shape want{N};
+  want.insert(want.end(), m_model.input_shape().begin(), m_model.input_shape().end());
+  Tensor x = images;
+  if (x.shape() != want) {
+    LATHE_CHECK(shape_numel(want) == x.numel() && x.is_contiguous(), "Int8Model::forward: images ", x.describe(),
+                " do not match the model input ", shape_str(want));
+    x = x.view(want);
+  }
+  LayerContext ctx{m_be, false, 0};
+  for (const auto& sp : m_steps) {
+    Step& s = *sp;
+    const auto t0 = m_profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    switch (s.kind) {
+      case Kind::quantize: {
+        if (s.to_channels_last && x.ndim() == 4 && !x.is_channels_last()) {
+          Tensor cl = Tensor::empty(x.shape(), DType::f32, Device::cpu(), MemoryFormat::channels_last);
+          x.copy_to(cl);
+          x = cl;
+        }
+        x = quantize(x, s.params);
+        break;
+      }
+      case Kind::dequantize:
+        x = dequantize(x, s.params);
+        break;
+      case Kind::int8_conv:
+        x = s.conv->forward(x);
+        break;
+      case Kind::int8_linear:
+        x = s.linear->forward(x);
+        break;
+      case Kind::int8_maxpool:
+        x = int8_maxpool2d(x, s.pool);
+        break;
+      case Kind::int8_relu:
+        if (!x.is_dense())
+          x = x.contiguous_copy();
+        int8_relu_inplace(x, s.params.zero_point[0]);
+        break;
+      case Kind::flatten_q: {
+        // Channels-last [N, C, H, W] holds N rows of H*W*C bytes: copy them as [N, H*W*C].
+        LATHE_CHECK(x.ndim() == 4 && x.is_channels_last(), "Int8Model: flatten expects channels-last, got ",
+                    x.describe());
+        Tensor flat = Tensor::empty({x.dim(0), x.numel() / std::max<int64_t>(x.dim(0), 1)}, x.dtype());
+        std::memcpy(flat.raw(), x.raw(), x.nbytes());
+        x = flat;
+        break;
+      }
+      case Kind::f32_layer:
+      case Kind::f32_relu: {
+        Layer& layer = m_model.layer(s.index);
+        const std::vector<const Tensor*> src{&x};
+        Tensor dst =
+            Tensor::empty(layer.output_shape({x.shape()}), DType::f32, Device::cpu(), layer.output_format(m_be, src));
+        layer.forward(ctx, src, dst);
+        x = dst;
+        break;
+      }
+    }
+    if (m_profiling) {
+      m_be.synchronize();
+      s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }
+  return x;
+}
+
+std::vector<std::pair<std::string, Tensor>> Int8Model::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> t;
+  for (const auto& sp : m_steps) {
+    const Step& s = *sp;
+    if (s.kind == Kind::int8_conv || s.kind == Kind::int8_linear) {
+      const Int8LayerData& L = s.conv ? s.conv->layer() : s.linear->layer();
+      t.emplace_back(s.node + ".weight", L.weights_q);
+      Tensor ws = Tensor::empty({L.out_channels()}, DType::f32);
+      std::memcpy(ws.raw(), L.weights.scale.data(), ws.nbytes());
+      t.emplace_back(s.node + ".weight_scale", ws);
+      if (s.bias.defined())
+        t.emplace_back(s.node + ".bias", s.bias);
+      t.emplace_back(s.node + ".input_scale", scalar_f32(L.config.src.scale[0]));
+      t.emplace_back(s.node + ".input_zero_point", scalar_s32(L.config.src.zero_point[0]));
+      if (L.config.dst) {
+        t.emplace_back(s.node + ".output_scale", scalar_f32(L.config.dst->scale[0]));
+        t.emplace_back(s.node + ".output_zero_point", scalar_s32(L.config.dst->zero_point[0]));
+      }
+    } else if (s.kind == Kind::f32_layer) {
+      for (Param* p : m_model.layer(s.index).params())
+        t.emplace_back(s.node + "." + p->name, host_copy(p->value));
+    }
+  }
+  return t;
+}
+
+int64_t Int8Model::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  std::map<std::string, std::string> meta = metadata;
+  meta["format"] = "lathe-int8";
+  meta["plan"] = plan();
+  meta["weight_bits"] = std::to_string(weight_bits());
+  meta["cpu_isa"] = cpu_int8_isa_name();
+  save_safetensors(path, state_tensors(), meta);
+  return static_cast<int64_t>(std::filesystem::file_size(path));
+}
+
+int64_t Int8Model::serialized_bytes() const {
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / ("lathe-int8-size-" + std::to_string(::getpid()) + "-" +
+                                                std::to_string(reinterpret_cast<uintptr_t>(this)) + ".safetensors");
+  const int64_t bytes = save(tmp.string());
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+  return bytes;
+}
+
+std::vector<std::pair<std::string, double>> Int8Model::profile() const {
+  std::vector<std::pair<std::string, double>> p;
+  for (const auto& s : m_steps)
+    p.emplace_back(s->text, s->seconds);
+  return p;
+}
+
+std::string Int8Model::plan() const {
+  std::ostringstream o;
+  for (const auto& s : m_steps)
+    o << s->text << "\n";
+  return o.str();
+}
+
+int Int8Model::int8_layers() const {
+  int n = 0;
+  for (const auto& s : m_steps)
+    n += s->kind == Kind::int8_conv || s->kind == Kind::int8_linear;
+  return n;
+}
+
+int Int8Model::f32_layers() const {
+  int n = 0;
+  for (const auto& s : m_steps)
+    n += s->kind == Kind::f32_layer && is_compute(m_model.layer(s->index).kind());
+  return n;
+}
+
+int Int8Model::weight_bits() const {
+  for (const auto& s : m_steps)
+    if (s->conv || s->linear)
+      return (s->conv ? s->conv->layer() : s->linear->layer()).weights.bits;
+  return 0;
+}
+
+}  // namespace lathe

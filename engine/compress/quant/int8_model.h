@@ -1,0 +1,92 @@
+// Int8Model: real INT8 inference for a trained sequential Model (mlp, cnn, custom layer lists
+// without residual branches or batch norm). Each Linear/Conv2d (with the ReLU after it fused)
+// runs as s8 weights x u8/s8 activations -> s32 -> requantized output (int8_ops.h); activations
+// stay quantized between consecutive INT8 layers, through max-pooling (on the integers), ReLU,
+// dropout (identity at inference) and flatten; the last layer writes f32 logits.
+//
+// Plan, per node in order (the model must be a chain: each node reads the one before):
+//   f32 input  --quantize(ranges["input"])-->  u8 (asymmetric)  --int8 conv+ReLU-->  u8 (ranges of
+//   the ReLU node)  --int8 maxpool-->  u8  --flatten-->  u8 [N, H*W*C]  --int8 linear-->  ... f32.
+// Flatten of channels-last data keeps its (H, W, C) order and the next Linear's weight columns are
+// permuted to match (no reorder at run time; the same products, so the same integers).
+// Layers named in keep_f32 run their f32 Layer on dequantized input (mixed precision); their output
+// is quantized again, with the range of the node that produced it, where the next INT8 layer starts.
+// Activation parameters are per tensor, keyed by the name of the node whose output they quantize
+// (kInputTap for the model input); a value is requantized only at an INT8 layer's output or when it
+// enters INT8 from f32, so max-pool/flatten/dropout outputs reuse their producer's parameters.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/compress/quant/int8_ops.h"
+#include "engine/nn/model.h"
+
+namespace lathe {
+
+/// The activation-parameter key of the model input.
+inline const std::string kInputTap = "input";
+
+/// Per-tensor activation parameters by node name (and kInputTap).
+using ActivationParams = std::map<std::string, QuantParams>;
+
+struct Int8ModelOptions {
+  bool per_channel_weights = true;
+  Int8WeightRange weight_range = Int8WeightRange::auto_for_cpu;
+  std::set<std::string> keep_f32;  ///< Linear/Conv2d node names that stay f32
+};
+
+/// The node outputs whose ranges an Int8Model may need: kInputTap, then every node of the chain
+/// except the last and except Linear/Conv2d nodes whose ReLU is fused into them (their output is the
+/// ReLU node's). Throws ConfigError for a model the executor does not cover (see the header).
+std::vector<std::string> int8_activation_taps(const Model& model);
+
+class Int8Model {
+ public:
+  /// Quantizes `model`'s weights and plans the execution. `model` must outlive this object (its
+  /// f32 layers run the keep_f32 nodes). Host (CPU) parameters only. Every tap the plan uses must
+  /// be in `acts` (8-bit, per tensor); a missing one throws lathe::Error naming it.
+  Int8Model(Model& model, Backend& be, const ActivationParams& acts, const Int8ModelOptions& options = {});
+  ~Int8Model();
+  Int8Model(Int8Model&&) noexcept;
+
+  /// images: host f32 [N, ...model input shape...] (an image batch for a flat model is viewed as
+  /// [N, features]); returns host f32 logits [N, classes].
+  Tensor forward(const Tensor& images);
+
+  /// The tensors a saved INT8 model holds: per INT8 layer `<node>.weight` (s8, as the kernel reads
+  /// it), `<node>.weight_scale` (f32 [O]), `<node>.bias` (f32), `<node>.input_scale` /
+  /// `.input_zero_point` and, when its output is quantized, `.output_scale` / `.output_zero_point`;
+  /// per f32 layer its f32 parameters.
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+  /// Writes state_tensors() as safetensors (metadata: format, plan, weight bits); returns the file size.
+  int64_t save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
+  /// The exact size save() writes (saves to a temporary file and removes it).
+  int64_t serialized_bytes() const;
+
+  /// One line per step of the plan ("quantize input u8", "int8 conv2d 0+1 u8 -> u8", ...).
+  std::string plan() const;
+  int int8_layers() const;
+  int f32_layers() const;
+  /// The weight bits the INT8 layers use (7 on CPUs without VNNI, see int8_cpu.h).
+  int weight_bits() const;
+
+  /// Per-step wall time accumulated by forward() while profiling is on (for bench/int8_cnn).
+  void set_profiling(bool on) { m_profiling = on; }
+  /// (step text, seconds) per step since profiling was switched on.
+  std::vector<std::pair<std::string, double>> profile() const;
+
+  struct Step;
+
+ private:
+  Model& m_model;
+  Backend& m_be;
+  std::vector<std::unique_ptr<Step>> m_steps;
+  bool m_profiling = false;
+};
+
+}  // namespace lathe

@@ -1,0 +1,221 @@
+// The distillation stage: teacher set-up (saved or trained first), teacher accuracy, student
+// augmentation and the TrainHooks that run the Distiller.
+#include "engine/run/stage_distill.h"
+
+#include "engine/nn/model_io.h"
+#include "engine/nn/zoo.h"
+#include "engine/store/sha256.h"
+
+namespace lathe {
+
+namespace {
+
+/// Forwards the teacher's own training metrics under teacher/* so they do not mix with the student's.
+class PrefixSink final : public MetricsSink {
+ public:
+  PrefixSink(MetricsSink& next, std::string prefix) : m_next(next), m_prefix(std::move(prefix)) {}
+  void sample(const std::string& metric, int64_t step, double wall_ms, double value) override {
+    m_next.sample(m_prefix + metric, step, wall_ms, value);
+  }
+  void event(const std::string& kind, const nlohmann::json& fields) override {
+    nlohmann::json f = fields;
+    f["stage"] = "teacher";
+    m_next.event(kind, f);
+  }
+  void flush() override { m_next.flush(); }
+
+ private:
+  MetricsSink& m_next;
+  std::string m_prefix;
+};
+
+bool student_images_augmented(const ExperimentConfig& cfg) {
+  const auto& a = cfg.data.augment;
+  const double strength = a.strength * cfg.distill.student_augment_factor;
+  return strength > 0 && (a.shift_px > 0 || a.hflip || a.noise_std > 0);
+}
+
+/// One batch-1 forward of both models so that every tapped node is checked (fused pre-activations
+/// are refused by Model::activation with the node to tap instead).
+void check_taps(Backend& be, Model& student, Model& teacher, const std::vector<FeaturePairSpec>& pairs,
+                const Shape& image_shape) {
+  if (pairs.empty())
+    return;
+  Shape s{1};
+  s.insert(s.end(), image_shape.begin(), image_shape.end());
+  Tensor x = be.zeros(s, DType::f32);
+  LayerContext eval{be, false, 0};
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const std::string where = "distill.feature_pairs[" + std::to_string(k) + "]: ";
+    try {
+      student.forward(eval, x);
+      (void)student.activation(pairs[k].student_node);
+      teacher.forward(eval, x);
+      (void)teacher.activation(pairs[k].teacher_node);
+    } catch (const ConfigError& e) {
+      throw ConfigError(where + e.what());
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg, Backend& be, const TrainTest& data,
+                                                    Model& student, const RunOptions& options) {
+  const DistillConfig& d = cfg.distill;
+  auto stage = std::make_unique<DistillStage>();
+  stage->spec = parse_teacher_spec(d.teacher);
+  if (stage->spec.kind == TeacherSpec::Kind::none)
+    return nullptr;
+  if (!be.device().is_cpu())
+    throw ConfigError(
+        "distill.teacher: distillation runs on the CPU backends only (compute.backend = cpu or "
+        "reference); the " +
+        be.name() + " backend has no distillation loss kernel yet");
+  const Shape image_shape{1, data.train.rows, data.train.cols};
+  Rng teacher_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 0x7eac4e5ull);
+  if (stage->spec.kind == TeacherSpec::Kind::zoo) {
+    stage->teacher = build_zoo_model(stage->spec.value);
+    stage->teacher->create_params(be, DType::f32, teacher_rng);
+  } else {
+    stage->saved = resolve_saved_teacher(stage->spec, options.store_path, cfg.output.dir);
+    stage->teacher = build_model_from_section(stage->saved.model_config, image_shape);
+    stage->teacher->create_params(be, DType::f32, teacher_rng);
+    load_model_weights(*stage->teacher, be, stage->saved.weights_path);
+  }
+  DistillOptions o;
+  o.kd.temperature = d.temperature;
+  o.kd.alpha = d.alpha;
+  o.feature_weight = d.feature_weight;
+  o.pairs = parse_feature_pairs(d.feature_pairs);
+  check_taps(be, student, *stage->teacher, o.pairs, image_shape);
+  Rng proj_rng(cfg.seed * 0xD1B54A32D192ED03ull + 0x9a0ull);
+  stage->distiller = std::make_unique<Distiller>(student, *stage->teacher, o, be, proj_rng);
+
+  if (!d.cache_teacher) {
+    stage->cache_note = "off (distill.cache_teacher = false): the teacher runs on every batch";
+  } else if (student_images_augmented(cfg)) {
+    stage->cache_note = "off: the student's images are augmented, so the teacher runs on every batch";
+  } else {
+    std::string key = "backend:" + be.name() + ";" + stage->distiller->cache_key_suffix();
+    if (stage->spec.kind != TeacherSpec::Kind::zoo)
+      key = "weights:" + sha256_file(stage->saved.weights_path) + ";" + key;
+    stage->cache = std::make_unique<TeacherCache>(key, stage->distiller->cache_record_sizes());
+    stage->cache_note = "on: the images are not augmented, so the teacher's outputs are computed once per image";
+    if (!d.teacher_cache.empty()) {
+      if (stage->spec.kind == TeacherSpec::Kind::zoo) {
+        stage->cache_note += " (distill.teacher_cache ignored: a zoo teacher is trained anew in every run)";
+      } else {
+        stage->cache_path = d.teacher_cache;
+        if (stage->cache->load(stage->cache_path))
+          stage->cache_note += "; " + std::to_string(stage->cache->size()) + " images loaded from " + stage->cache_path;
+        else
+          stage->cache_note += "; " + stage->cache_path + " will be written after the first epoch";
+      }
+    }
+    stage->distiller->set_cache(stage->cache.get());
+  }
+  return stage;
+}
+
+void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase, TrainHooks& hooks) {
+  const DistillConfig& d = ctx.cfg.distill;
+  // ---- a zoo teacher is trained first, in this run, on the teacher's (base) augmentation ----
+  if (st.spec.kind == TeacherSpec::Kind::zoo) {
+    PrefixSink teacher_sink(ctx.sink, "teacher/");
+    StageContext tctx{ctx.cfg, ctx.options, ctx.be, ctx.data, std::move(st.teacher), teacher_sink};
+    tctx.run_id = ctx.run_id;
+    tctx.step = ctx.step;
+    tctx.threads = ctx.threads;
+    tctx.peak_flops_per_s = ctx.peak_flops_per_s;
+    tctx.instance = ctx.instance;
+    tctx.spot = ctx.spot;
+    tctx.wall_ms = ctx.wall_ms;
+    TrainPhase tp = main_train_phase(tctx);
+    tp.name = "teacher";
+    tp.epochs = d.teacher_epochs;
+    tp.schedule =
+        make_lr_schedule(ctx.cfg.train, ctx.cfg.train.optimizer.lr, d.teacher_epochs, tctx.steps_per_epoch(tp.loader));
+    tctx.total_steps = ctx.total_steps + tctx.steps_per_epoch(tp.loader) * tp.epochs;
+    train_phase(tctx, tp, {});
+    st.teacher = std::move(tctx.model);
+    ctx.total_steps = tctx.total_steps;
+    ctx.step = tctx.step;
+  }
+
+  // ---- the teacher's accuracy, measured on the test set (or taken from a matching cache file) ----
+  double teacher_accuracy = -1;
+  std::string accuracy_how = "measured in this run";
+  if (st.cache && st.cache->test_accuracy >= 0 && st.cache->test_samples == ctx.data.test.count) {
+    teacher_accuracy = st.cache->test_accuracy;
+    accuracy_how = "measured by an earlier run with the same teacher weights, stored in " + st.cache_path;
+  } else {
+    teacher_accuracy = evaluate(*st.teacher, ctx.be, ctx.data.test, 500).accuracy;
+    if (st.cache) {
+      st.cache->test_accuracy = teacher_accuracy;
+      st.cache->test_samples = ctx.data.test.count;
+    }
+  }
+  ctx.sink.sample("distill/teacher_accuracy", ctx.step, ctx.wall_ms(), teacher_accuracy);
+
+  // ---- the student: stronger augmentation, the distillation step ----
+  phase.loader.augment.strength *= d.student_augment_factor;
+  st.schedule = phase.schedule;
+  st.first_step = ctx.step;
+  st.projection_optimizer = make_optimizer(phase.optimizer);
+  std::string projections;
+  for (const FeatureProjection& p : st.distiller->projections())
+    projections += (projections.empty() ? "" : ", ") + p.describe();
+  ctx.sink.event("distill",
+                 {{"teacher", d.teacher},
+                  {"teacher_origin",
+                   st.spec.kind == TeacherSpec::Kind::zoo ? "zoo model trained first in this run" : st.saved.origin},
+                  {"teacher_accuracy", teacher_accuracy},
+                  {"teacher_accuracy_how", accuracy_how},
+                  {"temperature", d.temperature},
+                  {"alpha", d.alpha},
+                  {"feature_pairs", d.feature_pairs},
+                  {"feature_weight", d.feature_weight},
+                  {"projections", projections},
+                  {"student_augment_strength", phase.loader.augment.strength},
+                  {"teacher_sees", "the student's batch (same images, same augmentation)"},
+                  {"teacher_cache", st.cache_note}});
+
+  LATHE_CHECK(!hooks.forward_backward, "distillation: another stage already replaced the training step");
+  Distiller* distiller = st.distiller.get();
+  hooks.forward_backward = [distiller](Model& model, LayerContext& lctx, const DeviceBatch& batch, double grad_scale,
+                                       Tensor& diff_buf) {
+    return distiller->forward_backward(model, lctx, batch.images, batch.labels, grad_scale, diff_buf);
+  };
+  auto prev_after_update = hooks.after_update;
+  hooks.after_update = [&st, &ctx, prev_after_update](Model& model, Optimizer& optimizer, int64_t step) {
+    if (prev_after_update)
+      prev_after_update(model, optimizer, step);
+    st.distiller->step_projections(ctx.be, *st.projection_optimizer, st.schedule.at(step - st.first_step));
+  };
+  const bool has_pairs = !st.distiller->projections().empty();
+  auto prev_on_log = hooks.on_log;
+  hooks.on_log = [&st, has_pairs, prev_on_log](MetricsSink& sink, int64_t step, double wall_ms) {
+    if (prev_on_log)
+      prev_on_log(sink, step, wall_ms);
+    const Distiller::Window w = st.distiller->take_window();
+    const double n = static_cast<double>(std::max<int64_t>(w.samples, 1));
+    sink.sample("distill/kd_loss", step, wall_ms, w.kd_sum / n);
+    if (has_pairs)
+      sink.sample("distill/feature_loss", step, wall_ms, w.feature_sum / n);
+  };
+  auto prev_after_eval = hooks.after_eval;
+  hooks.after_eval = [&st, &ctx, prev_after_eval](const EvalResult& r, int64_t step) {
+    if (prev_after_eval)
+      prev_after_eval(r, step);
+    // After the first epoch every training image has been seen: keep the cache for later runs.
+    if (st.cache && !st.cache_path.empty() && st.cache->dirty() && !st.cache_saved) {
+      st.cache->save(st.cache_path);
+      st.cache_saved = true;
+      ctx.sink.event("note", {{"text", "teacher cache written: " + std::to_string(st.cache->size()) + " images to " +
+                                           st.cache_path}});
+    }
+  };
+}
+
+}  // namespace lathe

@@ -1,0 +1,46 @@
+// The distillation stage: when distill.teacher is set, the main training phase trains the student
+// against a teacher (engine/compress/distill) instead of the labels alone. prepare_distill_stage
+// runs at STAGE-PREPARE (a bad teacher, feature pair or backend fails before anything is written);
+// attach_distill_stage runs at DISTILL-STAGE: it trains a zoo teacher first (its metrics under
+// teacher/*), measures the teacher's test accuracy (distill/teacher_accuracy), makes the student's
+// augmentation distill.student_augment_factor times stronger (the teacher sees the same, more
+// strongly augmented images: one loader feeds both) and replaces the training step through
+// TrainHooks. Metrics: distill/kd_loss (T^2 KL per sample), distill/feature_loss (MSE per sample,
+// before feature_weight), distill/teacher_accuracy.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/compress/distill/distiller.h"
+#include "engine/compress/distill/teacher_cache.h"
+#include "engine/compress/distill/teacher_source.h"
+#include "engine/run/pipeline.h"
+
+namespace lathe {
+
+class DistillStage {
+ public:
+  TeacherSpec spec;
+  SavedTeacher saved;  ///< for run: and file teachers
+  std::unique_ptr<Model> teacher;
+  std::unique_ptr<Distiller> distiller;
+  std::unique_ptr<TeacherCache> cache;  ///< null when the teacher runs on every batch
+  std::string cache_path;               ///< "" = memory only
+  std::string cache_note;               ///< why the cache is used or not, for the run's events
+  std::unique_ptr<Optimizer> projection_optimizer;
+  LrSchedule schedule;  ///< the student phase's, for the projections
+  int64_t first_step = 0;
+  bool cache_saved = false;
+};
+
+/// nullptr when distill.teacher is "". Loads a saved teacher (ConfigError / DataError naming
+/// distill.teacher otherwise), checks feature pairs against both graphs and the backend.
+std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg, Backend& backend,
+                                                    const TrainTest& data, Model& student, const RunOptions& options);
+
+/// Trains a zoo teacher first (advancing ctx.step), logs the teacher's accuracy, sets the student's
+/// augmentation on `phase` and the distillation hooks on `hooks`.
+void attach_distill_stage(DistillStage& stage, StageContext& ctx, TrainPhase& phase, TrainHooks& hooks);
+
+}  // namespace lathe

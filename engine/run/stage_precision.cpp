@@ -1,0 +1,88 @@
+// Mixed-precision training hooks and the native-or-emulated report (see stage_precision.h).
+#include "engine/run/stage_precision.h"
+
+#include "engine/nn/matmul_precision.h"
+
+namespace lathe {
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::bf16:
+      return DType::bf16;
+    case Precision::f16:
+      return DType::f16;
+    case Precision::fp32:
+      break;
+  }
+  return DType::f32;
+}
+
+nlohmann::json precision_path(const Backend& backend, DType precision) {
+  const bool lin = runs_natively(backend, Op::linear, precision);
+  const bool conv = runs_natively(backend, Op::conv2d, precision);
+  const std::string p(dtype_name(precision));
+  std::string note;
+  if (lin && conv)
+    note = "native " + p + " kernels on " + backend.device_name();
+  else
+    note = "EMULATED " + p + " on " + backend.device_name() + " (" + backend.name() + " backend has no " + p +
+           " kernels for " +
+           (lin    ? "conv2d"
+            : conv ? "linear"
+                   : "linear and conv2d") +
+           "): operands and results rounded to " + p + ", arithmetic in f32; the numerics are " + p +
+           "'s, the speed is not";
+  return {{"precision", p},
+          {"linear", lin ? "native" : "emulated"},
+          {"conv2d", conv ? "native" : "emulated"},
+          {"note", note}};
+}
+
+std::unique_ptr<PrecisionStage> attach_precision_stage(StageContext& ctx, TrainHooks& hooks) {
+  const DType precision = compute_dtype(ctx.cfg.train.precision);
+  if (precision == DType::f32)
+    return nullptr;
+  auto stage = std::make_unique<PrecisionStage>();
+  stage->precision = precision;
+  ctx.model->set_compute_precision(precision);
+  const nlohmann::json path = precision_path(ctx.be, precision);
+  stage->emulated = path["linear"] != "native" || path["conv2d"] != "native";
+  nlohmann::json event = path;
+  if (precision == DType::f16) {
+    const LossScaleConfig& c = ctx.cfg.train.loss_scale;
+    stage->scaler =
+        std::make_unique<LossScaler>(LossScaleOptions{c.init, c.growth_factor, c.backoff_factor, c.growth_interval});
+    event["loss_scale"] = {{"init", c.init},
+                           {"growth_factor", c.growth_factor},
+                           {"backoff_factor", c.backoff_factor},
+                           {"growth_interval", c.growth_interval}};
+  }
+  ctx.sink.event("precision", event);
+
+  PrecisionStage* s = stage.get();
+  Backend& be = ctx.be;
+  if (s->scaler) {
+    auto prev_scale = hooks.loss_scale;
+    hooks.loss_scale = [s, prev_scale] { return s->scaler->scale() * (prev_scale ? prev_scale() : 1.0); };
+    auto prev_update = hooks.before_update;
+    hooks.before_update = [s, &be, prev_update](Model& model, int64_t step) {
+      // Unscale first: whatever runs next (pruning masks) sees the true f32 gradients.
+      if (!s->scaler->unscale_and_update(be, model.named_params()))
+        return false;  // inf/nan: skip the update; the scale has backed off
+      return prev_update ? prev_update(model, step) : true;
+    };
+  }
+  auto prev_log = hooks.on_log;
+  hooks.on_log = [s, prev_log](MetricsSink& sink, int64_t step, double wall_ms) {
+    sink.sample("train/precision_emulated", step, wall_ms, s->emulated ? 1.0 : 0.0);
+    if (s->scaler) {
+      sink.sample("train/loss_scale", step, wall_ms, s->scaler->scale());
+      sink.sample("train/skipped_steps", step, wall_ms, static_cast<double>(s->scaler->steps_skipped()));
+    }
+    if (prev_log)
+      prev_log(sink, step, wall_ms);
+  };
+  return stage;
+}
+
+}  // namespace lathe

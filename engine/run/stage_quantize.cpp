@@ -1,0 +1,178 @@
+// The quantize stage: calibration, INT8 model(s), evaluation, file, latency (see stage_quantize.h).
+#include "engine/run/stage_quantize.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "engine/compress/quant/calibration_set.h"
+#include "engine/compress/quant/int8_model.h"
+#include "engine/run/latency.h"
+
+namespace lathe {
+
+namespace {
+
+/// Test-set accuracy and mean cross-entropy of an Int8Model.
+EvalResult evaluate_int8(Int8Model& q, const Dataset& data, int64_t batch_size) {
+  LoaderOptions lo;
+  lo.batch_size = batch_size;
+  lo.shuffle = false;
+  DataLoader loader(data, lo);
+  loader.start_epoch(0);
+  Batch b;
+  EvalResult r;
+  double loss = 0;
+  while (loader.next(b)) {
+    const Tensor logits = q.forward(b.images);
+    const float* y = logits.data<float>();
+    const int64_t n = logits.dim(0), k = logits.dim(1);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = y + i * k;
+      int64_t best = 0;
+      double mx = row[0];
+      for (int64_t j = 1; j < k; ++j)
+        if (row[j] > mx) {
+          mx = row[j];
+          best = j;
+        }
+      double sum = 0;
+      for (int64_t j = 0; j < k; ++j)
+        sum += std::exp(row[j] - mx);
+      const int32_t label = b.labels.data<int32_t>()[i];
+      loss += std::log(sum) + mx - row[label];
+      r.correct += best == label;
+    }
+    r.samples += n;
+  }
+  const double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
+  r.loss = loss / n;
+  r.accuracy = static_cast<double>(r.correct) / n;
+  return r;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+const LatencyResult* at_batch(const std::vector<LatencyResult>& v, int64_t b) {
+  for (const LatencyResult& r : v)
+    if (r.batch == b)
+      return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& backend) {
+  const std::string& mode = cfg.quant.mode;
+  if (mode == "none")
+    return;
+  if (mode == "qat" || mode == "ptq-dynamic")
+    throw ConfigError("quant.mode: '" + mode + "' is not implemented yet; use ptq-static (or none)");
+  if (!backend.device().is_cpu())
+    throw ConfigError("quant.mode: INT8 inference runs on the CPU (oneDNN); set compute.backend to cpu, got " +
+                      backend.name());
+  int8_activation_taps(model);  // throws ConfigError naming a node the executor does not cover
+}
+
+void run_quantize_stage(StageContext& ctx) {
+  const QuantConfig& qc = ctx.cfg.quant;
+  if (qc.mode == "none" || ctx.stop_requested())
+    return;
+  Model& model = *ctx.model;
+  Backend& be = ctx.be;
+  const int64_t step = ++ctx.step;
+  auto log = [&](const std::string& metric, double v) { ctx.sink.sample(metric, step, ctx.wall_ms(), v); };
+
+  // f32 reference accuracy of the model as it is now (after pruning, when that ran).
+  const EvalResult f32 = evaluate(model, be, ctx.data.test, 500);
+  log("quant/f32_test_accuracy", f32.accuracy);
+
+  // 1. calibration set and the one statistics pass
+  const auto t_cal = std::chrono::steady_clock::now();
+  CalibrationSetOptions co;
+  co.samples = qc.calib_samples;
+  co.batch_size = qc.calib_batch_size;
+  co.outlier_fraction = qc.outlier_fraction;
+  co.seed = ctx.cfg.seed;
+  const CalibrationSet set = select_calibration_set(model, be, ctx.data.train, co);
+  const ActivationStats stats = collect_activation_stats(model, be, gather(ctx.data.train, set.indices), co.batch_size);
+  log("quant/calib_samples", static_cast<double>(stats.samples));
+  log("quant/calib_outliers", static_cast<double>(set.outliers));
+  log("quant/calib_seconds", seconds_since(t_cal));
+  if (ctx.stop_requested())
+    return;
+
+  // 2. the INT8 model of each method asked for, from the same statistics
+  Int8ModelOptions mo;
+  mo.per_channel_weights = qc.granularity == "per-channel";
+  const CalibrationMethod chosen = calibration_method_from_name(qc.calibration);
+  std::vector<CalibrationMethod> methods{chosen};
+  if (qc.compare_calibrators)
+    methods = {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
+               CalibrationMethod::mse};
+  std::unique_ptr<Int8Model> best;
+  EvalResult best_eval;
+  for (CalibrationMethod m : methods) {
+    if (ctx.stop_requested())
+      return;
+    const std::string name(calibration_method_name(m));
+    auto q = std::make_unique<Int8Model>(model, be, derive_activation_params(stats, m, qc.percentile), mo);
+    const EvalResult ev = evaluate_int8(*q, ctx.data.test, 500);
+    log("quant/" + name + "/test_accuracy", ev.accuracy);
+    log("quant/" + name + "/test_loss", ev.loss);
+    if (m == chosen) {
+      best = std::move(q);
+      best_eval = ev;
+    }
+  }
+  ctx.sink.event("quant/calibrator", {{"method", qc.calibration}, {"percentile", qc.percentile}});
+
+  log("quant/test_accuracy", best_eval.accuracy);
+  log("quant/test_loss", best_eval.loss);
+  log("quant/accuracy_drop", 100.0 * (f32.accuracy - best_eval.accuracy));
+  log("quant/weight_bits", best->weight_bits());
+  ctx.sink.event("quant", {{"mode", qc.mode},
+                           {"calibration", qc.calibration},
+                           {"granularity", qc.granularity},
+                           {"cpu_isa", cpu_int8_isa_name()},
+                           {"weight_bits", best->weight_bits()},
+                           {"weight_bits_note", cpu_int8_dot_is_exact()
+                                                    ? "8-bit weights: the CPU has an exact int8 dot product (VNNI)"
+                                                    : "7-bit weights: without VNNI oneDNN's int8 dot product "
+                                                      "saturates s16 pairs (see int8_cpu.h)"},
+                           {"plan", best->plan()}});
+
+  // 3. the files: f32 and INT8 sizes, both real files where the run writes a folder
+  int64_t f32_bytes = 0, int8_bytes = 0;
+  if (!ctx.run_dir.empty()) {
+    f32_bytes = save_model_artifact(ctx, "model_f32.safetensors", "model-f32");
+    const std::string path = ctx.run_dir + "/model_int8.safetensors";
+    int8_bytes = best->save(path, {{"lathe_run", ctx.run_id}, {"calibration", qc.calibration}});
+    ctx.sink.event("artifact", {{"kind", "model-int8"}, {"path", path}, {"bytes", int8_bytes}});
+  } else {
+    f32_bytes = model.param_bytes();
+    int8_bytes = best->serialized_bytes();
+  }
+  log("model/f32_bytes", static_cast<double>(f32_bytes));
+  log("model/int8_bytes", static_cast<double>(int8_bytes));
+  log("model/bytes", static_cast<double>(int8_bytes));
+  log("quant/bytes_ratio", static_cast<double>(int8_bytes) / static_cast<double>(std::max<int64_t>(f32_bytes, 1)));
+  if (ctx.stop_requested())
+    return;
+
+  // 4. latency side by side, same process, same inputs' shape
+  const std::vector<int64_t> sample{1, ctx.data.test.rows, ctx.data.test.cols};
+  const auto lat_f32 = measure_model_latency(model, be, sample);
+  log_latency(ctx.sink, step, ctx.wall_ms(), "f32", lat_f32, be.device_name());
+  const auto lat_int8 = measure_latency(be, sample, [&](const Tensor& x) { best->forward(x); });
+  log_latency(ctx.sink, step, ctx.wall_ms(), "int8", lat_int8,
+              be.device_name() + " (oneDNN int8, " + cpu_int8_isa_name() + ")");
+  for (int64_t b : {int64_t{1}, int64_t{256}}) {
+    const LatencyResult *f = at_batch(lat_f32, b), *q = at_batch(lat_int8, b);
+    if (f && q && q->ms_per_batch > 0)
+      log("quant/speedup_b" + std::to_string(b), f->ms_per_batch / q->ms_per_batch);
+  }
+}
+
+}  // namespace lathe

@@ -1,0 +1,91 @@
+// The quantize stage in real (tiny) runs on Fashion-MNIST: every calibrator compared from one set of
+// statistics, the INT8 file's real size, latency side by side, and modes/models it refuses before a
+// run folder exists.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "engine/data/dataset.h"
+#include "engine/nn/safetensors.h"
+#include "engine/run/config.h"
+#include "engine/run/trainer.h"
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+
+ExperimentConfig config_from(const std::vector<std::string>& sets) {
+  nlohmann::json cfg = nlohmann::json::object();
+  for (const std::string& s : sets)
+    apply_override(cfg, s);
+  return parse_experiment(validate_config(cfg));
+}
+
+class QuantizeStageRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
+      GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+    m_dir = fs::temp_directory_path() / ("lathe-quant-" + std::to_string(::getpid()));
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+  std::vector<std::string> tiny(const std::vector<std::string>& extra) const {
+    std::vector<std::string> s{"model.zoo=cnn",
+                               "train.epochs=1",
+                               "data.train_subset=512",
+                               "data.test_subset=300",
+                               "train.batch_size=64",
+                               "compute.backend=cpu",
+                               "train.threads=1",
+                               "quant.calib_samples=128",
+                               "quant.calib_batch_size=32",
+                               "output.dir=" + m_dir.string()};
+    s.insert(s.end(), extra.begin(), extra.end());
+    return s;
+  }
+  fs::path m_dir;
+};
+
+TEST_F(QuantizeStageRun, ComparesEveryCalibratorAndWritesTheInt8File) {
+  const RunSummary s =
+      run_experiment(config_from(tiny({"quant.mode=ptq-static", "quant.compare_calibrators=true"})), {});
+  ASSERT_EQ(s.status, "finished");
+  const auto& m = s.final_metrics;
+  for (const char* k : {"quant/minmax/test_accuracy", "quant/percentile/test_accuracy", "quant/entropy/test_accuracy",
+                        "quant/mse/test_accuracy", "quant/test_accuracy", "quant/f32_test_accuracy",
+                        "latency/f32/b1_ms", "latency/int8/b256_ms", "throughput/int8/b256_samples_per_s",
+                        "throughput/f32/b256_samples_per_s", "quant/speedup_b256", "model/f32_bytes"})
+    EXPECT_TRUE(m.count(k)) << "missing " << k;
+  EXPECT_EQ(m.at("quant/test_accuracy"), m.at("quant/minmax/test_accuracy"));  // the default calibrator
+  EXPECT_EQ(m.at("quant/calib_samples"), 128);
+  EXPECT_EQ(m.at("quant/calib_outliers"), 6);  // round(0.05 * 128)
+  for (const char* k : {"quant/minmax/test_accuracy", "quant/entropy/test_accuracy", "quant/mse/test_accuracy"})
+    EXPECT_NEAR(m.at(k), m.at("quant/f32_test_accuracy"), 0.03) << k;
+  const std::string file = s.run_dir + "/model_int8.safetensors";
+  ASSERT_TRUE(fs::exists(file));
+  EXPECT_EQ(m.at("model/bytes"), static_cast<double>(fs::file_size(file)));
+  EXPECT_LT(m.at("model/bytes"), 0.26 * m.at("model/f32_bytes"));
+  EXPECT_EQ(load_safetensors(file).metadata.at("format"), "lathe-int8");
+  EXPECT_EQ(s.steps, 8 + 1);  // 8 training steps, then the stage's own step
+}
+
+TEST_F(QuantizeStageRun, RefusesWhatItCannotDoBeforeAnythingIsWritten) {
+  EXPECT_THROW(run_experiment(config_from(tiny({"quant.mode=qat"})), {}), ConfigError);
+  EXPECT_THROW(run_experiment(config_from(tiny({"quant.mode=ptq-dynamic"})), {}), ConfigError);
+  // Batch norm has no INT8 executor (the stage names the node rather than running anything).
+  EXPECT_THROW(run_experiment(config_from(tiny({"quant.mode=ptq-static", "model.zoo=custom",
+                                                R"(model.layers=[{"type":"conv2d","out":4},{"type":"batchnorm2d"},)"
+                                                R"({"type":"flatten"},{"type":"linear","out":10}])"})),
+                              {}),
+               ConfigError);
+  EXPECT_TRUE(fs::is_empty(m_dir)) << "a refused run left files";
+  EXPECT_THROW(config_from(tiny({"quant.calibration=kl"})), ConfigError);
+  EXPECT_THROW(config_from(tiny({"quant.outlier_fraction=1.5"})), ConfigError);
+  EXPECT_THROW(config_from(tiny({"quant.calib_batch_size=0"})), ConfigError);
+  EXPECT_THROW(config_from(tiny({"quant.qat_epochs=3"})), ConfigError);  // unsupported knob
+}
+
+}  // namespace
+}  // namespace lathe
