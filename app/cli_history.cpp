@@ -1,16 +1,25 @@
 // History commands: every query goes through engine/store's C++ API (the same one the GUI uses).
+// `report` goes through widgets/report (Qt) when lathe-cli is built with Qt (LATHE_HAVE_REPORT).
 #include "app/cli_history.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "engine/core/error.h"
 #include "engine/store/store.h"
+
+#ifdef LATHE_HAVE_REPORT
+#include <QApplication>
+
+#include "widgets/report/report.h"
+#endif
 
 namespace lathe::cli {
 
@@ -295,6 +304,53 @@ int cmd_export(const std::string& db, const std::vector<std::string>& refs, cons
   return 0;
 }
 
+/// The report format: --format when given, else the output file's extension.
+std::string report_format_text(const std::string& format, const std::string& out_path) {
+  if (!format.empty())
+    return format;
+  const auto dot = out_path.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : out_path.substr(dot + 1);
+  if (ext == "html" || ext == "htm")
+    return "html";
+  if (ext == "pdf" || ext == "csv")
+    return ext;
+  throw ConfigError("--format: not given and '" + out_path +
+                    "' has no .html, .pdf or .csv extension; allowed: html, pdf, csv");
+}
+
+int cmd_report(const std::string& db, const std::vector<std::string>& refs, const std::string& format_arg,
+               const std::string& out_path) {
+#ifndef LATHE_HAVE_REPORT
+  (void)db, (void)refs, (void)format_arg, (void)out_path;
+  throw Error(
+      "lathe-cli report needs the Qt build: this lathe-cli was built without Qt 6 and QCustomPlot. Install them "
+      "(qt6-base-dev libqcustomplot-dev; scripts/install-deps.sh does) and rebuild; `lathe-cli export --format csv` "
+      "writes every sample without Qt.");
+#else
+  const report::Format format = report::parse_format(report_format_text(format_arg, out_path));
+  Store store = Store::open(db);
+  // Charts are drawn off screen: no display is needed or used (unless QT_QPA_PLATFORM says otherwise).
+  std::unique_ptr<QApplication> app;
+  if (format != report::Format::csv && !QCoreApplication::instance()) {
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+      qputenv("QT_QPA_PLATFORM", "offscreen");
+    if (qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR")) {  // what Qt would pick, without its warning
+      const std::string runtime = "/tmp/runtime-" + std::to_string(::getuid());
+      ::mkdir(runtime.c_str(), 0700);
+      qputenv("XDG_RUNTIME_DIR", QByteArray::fromStdString(runtime));
+    }
+    static int argc = 1;
+    static char arg0[] = "lathe-cli";
+    static char* argv[] = {arg0, nullptr};
+    app = std::make_unique<QApplication>(argc, argv);
+  }
+  report::write_report(store, refs, format, out_path);
+  std::fprintf(stderr, "lathe-cli: wrote the %s report of %zu run(s) to %s\n", report::format_name(format).c_str(),
+               refs.size(), out_path.c_str());
+  return 0;
+#endif
+}
+
 int cmd_delete(const std::string& db, const std::vector<std::string>& refs, bool yes) {
   Store store = Store::open(db);
   std::vector<std::string> ids;
@@ -369,6 +425,17 @@ void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_c
   exp->add_option("-o,--output", *exp_out, "File to write (default: stdout)");
   exp->callback(
       [&, exp_refs, exp_format, exp_out] { exit_code = cmd_export(db_path, *exp_refs, *exp_format, *exp_out); });
+
+  auto rep_refs = std::make_shared<std::vector<std::string>>();
+  auto rep_format = std::make_shared<std::string>();
+  auto rep_out = std::make_shared<std::string>();
+  CLI::App* rep = app.add_subcommand(
+      "report", "A report of one run, or a comparison of several: HTML (charts embedded), PDF or CSV of all samples");
+  rep->add_option("runs", *rep_refs, "Run ids, unique id prefixes or names (2+ runs: a comparison)")->required();
+  rep->add_option("--format", *rep_format, "html, pdf or csv (default: from the -o file's extension)");
+  rep->add_option("-o,--output", *rep_out, "The file to write")->required();
+  rep->callback(
+      [&, rep_refs, rep_format, rep_out] { exit_code = cmd_report(db_path, *rep_refs, *rep_format, *rep_out); });
 
   auto del_refs = std::make_shared<std::vector<std::string>>();
   auto del_yes = std::make_shared<bool>(false);

@@ -2,7 +2,7 @@
 // validates the experiment before any work starts (exit 2 with the JSON path, the bad value and
 // what is allowed), then trains with a progress bar (or JSON lines), recording the run in the store
 // (--db, default ~/.local/share/lathe/lathe.db) and in runs/<id>/. list/show/compare/export/delete
-// read the store (app/cli_history.cpp).
+// read the store and `report` writes HTML/PDF/CSV reports of runs (app/cli_history.cpp).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

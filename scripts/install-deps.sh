@@ -7,6 +7,8 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git
   libdnnl-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev zlib1g-dev
   qt6-base-dev libqcustomplot-dev libgloo-dev
+  poppler-utils
+  xvfb xauth
   dataset-fashion-mnist
   python3 python3-venv
 )

@@ -1,0 +1,99 @@
+// lathe: the desktop app. `lathe [CONFIG.json] [--db STORE]` opens the designer on CONFIG (default
+// experiments/default.json). `--screenshot FILE` renders the main window to a PNG and exits (works
+// with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare and --tab script what
+// the screenshot shows (used for README screenshots and the Xvfb check).
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QTimer>
+#include <cstdio>
+
+#include "app/gui/app_paths.h"
+#include "app/gui/main_window.h"
+
+namespace {
+
+void waitMs(int ms) {
+  QElapsedTimer t;
+  t.start();
+  while (t.elapsed() < ms)
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("lathe");
+  QApplication::setApplicationVersion(LATHE_VERSION);
+  QCommandLineParser cli;
+  cli.setApplicationDescription("Lathe: design, run, watch and compare compute-optimization experiments.");
+  cli.addHelpOption();
+  cli.addVersionOption();
+  cli.addPositionalArgument("config", "Experiment JSON to open (default: experiments/default.json)", "[config]");
+  const QCommandLineOption db("db", "The run store (SQLite); default: lathe-cli's", "file");
+  const QCommandLineOption shot("screenshot", "Render the main window to a PNG file and exit", "file");
+  const QCommandLineOption config("config", "Experiment JSON to open (same as the positional argument)", "file");
+  const QCommandLineOption tab("tab", "Tab to show: live, runs or compare", "name", "live");
+  const QCommandLineOption run("run", "Queue the opened experiment at start");
+  const QCommandLineOption stopAfter("stop-after-ms", "With --run: press Stop after this many ms", "ms");
+  const QCommandLineOption watch("watch", "Watch this run (id, prefix) in the live charts", "run");
+  const QCommandLineOption compare("compare", "Compare these runs (comma-separated ids)", "runs");
+  const QCommandLineOption comparePage("compare-page", "Compare page to show: config, metrics, curves or scatter",
+                                       "name", "config");
+  const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
+  const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");
+  const QCommandLineOption size("size", "Window size WxH", "size", "1480x900");
+  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, comparePage, wait, waitIdle, size});
+  cli.process(app);
+
+  lathe::app::WindowOptions opt;
+  opt.dbPath = cli.isSet(db) ? cli.value(db) : lathe::app::defaultStorePath();
+  opt.cliPath = lathe::app::findLatheCli();
+  opt.experimentsDir = lathe::app::findExperimentsDir();
+  opt.configPath = cli.isSet(config) ? cli.value(config) : cli.positionalArguments().value(0);
+  if (!opt.configPath.isEmpty())
+    opt.configPath = QFileInfo(opt.configPath).absoluteFilePath();
+
+  lathe::app::MainWindow window(opt);
+  const QStringList wh = cli.value(size).split('x');
+  if (wh.size() == 2)
+    window.resize(wh[0].toInt(), wh[1].toInt());
+  const bool screenshot = cli.isSet(shot);
+  window.setInteractive(!screenshot);
+  window.show();
+  window.showTab(cli.value(tab));
+  if (cli.isSet(watch))
+    window.watch(cli.value(watch));
+  if (cli.isSet(compare)) {
+    window.compareRuns(cli.value(compare).split(',', Qt::SkipEmptyParts));
+    window.showTab("compare");
+    window.compare()->showPage(cli.value(comparePage));
+  }
+  if (cli.isSet(run) && !window.runCurrent(!screenshot)) {
+    std::fprintf(stderr, "lathe: the experiment is not valid:\n%s\n",
+                 window.designer()->form()->errors().join("\n").toLocal8Bit().constData());
+    if (screenshot)
+      return 2;
+  }
+  if (cli.isSet(stopAfter))
+    QTimer::singleShot(cli.value(stopAfter).toInt(), &window, &lathe::app::MainWindow::stop);
+  if (!screenshot)
+    return app.exec();
+
+  if (cli.isSet(waitIdle))
+    window.queue()->waitIdle(600'000);
+  waitMs(cli.value(wait).toInt());
+  window.charts()->refreshNow();
+  QCoreApplication::processEvents();
+  const QString file = cli.value(shot);
+  if (!window.grab().save(file, "PNG")) {
+    std::fprintf(stderr, "lathe: cannot write the screenshot %s (check the folder exists and is writable)\n",
+                 file.toLocal8Bit().constData());
+    return 1;
+  }
+  std::printf("%s\n", QDir::toNativeSeparators(file).toLocal8Bit().constData());
+  return 0;
+}

@@ -1,0 +1,223 @@
+// MainWindow (see main_window.h).
+#include "app/gui/main_window.h"
+
+#include <QDir>
+#include <QFileDialog>
+#include <QMessageBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include "app/gui/export_action.h"
+#include "engine/core/error.h"
+#include "widgets/ui/sweep_dialog.h"
+
+namespace lathe::app {
+
+MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent), m_opt(options) {
+  setWindowTitle("Lathe");
+  resize(1480, 900);
+  m_queue = new ui::RunQueue(m_opt.cliPath, m_opt.dbPath, this);
+  m_feed = new ui::LiveFeed(m_opt.dbPath, 200, 250'000, 20'000, this);
+
+  auto* split = new QSplitter(this);
+  m_designer = new ui::DesignerPanel(m_opt.experimentsDir, split);
+  m_designer->setMinimumWidth(340);
+  m_tabs = new QTabWidget(split);
+  auto* live = new QWidget(m_tabs);
+  auto* liveLayout = new QVBoxLayout(live);
+  liveLayout->setContentsMargins(2, 2, 2, 2);
+  m_charts = new ui::ChartPanel(live);
+  m_queueList = new ui::QueueList(m_queue, live);
+  m_queueList->setMaximumHeight(90);
+  liveLayout->addWidget(m_charts, 1);
+  liveLayout->addWidget(m_queueList);
+  m_tabs->addTab(live, "Live");
+  m_browser = new ui::RunBrowser(m_opt.dbPath, m_tabs);
+  m_tabs->addTab(m_browser, "Runs");
+  m_compare = new ui::CompareView(m_opt.dbPath, m_tabs);
+  m_tabs->addTab(m_compare, "Compare");
+  split->addWidget(m_designer);
+  split->addWidget(m_tabs);
+  split->setStretchFactor(1, 1);
+  split->setSizes({380, 1100});
+  setCentralWidget(split);
+
+  m_progress = new ui::RunProgress(this);
+  statusBar()->addPermanentWidget(m_progress);
+  m_storeLabel = new QLabel("store: " + QDir::toNativeSeparators(m_opt.dbPath), this);
+  m_storeLabel->setStyleSheet("color: #555;");
+  statusBar()->addPermanentWidget(m_storeLabel);
+  buildToolbar();
+
+  connect(m_designer, &ui::DesignerPanel::message, this, [this](const QString& t) { statusBar()->showMessage(t, 5000); });
+  connect(m_browser, &ui::RunBrowser::message, this, [this](const QString& t) { statusBar()->showMessage(t, 8000); });
+  connect(m_designer->form(), &ui::ExperimentForm::validated, this, [this](bool ok, const QString& msg) {
+    m_runAction->setEnabled(ok);
+    m_runAction->setToolTip(ok ? "Run this experiment (lathe-cli run)" : "Fix the marked fields first:\n" + msg);
+    if (!ok)
+      statusBar()->showMessage("Config has errors: " + msg.section('\n', 0, 0), 8000);
+  });
+  connect(m_queue, &ui::RunQueue::runStarted, this, [this](const QString& runId, const QString& label) {
+    statusBar()->showMessage("Running " + label + " (" + runId + ")", 5000);
+    watch(runId);
+  });
+  connect(m_queue, &ui::RunQueue::runEnded, this, &MainWindow::onRunEnded);
+  connect(m_queue, &ui::RunQueue::changed, this, &MainWindow::updateActions);
+  connect(m_feed, &ui::LiveFeed::batchReady, this, [this](const ui::TailBatchPtr& batch) {
+    if (batch->runId != m_feed->watched())
+      return;  // a late batch of a run no longer watched
+    m_charts->applyBatch(*batch);
+    m_progress->applyBatch(*batch);
+  });
+  connect(m_feed, &ui::LiveFeed::runsChanged, this, &MainWindow::onRunsChanged);
+  connect(m_feed, &ui::LiveFeed::failed, this, [this](const QString& t) { statusBar()->showMessage(t, 10000); });
+  connect(m_browser, &ui::RunBrowser::watchRun, this, &MainWindow::watch);
+  connect(m_browser, &ui::RunBrowser::compareRuns, this, &MainWindow::compareRuns);
+  connect(m_browser, &ui::RunBrowser::exportRuns, this, &MainWindow::exportRuns);
+  connect(m_browser, &ui::RunBrowser::openConfig, this, [this](const nlohmann::json& cfg, const QString& id) {
+    m_designer->form()->setConfig(cfg);
+    statusBar()->showMessage("Designer: config of run " + id, 5000);
+  });
+  connect(m_browser, &ui::RunBrowser::rerun, this, [this](const nlohmann::json& cfg, const QString& id) {
+    m_queue->enqueue(cfg, {}, QString::fromStdString(cfg.value("name", std::string("run"))) + " (re-run of " + id.left(8) + ")");
+  });
+
+  QString config = m_opt.configPath;
+  if (config.isEmpty() && !m_opt.experimentsDir.isEmpty())
+    config = QDir(m_opt.experimentsDir).filePath("default.json");
+  if (!config.isEmpty())
+    m_designer->loadFile(config, false);
+  updateActions();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildToolbar() {
+  QToolBar* bar = addToolBar("Run");
+  bar->setObjectName("runToolbar");
+  bar->setMovable(false);
+  bar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  m_runAction = bar->addAction("Run", this, [this]() { runCurrent(true); });
+  m_sweepAction = bar->addAction("Sweep...", this, &MainWindow::sweep);
+  m_stopAction = bar->addAction("Stop", this, &MainWindow::stop);
+  bar->addSeparator();
+  m_exportAction = bar->addAction("Export...", this, [this]() {
+    QStringList ids = m_browser->selectedRunIds();
+    if (ids.isEmpty() && m_tabs->currentWidget() == m_compare)
+      ids = m_compare->runIds();
+    if (ids.isEmpty() && !m_feed->watched().isEmpty())
+      ids << m_feed->watched();
+    exportRuns(ids);
+  });
+  m_runAction->setShortcut(QKeySequence("Ctrl+R"));
+  m_stopAction->setToolTip("Stop the running experiment (SIGTERM: it finishes the step and saves)");
+  m_sweepAction->setToolTip("Queue one run per value of one or two knobs");
+  m_exportAction->setToolTip("Report of the selected runs (HTML, PDF or CSV)");
+}
+
+void MainWindow::updateActions() {
+  m_stopAction->setEnabled(m_queue->busy());
+  m_stopAction->setText(m_queue->pending() > 0 ? QString("Stop (%1 queued)").arg(m_queue->pending()) : QString("Stop"));
+}
+
+void MainWindow::showTab(const QString& name) {
+  const QString n = name.toLower();
+  m_tabs->setCurrentIndex(n == "runs" ? 1 : n == "compare" ? 2 : 0);
+}
+
+bool MainWindow::runCurrent(bool interactive) {
+  const nlohmann::json cfg = m_designer->form()->validate();
+  if (cfg.is_null()) {
+    if (interactive)
+      QMessageBox::warning(this, "The experiment has errors",
+                           "The fields marked in red are not valid:\n\n" + m_designer->form()->errors().join("\n") +
+                               "\n\nFix them (hover a field for what it accepts) and press Run again.");
+    return false;
+  }
+  if (m_opt.cliPath.isEmpty()) {
+    if (interactive)
+      QMessageBox::critical(this, "lathe-cli not found",
+                            "The app runs experiments with lathe-cli, which was not found next to this program or "
+                            "on PATH. Build it (cmake --build build --target lathe-cli) or set LATHE_CLI.");
+    return false;
+  }
+  m_queue->enqueue(m_designer->form()->config());
+  showTab("live");
+  return true;
+}
+
+void MainWindow::sweep() {
+  if (m_designer->form()->validate().is_null()) {
+    QMessageBox::warning(this, "The experiment has errors", "Fix the fields marked in red before queuing a sweep.");
+    return;
+  }
+  ui::SweepDialog dialog(this);
+  if (dialog.exec() != QDialog::Accepted)
+    return;
+  try {
+    const auto runs = ui::expand_sweep(dialog.axes());
+    for (const auto& sets : runs) {
+      QStringList list;
+      for (const auto& s : sets)
+        list << QString::fromStdString(s);
+      m_queue->enqueue(m_designer->form()->config(), list);
+    }
+    statusBar()->showMessage(QString("Queued %1 runs").arg(runs.size()), 5000);
+    showTab("live");
+  } catch (const Error& e) {
+    QMessageBox::warning(this, "Sweep", QString::fromUtf8(e.what()));
+  }
+}
+
+void MainWindow::stop() {
+  m_queue->stopCurrent();
+  statusBar()->showMessage("Stopping: the run finishes its step and saves", 5000);
+}
+
+void MainWindow::watch(const QString& runId) {
+  if (runId.isEmpty())
+    return;
+  m_feed->watch(runId);
+  showTab("live");
+}
+
+void MainWindow::compareRuns(const QStringList& runIds) {
+  m_compare->setRuns(runIds);
+  showTab("compare");
+}
+
+void MainWindow::exportRuns(const QStringList& runIds) { export_runs(this, m_opt.dbPath, runIds); }
+
+void MainWindow::onRunsChanged(qint64, const QString& newestRunning) {
+  m_browser->reload();
+  // A run started elsewhere (a terminal, another app) is shown when ours is not running.
+  if (!newestRunning.isEmpty() && newestRunning != m_feed->watched() && !m_queue->busy())
+    watch(newestRunning);
+}
+
+void MainWindow::onRunEnded(const ui::QueuedRun& entry) {
+  m_browser->reload();
+  m_feed->pollNow();
+  updateActions();
+  if (entry.state != ui::QueuedRun::State::failed) {
+    statusBar()->showMessage(entry.label + ": " + ui::stateName(entry.state), 8000);
+    return;
+  }
+  const QString err = entry.stderrTail.trimmed().right(2500);
+  QString hint = "Read the message above, fix the experiment in the designer and press Run again.";
+  if (err.contains("config error"))
+    hint = "The config was rejected: fix the named field in the designer and press Run again.";
+  else if (err.contains("dataset") || err.contains("No such file") || err.contains("idx"))
+    hint = "A data file is missing: install Fashion-MNIST (apt-get install dataset-fashion-mnist) or set "
+           "data.path to the folder holding it.";
+  else if (entry.exitCode == -1)
+    hint = "lathe-cli crashed; the run stays in the store as interrupted. Re-run it from Runs, and report the crash.";
+  statusBar()->showMessage(entry.label + " failed (exit " + QString::number(entry.exitCode) + ")", 10000);
+  if (m_interactive && isVisible())
+    QMessageBox::warning(this, "Run failed: " + entry.label,
+                         QString("lathe-cli exited with code %1.\n\n%2\n\nWhat to do: %3").arg(entry.exitCode).arg(err, hint));
+}
+
+}  // namespace lathe::app

@@ -1,0 +1,81 @@
+// MainWindow: wires the widgets into the app. Left: the experiment designer with Run / Sweep /
+// Stop. Right: Live (charts of the watched run and the run queue), Runs (the history browser),
+// Compare. Status bar: messages, the active run's progress with ETA, the store path. Runs are
+// lathe-cli children (RunQueue); everything shown comes from the store (LiveFeed, RunBrowser,
+// CompareView), so a run started from a terminal shows up the same way.
+#pragma once
+
+#include <QLabel>
+#include <QMainWindow>
+#include <QTabWidget>
+#include <nlohmann/json.hpp>
+
+#include "widgets/ui/chart_panel.h"
+#include "widgets/ui/compare_view.h"
+#include "widgets/ui/designer_panel.h"
+#include "widgets/ui/queue_list.h"
+#include "widgets/ui/run_browser.h"
+#include "widgets/ui/run_progress.h"
+#include "widgets/ui/run_queue.h"
+#include "widgets/ui/store_tailer.h"
+
+namespace lathe::app {
+
+struct WindowOptions {
+  QString dbPath;
+  QString cliPath;
+  QString experimentsDir;
+  QString configPath;  ///< loaded into the designer at start ("" = experiments/default.json)
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(const WindowOptions& options, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  ui::DesignerPanel* designer() const { return m_designer; }
+  ui::ChartPanel* charts() const { return m_charts; }
+  ui::RunBrowser* browser() const { return m_browser; }
+  ui::CompareView* compare() const { return m_compare; }
+  ui::RunQueue* queue() const { return m_queue; }
+  ui::RunProgress* progress() const { return m_progress; }
+  ui::LiveFeed* feed() const { return m_feed; }
+  QTabWidget* tabs() const { return m_tabs; }
+  /// false: no modal dialogs (tests, --screenshot); messages go to the status bar only.
+  void setInteractive(bool interactive) { m_interactive = interactive; }
+  /// "live", "runs" or "compare".
+  void showTab(const QString& name);
+
+ public slots:
+  /// Validates the designer's config and queues it; false (with a dialog when interactive) when
+  /// the config is invalid.
+  bool runCurrent(bool interactive = true);
+  void sweep();
+  void stop();
+  void watch(const QString& runId);
+  void compareRuns(const QStringList& runIds);
+  void exportRuns(const QStringList& runIds);
+
+ private:
+  void buildToolbar();
+  void onRunEnded(const ui::QueuedRun& entry);
+  void onRunsChanged(qint64 total, const QString& newestRunning);
+  void updateActions();
+
+  WindowOptions m_opt;
+  ui::DesignerPanel* m_designer;
+  ui::ChartPanel* m_charts;
+  ui::RunBrowser* m_browser;
+  ui::CompareView* m_compare;
+  ui::RunQueue* m_queue;
+  ui::QueueList* m_queueList;
+  ui::RunProgress* m_progress;
+  ui::LiveFeed* m_feed;
+  QTabWidget* m_tabs;
+  QLabel* m_storeLabel;
+  QAction *m_runAction, *m_sweepAction, *m_stopAction, *m_exportAction;
+  bool m_interactive = true;
+};
+
+}  // namespace lathe::app

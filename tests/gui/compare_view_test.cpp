@@ -1,0 +1,79 @@
+// The compare view on three runs written to a store: the config table with "only differences"
+// shows exactly the keys that were changed, the metric table the written numbers, the scatter's
+// Pareto front the runs worked out by hand.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "engine/store/store.h"
+#include "gui_test_util.h"
+#include "widgets/ui/compare_view.h"
+
+namespace lathe::ui {
+namespace {
+
+nlohmann::json config(int seed, int epochs, double lr) {
+  return {{"name", "cmp"}, {"seed", seed}, {"model", {{"zoo", "cnn"}}},
+          {"train", {{"epochs", epochs}, {"batch_size", 128}, {"optimizer", {{"lr", lr}}}}}};
+}
+
+std::set<std::string> column0(QTableWidget* t) {
+  std::set<std::string> keys;
+  for (int r = 0; r < t->rowCount(); ++r)
+    keys.insert(t->item(r, 0)->text().toStdString());
+  return keys;
+}
+
+}  // namespace
+
+TEST(GuiCompare, DiffMetricsAndParetoFront) {
+  test::GuiTempDir dir;
+  const std::string a = test::write_run(dir.db(), "small", config(0, 1, 0.02),
+                                        {{"test/accuracy", {0.5, 0.80}}, {"model/bytes", {100}}});
+  const std::string b = test::write_run(dir.db(), "big", config(1, 1, 0.02),
+                                        {{"test/accuracy", {0.6, 0.95, 0.90}}, {"model/bytes", {200}}});
+  const std::string c = test::write_run(dir.db(), "worse", config(2, 3, 0.02),
+                                        {{"test/accuracy", {0.7, 0.85}}, {"model/bytes", {300}}});
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(a), QString::fromStdString(b), QString::fromStdString(c)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+
+  // Only differences: seed (0/1/2) and train.epochs (1/1/3); name, zoo, batch size and lr are equal.
+  ASSERT_TRUE(view.onlyDifferences()->isChecked());
+  EXPECT_EQ(column0(view.configTable()), (std::set<std::string>{"seed", "train.epochs"}));
+  EXPECT_EQ(view.configTable()->item(0, 1)->text(), "0");
+  EXPECT_EQ(view.configTable()->columnCount(), 4);
+  view.onlyDifferences()->setChecked(false);
+  const auto all = column0(view.configTable());
+  EXPECT_TRUE(all.count("train.batch_size") && all.count("model.zoo") && all.count("seed")) << all.size();
+
+  // Metric table: test/accuracy last / best / min / max of run b = 0.90 / 0.95 / 0.6 / 0.95.
+  QTableWidget* m = view.metricTable();
+  std::map<std::string, QString> b_values;
+  for (int r = 0; r < m->rowCount(); ++r)
+    if (m->item(r, 0)->text() == "test/accuracy")
+      b_values[m->item(r, 1)->text().toStdString()] = m->item(r, 3)->text();
+  EXPECT_EQ(b_values["last"], "0.9");
+  EXPECT_EQ(b_values["best"], "0.95");
+  EXPECT_EQ(b_values["min"], "0.6");
+  EXPECT_EQ(b_values["max"], "0.95");
+
+  // Scatter of last accuracy against bytes (smaller is better): a (100, 0.80) and b (200, 0.90)
+  // are on the front; c (300, 0.85) is dominated by b.
+  view.setScatterAxes("model/bytes", "test/accuracy");
+  EXPECT_EQ(view.paretoRuns(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(view.curvePlot()->graphCount(), 3);
+}
+
+TEST(GuiCompare, TooFewRunsSaysWhatToDo) {
+  test::GuiTempDir dir;
+  const CompareData d = load_compare_data(dir.qdb(), {"only-one"});
+  EXPECT_TRUE(d.error.contains("Pick 2 to 10 runs")) << d.error.toStdString();
+  const CompareData unknown = load_compare_data(dir.qdb(), {"nope1", "nope2"});
+  EXPECT_FALSE(unknown.error.isEmpty());
+}
+
+}  // namespace lathe::ui

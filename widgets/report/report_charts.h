@@ -1,0 +1,37 @@
+// Chart images of the report: one metric, one line per run (overlaid for a comparison), drawn
+// with QCustomPlot off screen and returned as PNG bytes. Needs a QApplication on this thread.
+#pragma once
+
+#include <QByteArray>
+#include <string>
+#include <vector>
+
+#include "engine/store/store_types.h"
+
+namespace lathe::report {
+
+struct ChartLine {
+  std::string label;  ///< legend text
+  std::string color;  ///< "#rrggbb"
+  const std::vector<Point>* points = nullptr;
+};
+
+struct ChartSpec {
+  std::string title;  ///< the metric name
+  std::string x_label = "step";
+  std::vector<ChartLine> lines;
+  bool legend = false;  ///< a legend row under the plot (comparisons)
+};
+
+/// The color of the index-th run (Tableau 10, repeating), also used for the runs' swatches.
+std::string run_color(size_t index);
+
+/// Renders the chart at width x height logical pixels, `scale` times as many device pixels (2 for
+/// crisp print), as PNG. lathe::Error when there is no QApplication or it is not this thread's.
+QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double scale);
+
+/// Throws lathe::Error saying what to do when Qt widgets cannot be used here (no QApplication, or
+/// called off the GUI thread).
+void require_widget_application(const char* what);
+
+}  // namespace lathe::report

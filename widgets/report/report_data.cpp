@@ -1,0 +1,109 @@
+// Reads what a report shows from the store (see report_data.h).
+#include "widgets/report/report_data.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "engine/core/error.h"
+
+namespace lathe::report {
+
+const MetricSummary* ReportRun::summary(const std::string& metric) const {
+  for (const MetricSummary& s : summaries)
+    if (s.metric == metric)
+      return &s;
+  return nullptr;
+}
+
+std::vector<std::string> order_metrics(std::vector<std::string> names) {
+  static const char* const kOrder[] = {
+      "train/loss",  "test/loss",    "train/accuracy",        "test/accuracy", "train/samples_per_s",
+      "device/util", "device/mfu",   "mem/peak_bytes",        "cost/usd",      "train/lr",
+      "model/bytes", "model/params", "model/flops_per_sample"};
+  auto rank = [](const std::string& n) {
+    for (size_t i = 0; i < std::size(kOrder); ++i)
+      if (n == kOrder[i])
+        return static_cast<int>(i);
+    return static_cast<int>(std::size(kOrder));
+  };
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    const int ra = rank(a), rb = rank(b);
+    return ra != rb ? ra < rb : a < b;
+  });
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+namespace {
+
+void read_started_event(ReportRun& run) {
+  for (const EventRecord& e : run.events) {
+    if (e.kind != "started" || !e.fields.is_object())
+      continue;
+    if (e.fields.contains("instance") && e.fields["instance"].is_string())
+      run.instance = e.fields["instance"].get<std::string>();
+    if (e.fields.contains("price_usd_per_hour") && e.fields["price_usd_per_hour"].is_number())
+      run.usd_per_hour = e.fields["price_usd_per_hour"].get<double>();
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> resolve_report_runs(const Store& store, const std::vector<std::string>& run_refs) {
+  if (run_refs.empty())
+    throw ConfigError("a report needs at least one run: give a run id, a unique id prefix or a run name");
+  std::vector<std::string> ids;
+  for (const std::string& ref : run_refs) {
+    const std::string id = store.resolve_run(ref);
+    if (std::find(ids.begin(), ids.end(), id) != ids.end())
+      throw ConfigError("run " + id + " is given twice (as \"" + ref + "\"): list each run once");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+ReportData collect_report_data(const Store& store, const std::vector<std::string>& run_refs) {
+  const std::vector<std::string> ids = resolve_report_runs(store, run_refs);
+  ReportData data;
+  data.store_path = store.path();
+  data.generated_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  std::map<std::string, int> name_count;
+  std::vector<std::string> all_metrics, charted;
+  for (const std::string& id : ids) {
+    ReportRun run;
+    run.record = store.run(id);
+    run.params = store.params(id);
+    run.summaries = store.summaries(id);
+    run.events = store.events(id);
+    run.artifacts = store.artifacts(id);
+    for (size_t i = 0; i < run.record.devices.size(); ++i)
+      run.device += (i ? ", " : "") + run.record.devices[i];
+    read_started_event(run);
+    if (const MetricSummary* cost = run.summary("cost/usd"))
+      run.cost_usd = cost->last;
+    for (const MetricSummary& s : run.summaries) {
+      all_metrics.push_back(s.metric);
+      if (s.count >= 2) {
+        run.series[s.metric] = store.downsample(id, s.metric, kChartBuckets).points();
+        charted.push_back(s.metric);
+      }
+    }
+    ++name_count[run.record.name];
+    data.runs.push_back(std::move(run));
+  }
+  for (ReportRun& run : data.runs) {
+    run.label = run.record.name.empty() ? run.record.id : run.record.name;
+    if (data.runs.size() > 1 && (run.record.name.empty() || name_count[run.record.name] > 1))
+      run.label = run.record.name.empty() ? run.record.id : run.record.name + " (" + run.record.id + ")";
+  }
+  data.metrics = order_metrics(all_metrics);
+  data.charted = order_metrics(charted);
+  if (data.comparison())
+    data.diff = store.diff_configs(ids);
+  return data;
+}
+
+}  // namespace lathe::report

@@ -1,0 +1,59 @@
+// Everything a report shows, read from the store in one place (no Qt): the runs with their
+// config, metric summaries, events, artifacts, the instance and price from the "started" event,
+// the config diff of a comparison and the chart series (min/max-preserving downsampled).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/store/store.h"
+
+namespace lathe::report {
+
+struct ReportRun {
+  RunRecord record;                                         ///< with config_json
+  std::vector<std::pair<std::string, std::string>> params;  ///< flattened config, sorted by key
+  std::vector<MetricSummary> summaries;                     ///< sorted by metric name
+  std::vector<EventRecord> events;
+  std::vector<ArtifactRecord> artifacts;
+  std::string device;                  ///< the devices, comma-separated
+  std::string instance;                ///< from the "started" event; empty when unknown
+  std::optional<double> usd_per_hour;  ///< the instance price the run was costed at
+  std::optional<double> cost_usd;      ///< the last cost/usd sample
+  std::string label;                   ///< legend / column name: the run name, plus the id when names repeat
+  /// Chart points of every metric with at least two samples (at most kChartBuckets buckets each).
+  std::map<std::string, std::vector<Point>> series;
+
+  const MetricSummary* summary(const std::string& metric) const;
+};
+
+struct ReportData {
+  std::vector<ReportRun> runs;
+  ConfigDiff diff;                   ///< filled for 2+ runs
+  std::vector<std::string> metrics;  ///< every metric of any run, in report order
+  std::vector<std::string> charted;  ///< the metrics that get a chart, in report order
+  int64_t generated_ms = 0;
+  std::string store_path;
+  bool comparison() const { return runs.size() > 1; }
+};
+
+/// Buckets per chart series (each keeps first/min/max/last, so spikes survive).
+constexpr int kChartBuckets = 1200;
+
+/// Resolves each reference (Store::resolve_run) to a run id. ConfigError for an empty list or a run
+/// given twice; DataError for an unknown or ambiguous reference.
+std::vector<std::string> resolve_report_runs(const Store& store, const std::vector<std::string>& run_refs);
+
+/// Resolves each reference (id, unique prefix or name: Store::resolve_run) and reads the runs.
+/// ConfigError for an empty list or a run given twice; DataError for an unknown run.
+ReportData collect_report_data(const Store& store, const std::vector<std::string>& run_refs);
+
+/// Report order of metric names: losses, accuracies, throughput, utilisation, memory, cost, the
+/// rest alphabetically.
+std::vector<std::string> order_metrics(std::vector<std::string> names);
+
+}  // namespace lathe::report

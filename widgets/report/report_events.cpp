@@ -1,0 +1,114 @@
+// Plain-text descriptions of stored events (see report_events.h).
+#include "widgets/report/report_events.h"
+
+#include "widgets/report/report_text.h"
+
+namespace lathe::report {
+
+namespace {
+
+std::string str(const nlohmann::json& f, const char* key) {
+  if (!f.is_object() || !f.contains(key))
+    return "";
+  const nlohmann::json& v = f[key];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+std::string num(const nlohmann::json& f, const char* key) {
+  if (!f.is_object() || !f.contains(key) || !f[key].is_number())
+    return "";
+  return format_value(f[key].get<double>());
+}
+
+std::string join_nonempty(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const std::string& p : parts) {
+    if (p.empty())
+      continue;
+    if (!out.empty())
+      out += ", ";
+    out += p;
+  }
+  return out;
+}
+
+std::string labelled(const std::string& label, const std::string& value) {
+  return value.empty() ? "" : label + " " + value;
+}
+
+std::string clipped(std::string text, size_t max_chars) {
+  if (text.size() > max_chars)
+    text = text.substr(0, max_chars - 3) + "...";
+  return text;
+}
+
+}  // namespace
+
+std::string describe_event(const EventRecord& e) {
+  const nlohmann::json& f = e.fields;
+  if (e.kind == "started") {
+    const std::string backend = str(f, "backend");
+    const std::string device = str(f, "device");
+    std::string price;
+    if (f.is_object() && f.contains("price_usd_per_hour") && f["price_usd_per_hour"].is_number())
+      price = format_headline("cost/usd", f["price_usd_per_hour"].get<double>()) + "/h";
+    return join_nonempty({labelled("backend", backend) + (device.empty() ? "" : " on " + device),
+                          labelled("threads", num(f, "threads")), labelled("train samples", num(f, "train_samples")),
+                          labelled("test samples", num(f, "test_samples")),
+                          labelled("instance", str(f, "instance")) + (price.empty() ? "" : " at " + price),
+                          labelled("steps", num(f, "total_steps"))});
+  }
+  if (e.kind == "epoch")
+    return join_nonempty({str(f, "phase"), labelled("epoch", num(f, "epoch")), labelled("step", num(f, "step")),
+                          labelled("test accuracy", num(f, "test_accuracy")),
+                          labelled("test loss", num(f, "test_loss"))});
+  if (e.kind == "artifact")
+    return join_nonempty({str(f, "kind"), str(f, "path"), num(f, "bytes").empty() ? "" : num(f, "bytes") + " bytes"});
+  if (e.kind == "finished" || e.kind == "cancelled") {
+    std::string elapsed;
+    if (f.is_object() && f.contains("elapsed_s") && f["elapsed_s"].is_number())
+      elapsed = format_duration_s(f["elapsed_s"].get<double>());
+    return join_nonempty({labelled("steps", num(f, "steps")), labelled("elapsed", elapsed)});
+  }
+  if (e.kind == "status") {
+    std::string text = str(f, "from").empty() ? str(f, "to") : str(f, "from") + " \u2192 " + str(f, "to");
+    const std::string why = !str(f, "error").empty() ? str(f, "error") : str(f, "reason");
+    if (!why.empty())
+      text += ": " + why;
+    return clipped(text, 2000);
+  }
+  if (f.is_object() && f.contains("error"))
+    return clipped(str(f, "error"), 2000);
+  if (f.is_object() && f.contains("text"))
+    return clipped(str(f, "text"), 2000);
+  if (f.is_null() || (f.is_object() && f.empty()))
+    return "";
+  if (!f.is_object())
+    return clipped(f.dump(), 400);
+  // Any other kind (phase, latency, prune, quant...): "key value" pairs, nested values as JSON.
+  std::string out;
+  for (auto it = f.begin(); it != f.end(); ++it) {
+    std::string value;
+    if (it->is_string())
+      value = it->get<std::string>();
+    else if (it->is_number())
+      value = format_value(it->get<double>());
+    else
+      value = clipped(it->dump(), 120);
+    out += (out.empty() ? "" : ", ") + it.key() + " " + value;
+  }
+  return clipped(out, 600);
+}
+
+bool is_error_event(const EventRecord& e) {
+  return e.kind == "failed" || e.kind == "error" || (e.fields.is_object() && e.fields.contains("error"));
+}
+
+std::string run_error(const std::vector<EventRecord>& events) {
+  for (auto it = events.rbegin(); it != events.rend(); ++it)
+    if (is_error_event(*it) && it->fields.is_object() && it->fields.contains("error"))
+      return str(it->fields, "error");
+  return "";
+}
+
+}  // namespace lathe::report

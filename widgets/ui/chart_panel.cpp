@@ -1,0 +1,145 @@
+// ChartPanel (see chart_panel.h).
+#include "widgets/ui/chart_panel.h"
+
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QVBoxLayout>
+#include <nlohmann/json.hpp>
+
+namespace lathe::ui {
+
+ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
+  auto* column = new QVBoxLayout(this);
+  auto* controls = new QHBoxLayout;
+  m_title = new QLabel("No run yet: press Run, or pick a run in Runs and choose Watch.", this);
+  m_title->setObjectName("liveTitle");
+  controls->addWidget(m_title, 1);
+  controls->addWidget(new QLabel("X axis:", this));
+  m_xMode = new QComboBox(this);
+  m_xMode->setObjectName("xAxisMode");
+  m_xMode->addItems({"Step", "Epoch", "Wall time", "Dollars"});
+  controls->addWidget(m_xMode);
+  controls->addWidget(new QLabel("Smoothing:", this));
+  m_smooth = new QSlider(Qt::Horizontal, this);
+  m_smooth->setObjectName("smoothing");
+  m_smooth->setRange(0, 99);
+  m_smooth->setValue(60);
+  m_smooth->setMaximumWidth(140);
+  m_smooth->setToolTip("EMA smoothing drawn over the raw line (0 = raw only)");
+  controls->addWidget(m_smooth);
+  m_smoothLabel = new QLabel("0.60", this);
+  controls->addWidget(m_smoothLabel);
+  column->addLayout(controls);
+
+  auto* grid = new QGridLayout;
+  const std::vector<std::pair<QString, QStringList>> layout = {
+      {"Loss", {"train/loss", "test/loss"}},
+      {"Accuracy", {"train/accuracy", "test/accuracy"}},
+      {"Samples / s", {"train/samples_per_s"}},
+      {"Device utilisation and MFU", {"device/util", "device/mfu"}},
+      {"Memory (peak bytes)", {"mem/peak_bytes"}},
+      {"Cost ($)", {"cost/usd"}}};
+  int i = 0;
+  for (const auto& [title, metrics] : layout) {
+    auto* chart = new LiveChart(title, metrics, this);
+    chart->setMinimumSize(260, 170);
+    grid->addWidget(chart, i / 3, i % 3);
+    m_charts.push_back(chart);
+    ++i;
+  }
+  column->addLayout(grid, 1);
+
+  connect(m_xMode, &QComboBox::currentIndexChanged, this,
+          [this](int index) { setXMode(static_cast<XMapping::Mode>(index)); });
+  connect(m_smooth, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
+  setSmoothing(0.6);
+  m_replotTimer.setInterval(33);
+  connect(&m_replotTimer, &QTimer::timeout, this, [this]() { refreshSome(2); });
+  m_replotTimer.start();
+}
+
+LiveChart* ChartPanel::chartFor(const std::string& metric) const {
+  for (LiveChart* c : m_charts)
+    if (c->hasMetric(metric))
+      return c;
+  return nullptr;
+}
+
+void ChartPanel::setXMode(XMapping::Mode mode) {
+  m_map.mode = mode;
+  if (m_xMode->currentIndex() != static_cast<int>(mode))
+    m_xMode->setCurrentIndex(static_cast<int>(mode));
+  applyMapping();
+}
+
+void ChartPanel::setSmoothing(double alpha) {
+  m_smoothLabel->setText(QString::number(alpha, 'f', 2));
+  for (LiveChart* c : m_charts)
+    c->setSmoothing(alpha);
+}
+
+void ChartPanel::applyMapping() {
+  for (LiveChart* c : m_charts)
+    c->setXMapping(m_map);
+}
+
+void ChartPanel::applyBatch(const TailBatch& batch) {
+  bool remap = false;
+  if (batch.reset || batch.runId != m_runId) {
+    m_runId = batch.runId;
+    for (LiveChart* c : m_charts)
+      c->clear();
+    m_map.stepsPerEpoch = 0;
+    m_map.usdPerHour = 0;
+    m_epochs = 0;
+    m_totalSteps = 0;
+    remap = true;
+    if (batch.run && !batch.run->config_json.empty()) {
+      const auto cfg = nlohmann::json::parse(batch.run->config_json, nullptr, false);
+      if (!cfg.is_discarded() && cfg.contains("train"))
+        m_epochs = cfg["train"].value("epochs", 0.0);
+    }
+  }
+  for (const EventRecord& e : batch.events)
+    if (e.kind == "started") {
+      m_totalSteps = e.fields.value("total_steps", 0.0);
+      m_map.usdPerHour = e.fields.value("price_usd_per_hour", 0.0);
+      remap = true;
+    }
+  if (remap) {
+    m_map.stepsPerEpoch = m_epochs > 0 && m_totalSteps > 0 ? m_totalSteps / m_epochs : 0;
+    applyMapping();
+  }
+  for (const auto& [metric, points] : batch.series)
+    if (LiveChart* c = chartFor(metric))
+      c->append(metric, points);
+  if (batch.run)
+    m_title->setText(QString("%1  (%2, %3)")
+                         .arg(QString::fromStdString(batch.run->name), QString::fromStdString(batch.run->id),
+                              QString::fromStdString(std::string(status_name(batch.run->status)))));
+}
+
+void ChartPanel::refreshNow() {
+  for (LiveChart* c : m_charts)
+    if (c->dirty()) {
+      c->refresh();
+      ++m_replots;
+    }
+}
+
+void ChartPanel::refreshSome(int maxCharts) {
+  // Round-robin, so a batch that touches every chart is spread over a few ticks instead of
+  // holding the GUI thread for all the replots at once.
+  const int n = static_cast<int>(m_charts.size());
+  for (int i = 0, done = 0; i < n && done < maxCharts; ++i) {
+    LiveChart* c = m_charts[(m_nextChart + i) % n];
+    if (!c->dirty())
+      continue;
+    c->refresh();
+    ++m_replots;
+    ++done;
+    m_nextChart = (m_nextChart + i + 1) % n;
+  }
+}
+
+}  // namespace lathe::ui

@@ -1,0 +1,69 @@
+// load_compare_data (see compare_data.h).
+#include "widgets/ui/compare_data.h"
+
+#include <QStringList>
+#include <set>
+
+#include "engine/store/store.h"
+
+namespace lathe::ui {
+
+std::vector<std::string> CompareData::metricNames() const {
+  std::set<std::string> names;
+  for (const auto& per_run : summaries)
+    for (const MetricSummary& s : per_run)
+      names.insert(s.metric);
+  return {names.begin(), names.end()};
+}
+
+const MetricSummary* CompareData::summary(size_t run, const std::string& metric) const {
+  if (run >= summaries.size())
+    return nullptr;
+  for (const MetricSummary& s : summaries[run])
+    if (s.metric == metric)
+      return &s;
+  return nullptr;
+}
+
+CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, int buckets) {
+  CompareData out;
+  if (runIds.size() < 2 || runIds.size() > 10) {
+    out.error = QString("Pick 2 to 10 runs to compare (%1 selected): select rows in Runs with Ctrl or Shift.")
+                    .arg(runIds.size());
+    return out;
+  }
+  try {
+    Store::OpenOptions opt;
+    opt.reap_stale = false;
+    Store store = Store::open(dbPath.toStdString(), opt);
+    std::vector<std::string> ids;
+    for (const QString& id : runIds)
+      ids.push_back(store.resolve_run(id.toStdString()));
+    for (const std::string& id : ids) {
+      out.runs.push_back(store.run(id));
+      out.params.push_back(store.params(id));
+      out.summaries.push_back(store.summaries(id));
+    }
+    out.diff = store.diff_configs(ids);
+    for (const std::string& metric : out.metricNames()) {
+      auto& per_run = out.curves[metric];
+      for (const std::string& id : ids)
+        per_run.push_back(store.downsample(id, metric, buckets).points());
+    }
+  } catch (const std::exception& e) {
+    out = CompareData{};
+    out.error = QString("Cannot read the runs to compare: %1").arg(e.what());
+  }
+  return out;
+}
+
+bool lower_is_better(const std::string& metric, const MetricSummary* summary) {
+  if (summary && summary->direction == Direction::minimize)
+    return true;
+  for (const char* cost : {"loss", "bytes", "params", "flops", "latency", "seconds", "usd", "mem/", "time"})
+    if (metric.find(cost) != std::string::npos)
+      return true;
+  return false;
+}
+
+}  // namespace lathe::ui

@@ -1,0 +1,34 @@
+// CompareData: everything the compare view shows about 2-10 runs, read from the store in one go
+// (on a worker thread, with its own connection): run rows, config diff and flattened configs,
+// metric summaries and downsampled (min/max preserving) curves of every metric.
+#pragma once
+
+#include <QString>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/store/store_types.h"
+
+namespace lathe::ui {
+
+struct CompareData {
+  std::vector<RunRecord> runs;
+  ConfigDiff diff;
+  std::vector<std::vector<std::pair<std::string, std::string>>> params;  ///< per run, sorted by key
+  std::vector<std::vector<MetricSummary>> summaries;                     ///< per run, sorted by metric
+  std::map<std::string, std::vector<std::vector<Point>>> curves;         ///< metric -> per run
+  QString error;                                                         ///< non-empty: nothing else is valid
+
+  std::vector<std::string> metricNames() const;
+  const MetricSummary* summary(size_t run, const std::string& metric) const;
+};
+
+/// Reads CompareData. Never throws: a problem goes to `error` with what to do.
+CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, int buckets = 1000);
+
+/// Whether smaller is better for a metric on a scatter axis: the store's direction for losses,
+/// and sizes, times and money (bytes, params, flops, latency, seconds, usd, mem) are costs.
+bool lower_is_better(const std::string& metric, const MetricSummary* summary);
+
+}  // namespace lathe::ui

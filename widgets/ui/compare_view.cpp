@@ -1,0 +1,327 @@
+// CompareView (see compare_view.h).
+#include "widgets/ui/compare_view.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrent>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "widgets/ui/series_math.h"
+
+namespace lathe::ui {
+namespace {
+
+const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44), QColor(214, 39, 40),
+                           QColor(148, 103, 189), QColor(140, 86, 75), QColor(227, 119, 194), QColor(127, 127, 127),
+                           QColor(188, 189, 34), QColor(23, 190, 207)};
+
+QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 5) : QString("-"); }
+
+QTableWidgetItem* cell(const QString& text) {
+  auto* item = new QTableWidgetItem(text);
+  item->setFlags(item->flags() & ~Qt::ItemIsEditable);
+  return item;
+}
+
+}  // namespace
+
+CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_db(std::move(dbPath)) {
+  auto* column = new QVBoxLayout(this);
+  m_header = new QLabel("Select 2-10 runs in Runs and press Compare.", this);
+  m_header->setObjectName("compareHeader");
+  m_header->setWordWrap(true);
+  column->addWidget(m_header);
+  m_tabs = new QTabWidget(this);
+  column->addWidget(m_tabs, 1);
+
+  auto* configPage = new QWidget(this);
+  auto* configLayout = new QVBoxLayout(configPage);
+  m_onlyDiff = new QCheckBox("Only differences", configPage);
+  m_onlyDiff->setObjectName("onlyDifferences");
+  m_onlyDiff->setChecked(true);
+  m_config = new QTableWidget(configPage);
+  m_config->setObjectName("configDiff");
+  configLayout->addWidget(m_onlyDiff);
+  configLayout->addWidget(m_config, 1);
+  m_tabs->addTab(configPage, "Config");
+
+  m_metrics = new QTableWidget(this);
+  m_metrics->setObjectName("metricSummary");
+  m_tabs->addTab(m_metrics, "Metrics");
+
+  auto* curvePage = new QWidget(this);
+  auto* curveLayout = new QVBoxLayout(curvePage);
+  m_curveMetric = new QComboBox(curvePage);
+  m_curveMetric->setObjectName("curveMetric");
+  auto* curveRow = new QHBoxLayout;
+  curveRow->addWidget(new QLabel("Metric:", curvePage));
+  curveRow->addWidget(m_curveMetric, 1);
+  curveLayout->addLayout(curveRow);
+  m_curves = new QCustomPlot(curvePage);
+  m_curves->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  m_curves->legend->setVisible(true);
+  m_curves->legend->setFont(QFont("sans", 7));
+  m_curves->xAxis->setLabel("step");
+  curveLayout->addWidget(m_curves, 1);
+  m_tabs->addTab(curvePage, "Curves");
+
+  auto* scatterPage = new QWidget(this);
+  auto* scatterLayout = new QVBoxLayout(scatterPage);
+  auto* scatterRow = new QHBoxLayout;
+  m_scatterX = new QComboBox(scatterPage);
+  m_scatterY = new QComboBox(scatterPage);
+  m_scatterStat = new QComboBox(scatterPage);
+  m_scatterStat->addItems({"last", "best"});
+  m_lowerX = new QCheckBox("lower x is better", scatterPage);
+  m_lowerY = new QCheckBox("lower y is better", scatterPage);
+  scatterRow->addWidget(new QLabel("x:", scatterPage));
+  scatterRow->addWidget(m_scatterX, 1);
+  scatterRow->addWidget(m_lowerX);
+  scatterRow->addWidget(new QLabel("y:", scatterPage));
+  scatterRow->addWidget(m_scatterY, 1);
+  scatterRow->addWidget(m_lowerY);
+  scatterRow->addWidget(m_scatterStat);
+  scatterLayout->addLayout(scatterRow);
+  m_scatter = new QCustomPlot(scatterPage);
+  m_scatter->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  m_scatter->legend->setVisible(true);
+  m_scatter->legend->setFont(QFont("sans", 7));
+  scatterLayout->addWidget(m_scatter, 1);
+  m_tabs->addTab(scatterPage, "Scatter");
+
+  connect(m_onlyDiff, &QCheckBox::toggled, this, &CompareView::fillConfig);
+  connect(m_curveMetric, &QComboBox::currentTextChanged, this, &CompareView::drawCurves);
+  const auto axisChanged = [this]() {
+    const std::string x = m_scatterX->currentText().toStdString(), y = m_scatterY->currentText().toStdString();
+    m_lowerX->blockSignals(true);
+    m_lowerY->blockSignals(true);
+    m_lowerX->setChecked(lower_is_better(x, m_data.summary(0, x)));
+    m_lowerY->setChecked(lower_is_better(y, m_data.summary(0, y)));
+    m_lowerX->blockSignals(false);
+    m_lowerY->blockSignals(false);
+    drawScatter();
+  };
+  connect(m_scatterX, &QComboBox::currentTextChanged, this, axisChanged);
+  connect(m_scatterY, &QComboBox::currentTextChanged, this, axisChanged);
+  connect(m_scatterStat, &QComboBox::currentTextChanged, this, &CompareView::drawScatter);
+  connect(m_lowerX, &QCheckBox::toggled, this, &CompareView::drawScatter);
+  connect(m_lowerY, &QCheckBox::toggled, this, &CompareView::drawScatter);
+  connect(&m_watcher, &QFutureWatcher<CompareData>::finished, this, [this]() { showData(m_watcher.result()); });
+}
+
+void CompareView::setRuns(const QStringList& runIds) {
+  m_ids = runIds;
+  m_header->setText(QString("Loading %1 runs...").arg(runIds.size()));
+  m_watcher.setFuture(QtConcurrent::run([db = m_db, runIds]() { return load_compare_data(db, runIds); }));
+}
+
+QString CompareView::runLabel(size_t i) const {
+  const RunRecord& r = m_data.runs[i];
+  // Ids are "date-time-random": the random tail tells runs of one day apart.
+  const std::string tail = r.id.size() > 6 ? r.id.substr(r.id.size() - 6) : r.id;
+  return QString("%1 (%2)").arg(QString::fromStdString(r.name), QString::fromStdString(tail));
+}
+
+void CompareView::showData(CompareData data) {
+  m_data = std::move(data);
+  if (!m_data.error.isEmpty()) {
+    m_header->setText(m_data.error);
+    emit loaded(m_data.error);
+    return;
+  }
+  m_ids.clear();
+  QStringList labels;
+  for (size_t i = 0; i < m_data.runs.size(); ++i) {
+    m_ids << QString::fromStdString(m_data.runs[i].id);
+    labels << runLabel(i);
+  }
+  m_header->setText(QString("Comparing %1 runs: %2. %3 config keys differ, %4 are the same.")
+                        .arg(m_data.runs.size())
+                        .arg(labels.join(", "))
+                        .arg(m_data.diff.differing.size())
+                        .arg(m_data.diff.same));
+  fillConfig();
+  fillMetrics();
+  QStringList metrics;
+  for (const std::string& m : m_data.metricNames())
+    metrics << QString::fromStdString(m);
+  for (QComboBox* box : {m_curveMetric, m_scatterX, m_scatterY}) {
+    box->blockSignals(true);
+    box->clear();
+    box->addItems(metrics);
+    box->blockSignals(false);
+  }
+  const auto pick = [&](QComboBox* box, const QString& preferred) {
+    const int i = box->findText(preferred);
+    if (i >= 0)
+      box->setCurrentIndex(i);
+  };
+  pick(m_curveMetric, "train/loss");
+  pick(m_curveMetric, "test/accuracy");  // preferred when the runs have it
+  drawCurves();
+  m_scatterX->blockSignals(true);
+  pick(m_scatterX, "model/bytes");
+  m_scatterX->blockSignals(false);
+  pick(m_scatterY, "test/accuracy");
+  setScatterAxes(m_scatterX->currentText(), m_scatterY->currentText());
+  emit loaded({});
+}
+
+void CompareView::fillConfig() {
+  const size_t n = m_data.runs.size();
+  QStringList headers{"key"};
+  for (size_t i = 0; i < n; ++i)
+    headers << runLabel(i);
+  m_config->clear();
+  m_config->setColumnCount(static_cast<int>(n + 1));
+  m_config->setHorizontalHeaderLabels(headers);
+  std::map<std::string, std::vector<QString>> rows;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& [k, v] : m_data.params[i]) {
+      auto& row = rows[k];
+      row.resize(n, QString("(absent)"));
+      row[i] = QString::fromStdString(v);
+    }
+  std::set<std::string> differing;
+  for (const auto& row : m_data.diff.differing)
+    differing.insert(row.key);
+  m_config->setRowCount(0);
+  for (const auto& [key, values] : rows) {
+    const bool differs = differing.count(key) > 0;
+    if (m_onlyDiff->isChecked() && !differs)
+      continue;
+    const int r = m_config->rowCount();
+    m_config->insertRow(r);
+    m_config->setItem(r, 0, cell(QString::fromStdString(key)));
+    for (size_t i = 0; i < n; ++i) {
+      auto* item = cell(i < values.size() ? values[i] : QString("(absent)"));
+      if (differs)
+        item->setBackground(QColor(255, 243, 205));
+      m_config->setItem(r, static_cast<int>(i + 1), item);
+    }
+  }
+  m_config->resizeColumnsToContents();
+}
+
+void CompareView::fillMetrics() {
+  const size_t n = m_data.runs.size();
+  QStringList headers{"metric", "stat"};
+  for (size_t i = 0; i < n; ++i)
+    headers << runLabel(i);
+  m_metrics->clear();
+  m_metrics->setColumnCount(static_cast<int>(n + 2));
+  m_metrics->setHorizontalHeaderLabels(headers);
+  m_metrics->setRowCount(0);
+  for (const std::string& metric : m_data.metricNames()) {
+    for (const char* stat : {"last", "best", "min", "max"}) {
+      const int r = m_metrics->rowCount();
+      m_metrics->insertRow(r);
+      m_metrics->setItem(r, 0, cell(QString::fromStdString(metric)));
+      m_metrics->setItem(r, 1, cell(stat));
+      for (size_t i = 0; i < n; ++i) {
+        const MetricSummary* s = m_data.summary(i, metric);
+        double v = qQNaN();
+        if (s) {
+          const std::string st = stat;
+          v = st == "last" ? s->last : st == "best" ? s->best() : st == "min" ? s->min : s->max;
+        }
+        m_metrics->setItem(r, static_cast<int>(i + 2), cell(num(v)));
+      }
+    }
+  }
+  m_metrics->resizeColumnsToContents();
+}
+
+void CompareView::showPage(const QString& name) {
+  for (int i = 0; i < m_tabs->count(); ++i)
+    if (m_tabs->tabText(i).compare(name, Qt::CaseInsensitive) == 0)
+      m_tabs->setCurrentIndex(i);
+}
+
+void CompareView::setCurveMetric(const QString& metric) { m_curveMetric->setCurrentText(metric); }
+
+void CompareView::drawCurves() {
+  m_curves->clearGraphs();
+  const std::string metric = m_curveMetric->currentText().toStdString();
+  auto it = m_data.curves.find(metric);
+  if (it != m_data.curves.end())
+    for (size_t i = 0; i < it->second.size(); ++i) {
+      QCPGraph* g = m_curves->addGraph();
+      g->setPen(QPen(kPalette[i % 10], 1.4));
+      g->setName(runLabel(i));
+      QVector<double> x, y;
+      for (const Point& p : it->second[i]) {
+        x << static_cast<double>(p.step);
+        y << p.value;
+      }
+      g->setData(x, y, true);
+      if (x.size() == 1)
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+    }
+  m_curves->yAxis->setLabel(QString::fromStdString(metric));
+  m_curves->rescaleAxes();
+  m_curves->replot();
+}
+
+void CompareView::setScatterAxes(const QString& xMetric, const QString& yMetric) {
+  m_scatterX->setCurrentText(xMetric);
+  m_scatterY->setCurrentText(yMetric);
+  const std::string x = xMetric.toStdString(), y = yMetric.toStdString();
+  m_lowerX->setChecked(lower_is_better(x, m_data.summary(0, x)));
+  m_lowerY->setChecked(lower_is_better(y, m_data.summary(0, y)));
+  drawScatter();
+}
+
+void CompareView::drawScatter() {
+  m_scatter->clearGraphs();
+  m_scatter->clearItems();
+  m_front.clear();
+  const std::string xm = m_scatterX->currentText().toStdString(), ym = m_scatterY->currentText().toStdString();
+  const bool best = m_scatterStat->currentText() == "best";
+  std::vector<XY> points;
+  for (size_t i = 0; i < m_data.runs.size(); ++i) {
+    const MetricSummary *sx = m_data.summary(i, xm), *sy = m_data.summary(i, ym);
+    XY p{qQNaN(), qQNaN()};
+    if (sx && sy)
+      p = {best ? sx->best() : sx->last, best ? sy->best() : sy->last};
+    points.push_back(p);
+  }
+  m_front = pareto_front(points, !m_lowerX->isChecked(), !m_lowerY->isChecked());
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!std::isfinite(points[i].x) || !std::isfinite(points[i].y))
+      continue;
+    QCPGraph* g = m_scatter->addGraph();
+    g->setLineStyle(QCPGraph::lsNone);
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, kPalette[i % 10], 9));
+    g->setName(runLabel(i));
+    g->addData(points[i].x, points[i].y);
+  }
+  if (!m_front.empty()) {
+    QCPGraph* front = m_scatter->addGraph();
+    front->setName("Pareto front");
+    front->setPen(QPen(QColor(60, 60, 60), 1.5, Qt::DashLine));
+    front->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(QColor(60, 60, 60), 1.5), Qt::NoBrush, 15));
+    QVector<double> x, y;
+    for (int i : m_front) {
+      x << points[i].x;
+      y << points[i].y;
+    }
+    front->setData(x, y, true);
+  }
+  m_scatter->xAxis->setLabel(QString::fromStdString(xm) + (m_lowerX->isChecked() ? " (lower is better)" : ""));
+  m_scatter->yAxis->setLabel(QString::fromStdString(ym) + (m_lowerY->isChecked() ? " (lower is better)" : ""));
+  m_scatter->rescaleAxes();
+  const auto pad = [](QCPAxis* a) {
+    const QCPRange r = a->range();
+    const double w = r.size() > 0 ? r.size() * 0.08 : std::max(1e-9, std::abs(r.center()) * 0.05 + 1e-9);
+    a->setRange(r.lower - w, r.upper + w);
+  };
+  pad(m_scatter->xAxis);
+  pad(m_scatter->yAxis);
+  m_scatter->replot();
+}
+
+}  // namespace lathe::ui

@@ -1,0 +1,69 @@
+// CompareView: 2-10 runs side by side. Tabs: Config (every flattened key per run, "only
+// differences" hides equal rows), Metrics (last / best / min / max per run), Curves (one metric
+// overlaid for every run), Scatter (any metric against any other, last or best value, with the
+// Pareto front drawn). Data comes from load_compare_data() on a worker thread.
+#pragma once
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFutureWatcher>
+#include <QLabel>
+#include <QTableWidget>
+#include <QTabWidget>
+#include <QWidget>
+#include <qcustomplot.h>
+
+#include "widgets/ui/compare_data.h"
+
+namespace lathe::ui {
+
+class CompareView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit CompareView(QString dbPath, QWidget* parent = nullptr);
+
+  /// Loads the runs asynchronously; `loaded` follows.
+  void setRuns(const QStringList& runIds);
+  /// Shows already loaded data (tests, and what setRuns ends in).
+  void showData(CompareData data);
+  const CompareData& data() const { return m_data; }
+  QStringList runIds() const { return m_ids; }
+
+  QTableWidget* configTable() const { return m_config; }
+  QTableWidget* metricTable() const { return m_metrics; }
+  QCheckBox* onlyDifferences() const { return m_onlyDiff; }
+  QCustomPlot* curvePlot() const { return m_curves; }
+  QCustomPlot* scatterPlot() const { return m_scatter; }
+  QTabWidget* tabs() const { return m_tabs; }
+  /// "config", "metrics", "curves" or "scatter".
+  void showPage(const QString& name);
+  void setCurveMetric(const QString& metric);
+  void setScatterAxes(const QString& xMetric, const QString& yMetric);
+  /// Run indices on the Pareto front of the current scatter, by x.
+  std::vector<int> paretoRuns() const { return m_front; }
+
+ signals:
+  void loaded(const QString& error);
+
+ private:
+  void fillConfig();
+  void fillMetrics();
+  void drawCurves();
+  void drawScatter();
+  QString runLabel(size_t i) const;
+
+  QString m_db;
+  QStringList m_ids;
+  CompareData m_data;
+  QFutureWatcher<CompareData> m_watcher;
+  QTabWidget* m_tabs;
+  QLabel* m_header;
+  QTableWidget *m_config, *m_metrics;
+  QCheckBox* m_onlyDiff;
+  QComboBox *m_curveMetric, *m_scatterX, *m_scatterY, *m_scatterStat;
+  QCheckBox *m_lowerX, *m_lowerY;
+  QCustomPlot *m_curves, *m_scatter;
+  std::vector<int> m_front;
+};
+
+}  // namespace lathe::ui

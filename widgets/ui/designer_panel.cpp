@@ -1,0 +1,90 @@
+// DesignerPanel (see designer_panel.h).
+#include "widgets/ui/designer_panel.h"
+
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSaveFile>
+#include <QVBoxLayout>
+
+#include "engine/core/error.h"
+#include "engine/run/config.h"
+
+namespace lathe::ui {
+
+DesignerPanel::DesignerPanel(QString presetsDir, QWidget* parent) : QWidget(parent), m_presetsDir(std::move(presetsDir)) {
+  auto* column = new QVBoxLayout(this);
+  column->setContentsMargins(4, 4, 4, 4);
+  auto* row = new QHBoxLayout;
+  m_presets = new QComboBox(this);
+  m_presets->setObjectName("presets");
+  m_presets->addItem("Presets...");
+  for (const QFileInfo& f : QDir(m_presetsDir).entryInfoList({"*.json"}, QDir::Files, QDir::Name))
+    m_presets->addItem(f.completeBaseName(), f.absoluteFilePath());
+  auto* open = new QPushButton("Open...", this);
+  auto* save = new QPushButton("Save as...", this);
+  row->addWidget(m_presets, 1);
+  row->addWidget(open);
+  row->addWidget(save);
+  column->addLayout(row);
+  m_fileLabel = new QLabel("(new experiment)", this);
+  m_fileLabel->setObjectName("configFile");
+  m_fileLabel->setStyleSheet("color: #555;");
+  column->addWidget(m_fileLabel);
+  m_form = new ExperimentForm(this);
+  column->addWidget(m_form, 1);
+
+  connect(m_presets, &QComboBox::activated, this, [this](int index) {
+    if (index > 0)
+      loadFile(m_presets->itemData(index).toString());
+    m_presets->setCurrentIndex(0);
+  });
+  connect(open, &QPushButton::clicked, this, [this]() {
+    const QString path = QFileDialog::getOpenFileName(this, "Open experiment", m_presetsDir, "Experiment JSON (*.json)");
+    if (!path.isEmpty())
+      loadFile(path);
+  });
+  connect(save, &QPushButton::clicked, this, [this]() {
+    const QString path = QFileDialog::getSaveFileName(this, "Save experiment", m_file.isEmpty() ? m_presetsDir : m_file,
+                                                      "Experiment JSON (*.json)");
+    if (path.isEmpty())
+      return;
+    const QString err = saveFile(path);
+    if (!err.isEmpty())
+      QMessageBox::warning(this, "Save experiment", err);
+  });
+}
+
+QString DesignerPanel::loadFile(const QString& path, bool interactive) {
+  try {
+    m_form->setConfig(load_config_file(path.toStdString()));
+    m_file = path;
+    m_fileLabel->setText(QDir::toNativeSeparators(path));
+    emit message("Loaded " + path);
+    return {};
+  } catch (const std::exception& e) {
+    const QString text = QString("%1\n\nPick another file, or fix this one in a text editor (it must be a JSON object).")
+                             .arg(QString::fromUtf8(e.what()));
+    if (interactive)
+      QMessageBox::warning(this, "Cannot open the experiment", text);
+    return text;
+  }
+}
+
+QString DesignerPanel::saveFile(const QString& path) {
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly))
+    return QString("Cannot write %1: %2. Choose a folder you can write to.").arg(path, f.errorString());
+  f.write(QByteArray::fromStdString(m_form->config().dump(2) + "\n"));
+  if (!f.commit())
+    return QString("Cannot write %1: %2.").arg(path, f.errorString());
+  m_file = path;
+  m_fileLabel->setText(QDir::toNativeSeparators(path));
+  emit message("Saved " + path);
+  return {};
+}
+
+}  // namespace lathe::ui

@@ -1,0 +1,58 @@
+// The experiment designer form, generated at run time from lathe::schema_as_json(): one editor per
+// schema field (field_editor.h), grouped by the field's section, so a knob added to the engine
+// appears here with no GUI code. config() gives the JSON document back; validate() runs the same
+// validate_config() lathe-cli uses and marks each failing field with the validator's line.
+#pragma once
+
+#include <QLabel>
+#include <QMap>
+#include <QTimer>
+#include <QWidget>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "widgets/ui/field_editor.h"
+
+namespace lathe::ui {
+
+class ExperimentForm : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ExperimentForm(QWidget* parent = nullptr);
+  ~ExperimentForm() override;
+
+  /// Shows `cfg` (keys the schema does not know are kept and reported by validate()).
+  void setConfig(const nlohmann::json& cfg);
+  /// The document: the loaded keys plus every field whose value differs from its default.
+  nlohmann::json config() const;
+  /// validate_config(config()); marks the failing fields. Returns the validated config, or null
+  /// (with the errors shown) when it is invalid.
+  nlohmann::json validate();
+
+  QStringList fieldPaths() const;
+  FieldEditor* field(const QString& path) const;
+  QStringList sections() const { return m_sections; }
+  /// The last validation's lines, all of them (mapped to a field or not).
+  QStringList errors() const { return m_errors; }
+
+ signals:
+  /// After every edit (validation follows on a short timer).
+  void edited();
+  void validated(bool ok, const QString& message);
+
+ private:
+  void build();
+  void clearErrors();
+
+  std::vector<std::unique_ptr<FieldEditor>> m_fields;
+  QMap<QString, FieldEditor*> m_byPath;
+  QMap<QString, QLabel*> m_labels;
+  QStringList m_sections, m_errors;
+  QLabel* m_errorBox = nullptr;
+  QTimer m_validateTimer;
+  nlohmann::json m_base = nlohmann::json::object();
+  bool m_loading = false;
+};
+
+}  // namespace lathe::ui

@@ -1,0 +1,271 @@
+// LiveChart (see live_chart.h).
+#include "widgets/ui/live_chart.h"
+
+#include <cmath>
+
+namespace lathe::ui {
+namespace {
+
+const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44), QColor(214, 39, 40),
+                           QColor(148, 103, 189), QColor(140, 86, 75)};
+
+QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 4) : QString("-"); }
+
+}  // namespace
+
+double XMapping::x(const Point& p) const {
+  switch (mode) {
+    case Mode::step:
+      return static_cast<double>(p.step);
+    case Mode::epoch:
+      return stepsPerEpoch > 0 ? p.step / stepsPerEpoch : static_cast<double>(p.step);
+    case Mode::wall:
+      return p.wall_ms / 1000.0;
+    case Mode::dollars:
+      return p.wall_ms / 3.6e6 * usdPerHour;
+  }
+  return static_cast<double>(p.step);
+}
+
+QString XMapping::label() const {
+  switch (mode) {
+    case Mode::step:
+      return "step";
+    case Mode::epoch:
+      return stepsPerEpoch > 0 ? "epoch" : "step (epoch length not known yet)";
+    case Mode::wall:
+      return "wall time (s)";
+    case Mode::dollars:
+      return usdPerHour > 0 ? "$ spent" : "$ spent (price not known yet)";
+  }
+  return {};
+}
+
+LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* parent)
+    : QCustomPlot(parent), m_metricNames(metrics) {
+  setObjectName("chart:" + title);
+  plotLayout()->insertRow(0);
+  plotLayout()->addElement(0, 0, new QCPTextElement(this, title, QFont("sans", 9, QFont::Bold)));
+  legend->setVisible(true);
+  legend->setFont(QFont("sans", 7));
+  legend->setBrush(QColor(255, 255, 255, 200));
+  axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  setNoAntialiasingOnDrag(true);
+  // Hundreds of thousands of points per curve: fast polylines, no antialiasing on lines and grid
+  // (text stays smooth), cached tick labels.
+  setPlottingHints(QCP::phFastPolylines | QCP::phCacheLabels);
+  setNotAntialiasedElements(QCP::aePlottables | QCP::aeGrid | QCP::aeSubGrid | QCP::aeAxes | QCP::aeItems);
+  xAxis->setLabel(m_map.label());
+  int i = 0;
+  for (const QString& m : metrics) {
+    Series s;
+    s.name = m;
+    const QColor c = kPalette[i++ % 6];
+    s.raw = addGraph();
+    QColor light = c;
+    light.setAlpha(80);
+    s.raw->setPen(QPen(light, 1));
+    s.raw->setAntialiased(false);
+    s.smooth = addGraph();
+    s.smooth->setPen(QPen(c, 1.6));
+    s.smooth->removeFromLegend();
+    s.smooth->setAntialiased(false);
+    s.raw->setName(m);
+    m_series.emplace(m.toStdString(), std::move(s));
+  }
+  m_cross = new QCPItemStraightLine(this);
+  m_cross->setPen(QPen(QColor(90, 90, 90), 1, Qt::DashLine));
+  m_cross->setVisible(false);
+  m_crossText = new QCPItemText(this);
+  m_crossText->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  m_crossText->position->setType(QCPItemPosition::ptAxisRectRatio);
+  m_crossText->position->setCoords(0.01, 0.02);
+  m_crossText->setTextAlignment(Qt::AlignLeft);
+  m_crossText->setFont(QFont("sans", 7));
+  m_crossText->setBrush(QColor(255, 255, 240, 220));
+  m_crossText->setPadding(QMargins(3, 2, 3, 2));
+  m_crossText->setVisible(false);
+  connect(this, &QCustomPlot::mousePress, this, [this](QMouseEvent*) { m_follow = false; });
+  connect(this, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { m_follow = false; });
+  setSmoothing(0);
+}
+
+void LiveChart::clear() {
+  for (auto& [name, s] : m_series) {
+    s.points.clear();
+    s.ema = Ema(m_alpha);
+    s.min = s.max = qQNaN();
+    s.raw->data()->clear();
+    s.smooth->data()->clear();
+  }
+  m_follow = true;
+  m_dirty = true;
+}
+
+void LiveChart::append(const std::string& metric, const std::vector<Point>& points) {
+  auto it = m_series.find(metric);
+  if (it == m_series.end() || points.empty())
+    return;
+  Series& s = it->second;
+  QVector<double> keys, raw, smooth;
+  keys.reserve(static_cast<int>(points.size()));
+  raw.reserve(keys.capacity());
+  smooth.reserve(keys.capacity());
+  for (const Point& p : points) {
+    if (!s.points.empty() && p.step <= s.points.back().step)
+      continue;
+    s.points.push_back(p);
+    if (std::isfinite(p.value)) {
+      s.min = std::isnan(s.min) ? p.value : std::min(s.min, p.value);
+      s.max = std::isnan(s.max) ? p.value : std::max(s.max, p.value);
+    }
+    keys.push_back(m_map.x(p));
+    raw.push_back(p.value);
+    smooth.push_back(s.ema.push(p.value));
+  }
+  if (keys.isEmpty())
+    return;
+  s.raw->addData(keys, raw, true);
+  if (m_alpha > 0)
+    s.smooth->addData(keys, smooth, true);
+  m_dirty = true;
+}
+
+void LiveChart::rebuild(Series& s) {
+  QVector<double> keys, raw, smooth;
+  keys.reserve(static_cast<int>(s.points.size()));
+  raw.reserve(keys.capacity());
+  s.ema = Ema(m_alpha);
+  for (const Point& p : s.points) {
+    keys.push_back(m_map.x(p));
+    raw.push_back(p.value);
+    if (m_alpha > 0)
+      smooth.push_back(s.ema.push(p.value));
+  }
+  s.raw->setData(keys, raw, true);
+  if (m_alpha > 0)
+    s.smooth->setData(keys, smooth, true);
+  else
+    s.smooth->data()->clear();
+}
+
+void LiveChart::setXMapping(const XMapping& mapping) {
+  m_map = mapping;
+  xAxis->setLabel(m_map.label());
+  for (auto& [name, s] : m_series)
+    rebuild(s);
+  m_follow = true;
+  m_dirty = true;
+}
+
+void LiveChart::setSmoothing(double alpha) {
+  m_alpha = std::clamp(alpha, 0.0, 0.999);
+  for (auto& [name, s] : m_series) {
+    QColor c = s.smooth->pen().color();
+    c.setAlpha(m_alpha > 0 ? 70 : 255);
+    s.raw->setPen(QPen(c, 1));
+    rebuild(s);
+  }
+  m_dirty = true;
+}
+
+QString LiveChart::legendText(const std::string& metric) const {
+  auto it = m_series.find(metric);
+  if (it == m_series.end())
+    return {};
+  const Series& s = it->second;
+  if (s.points.empty())
+    return s.name + "  (no data yet)";
+  return QString("%1  last %2  min %3  max %4").arg(s.name, num(s.points.back().value), num(s.min), num(s.max));
+}
+
+void LiveChart::refresh() {
+  if (!m_dirty)
+    return;
+  for (auto& [name, s] : m_series)
+    s.raw->setName(legendText(name));
+  if (m_follow) {  // from the kept extremes: O(1), never a pass over 200k points per frame
+    bool any = false;
+    double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+    for (auto& [name, s] : m_series) {
+      if (s.points.empty() || std::isnan(s.min))
+        continue;
+      const double a = m_map.x(s.points.front()), b = m_map.x(s.points.back());
+      x0 = any ? std::min(x0, a) : a;
+      x1 = any ? std::max(x1, b) : b;
+      y0 = any ? std::min(y0, s.min) : s.min;  // the EMA stays inside [min, max] of the raw data
+      y1 = any ? std::max(y1, s.max) : s.max;
+      any = true;
+    }
+    if (!any) {
+      xAxis->setRange(0, 1);
+      yAxis->setRange(0, 1);
+    } else {  // a little headroom; a flat series gets a visible band around its value
+      const double pad = y1 > y0 ? (y1 - y0) * 0.05 : std::max(std::abs(y0) * 0.05, 1e-9);
+      xAxis->setRange(x0, x1 > x0 ? x1 : x0 + 1);
+      yAxis->setRange(y0 - pad, y1 + pad);
+    }
+  }
+  m_dirty = false;
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+int LiveChart::pointCount(const std::string& metric) const {
+  auto it = m_series.find(metric);
+  return it == m_series.end() ? 0 : static_cast<int>(it->second.points.size());
+}
+
+QCPGraph* LiveChart::rawGraph(const std::string& metric) const {
+  auto it = m_series.find(metric);
+  return it == m_series.end() ? nullptr : it->second.raw;
+}
+
+QCPGraph* LiveChart::smoothGraph(const std::string& metric) const {
+  auto it = m_series.find(metric);
+  return it == m_series.end() ? nullptr : it->second.smooth;
+}
+
+void LiveChart::setFollowing(bool follow) {
+  m_follow = follow;
+  m_dirty = true;
+  refresh();
+}
+
+void LiveChart::mouseMoveEvent(QMouseEvent* event) {
+  QCustomPlot::mouseMoveEvent(event);
+  if (!axisRect()->rect().contains(event->pos())) {
+    leaveEvent(event);
+    return;
+  }
+  const double key = xAxis->pixelToCoord(event->pos().x());
+  QStringList lines{QString("%1 = %2").arg(xAxis->label().section(' ', 0, 1), num(key))};
+  for (const auto& [name, s] : m_series) {
+    if (s.raw->data()->isEmpty())
+      continue;
+    auto it = s.raw->data()->findBegin(key, true);
+    if (it == s.raw->data()->constEnd())
+      --it;
+    lines << QString("%1: %2").arg(s.name, num(it->value));
+  }
+  m_cross->point1->setCoords(key, 0);
+  m_cross->point2->setCoords(key, 1);
+  m_cross->setVisible(true);
+  m_crossText->setText(lines.join("\n"));
+  m_crossText->setVisible(true);
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+void LiveChart::leaveEvent(QEvent* event) {
+  QCustomPlot::leaveEvent(event);
+  m_cross->setVisible(false);
+  m_crossText->setVisible(false);
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+void LiveChart::mouseDoubleClickEvent(QMouseEvent* event) {
+  QCustomPlot::mouseDoubleClickEvent(event);
+  setFollowing(true);
+}
+
+}  // namespace lathe::ui

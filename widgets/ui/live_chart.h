@@ -1,0 +1,76 @@
+// LiveChart: one QCustomPlot chart of one or more metrics of a run, fed incrementally. Each
+// metric is drawn raw (thin, light) with its EMA over it (smoothing slider); the legend shows
+// last/min/max of the raw data; drag to pan, wheel to zoom, double-click to follow the data again;
+// a crosshair reads every curve at the mouse. The x axis maps a sample by step, epoch, wall time
+// or dollars (XMapping). Points are kept so the mapping or smoothing can change at any time.
+#pragma once
+
+#include <QVector>
+#include <map>
+#include <qcustomplot.h>
+#include <string>
+#include <vector>
+
+#include "engine/store/store_types.h"
+#include "widgets/ui/series_math.h"
+
+namespace lathe::ui {
+
+struct XMapping {
+  enum class Mode { step, epoch, wall, dollars };
+  Mode mode = Mode::step;
+  double stepsPerEpoch = 0;  ///< from the run's started event and train.epochs; 0: unknown
+  double usdPerHour = 0;     ///< price x instances; 0: unknown
+  double x(const Point& p) const;
+  QString label() const;
+};
+
+class LiveChart : public QCustomPlot {
+  Q_OBJECT
+ public:
+  LiveChart(const QString& title, const QStringList& metrics, QWidget* parent = nullptr);
+
+  QStringList metrics() const { return m_metricNames; }
+  bool hasMetric(const std::string& metric) const { return m_series.count(metric) > 0; }
+  void clear();
+  /// Appends points in step order (older or repeated steps are ignored).
+  void append(const std::string& metric, const std::vector<Point>& points);
+  void setXMapping(const XMapping& mapping);
+  /// alpha in [0, 1): 0 = raw only.
+  void setSmoothing(double alpha);
+  /// Legend texts, autoscale while following, queued replot. Cheap when nothing changed.
+  void refresh();
+  bool dirty() const { return m_dirty; }
+  int pointCount(const std::string& metric) const;
+  /// The legend entry of a metric ("train/loss  last 0.31  min 0.29  max 2.30").
+  QString legendText(const std::string& metric) const;
+  QCPGraph* rawGraph(const std::string& metric) const;
+  QCPGraph* smoothGraph(const std::string& metric) const;
+  void setFollowing(bool follow);
+  bool following() const { return m_follow; }
+
+ protected:
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
+  void leaveEvent(QEvent* event) override;
+
+ private:
+  struct Series {
+    QCPGraph* raw = nullptr;
+    QCPGraph* smooth = nullptr;
+    std::vector<Point> points;
+    Ema ema;
+    double min = qQNaN(), max = qQNaN();
+    QString name;
+  };
+  void rebuild(Series& s);
+  QStringList m_metricNames;
+  std::map<std::string, Series> m_series;
+  XMapping m_map;
+  double m_alpha = 0;
+  bool m_dirty = false, m_follow = true;
+  QCPItemStraightLine* m_cross = nullptr;
+  QCPItemText* m_crossText = nullptr;
+};
+
+}  // namespace lathe::ui

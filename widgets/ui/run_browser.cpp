@@ -1,0 +1,204 @@
+// RunBrowser (see run_browser.h).
+#include "widgets/ui/run_browser.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QMessageBox>
+#include <QVBoxLayout>
+
+#include "engine/core/error.h"
+#include "engine/store/store.h"
+
+namespace lathe::ui {
+
+RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
+    : QWidget(parent), m_db(std::move(dbPath)), m_model(new RunTableModel(m_db, this)) {
+  auto* column = new QVBoxLayout(this);
+  auto* filters = new QHBoxLayout;
+  m_nameFilter = new QLineEdit(this);
+  m_nameFilter->setObjectName("nameFilter");
+  m_nameFilter->setPlaceholderText("name (glob: cnn*)");
+  m_statusFilter = new QComboBox(this);
+  m_statusFilter->setObjectName("statusFilter");
+  m_statusFilter->addItems({"any status", "running", "finished", "failed", "cancelled", "interrupted", "queued"});
+  m_paramFilter = new QLineEdit(this);
+  m_paramFilter->setObjectName("paramFilter");
+  m_paramFilter->setPlaceholderText("params: model.zoo=cnn train.epochs=5");
+  m_prev = new QPushButton("<", this);
+  m_next = new QPushButton(">", this);
+  m_pageLabel = new QLabel(this);
+  m_pageLabel->setObjectName("pageLabel");
+  filters->addWidget(m_nameFilter, 1);
+  filters->addWidget(m_statusFilter);
+  filters->addWidget(m_paramFilter, 2);
+  filters->addWidget(m_prev);
+  filters->addWidget(m_pageLabel);
+  filters->addWidget(m_next);
+  column->addLayout(filters);
+
+  m_table = new QTableView(this);
+  m_table->setModel(m_model);
+  m_table->setSortingEnabled(true);
+  m_table->horizontalHeader()->setSortIndicator(2, Qt::DescendingOrder);
+  m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  m_table->setAlternatingRowColors(true);
+  m_table->verticalHeader()->setDefaultSectionSize(20);
+  column->addWidget(m_table, 1);
+
+  auto* actions = new QHBoxLayout;
+  m_watch = new QPushButton("Watch live", this);
+  m_compare = new QPushButton("Compare", this);
+  m_compare->setToolTip("Compare 2-10 selected runs");
+  m_open = new QPushButton("Open config", this);
+  m_rerun = new QPushButton("Re-run", this);
+  m_export = new QPushButton("Export...", this);
+  m_delete = new QPushButton("Delete", this);
+  for (QPushButton* b : {m_watch, m_compare, m_open, m_rerun, m_export, m_delete})
+    actions->addWidget(b);
+  actions->addStretch(1);
+  column->addLayout(actions);
+
+  connect(m_nameFilter, &QLineEdit::editingFinished, this, &RunBrowser::applyFilters);
+  connect(m_paramFilter, &QLineEdit::editingFinished, this, &RunBrowser::applyFilters);
+  connect(m_statusFilter, &QComboBox::currentIndexChanged, this, &RunBrowser::applyFilters);
+  connect(m_prev, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() - m_model->pageSize()); });
+  connect(m_next, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() + m_model->pageSize()); });
+  connect(m_model, &RunTableModel::loaded, this, &RunBrowser::updatePager);
+  connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunBrowser::updateButtons);
+  connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& i) { emit watchRun(m_model->runId(i.row())); });
+  connect(m_watch, &QPushButton::clicked, this, [this]() {
+    const QStringList ids = selectedRunIds();
+    if (!ids.isEmpty())
+      emit watchRun(ids.front());
+  });
+  connect(m_compare, &QPushButton::clicked, this, [this]() { emit compareRuns(selectedRunIds()); });
+  connect(m_export, &QPushButton::clicked, this, [this]() { emit exportRuns(selectedRunIds()); });
+  connect(m_open, &QPushButton::clicked, this, [this]() {
+    const QStringList ids = selectedRunIds();
+    if (!ids.isEmpty())
+      emit openConfig(runConfig(ids.front()), ids.front());
+  });
+  connect(m_rerun, &QPushButton::clicked, this, [this]() {
+    for (const QString& id : selectedRunIds())
+      emit rerun(runConfig(id), id);
+  });
+  connect(m_delete, &QPushButton::clicked, this, [this]() {
+    const QStringList ids = selectedRunIds();
+    if (ids.isEmpty())
+      return;
+    if (QMessageBox::question(this, "Delete runs",
+                              QString("Delete %1 run(s) with their samples and artifact files? This cannot be undone.")
+                                  .arg(ids.size())) != QMessageBox::Yes)
+      return;
+    const QString err = deleteRuns(ids);
+    if (!err.isEmpty())
+      QMessageBox::warning(this, "Delete runs", err);
+  });
+  updateButtons();
+  reload();
+}
+
+void RunBrowser::reload() { m_model->reload(); }
+
+void RunBrowser::applyFilters() {
+  RunQuery& q = m_model->query();
+  q.name_glob = m_nameFilter->text().trimmed().toStdString();
+  q.statuses.clear();
+  if (m_statusFilter->currentIndex() > 0)
+    q.statuses.push_back(parse_status(m_statusFilter->currentText().toStdString()));
+  q.params.clear();
+  QStringList bad;
+  for (const QString& part : m_paramFilter->text().split(' ', Qt::SkipEmptyParts)) {
+    const int eq = part.indexOf('=');
+    if (eq <= 0) {
+      bad << part;
+      continue;
+    }
+    q.params.emplace_back(part.left(eq).toStdString(), part.mid(eq + 1).toStdString());
+  }
+  if (!bad.isEmpty())
+    emit message("Param filter ignores " + bad.join(", ") + ": write key=value, e.g. model.zoo=cnn");
+  q.offset = 0;
+  m_model->reload();
+}
+
+void RunBrowser::updatePager(qint64 total, const QString& error) {
+  if (!error.isEmpty())
+    emit message("Run list: " + error);
+  const int64_t from = total == 0 ? 0 : m_model->offset() + 1;
+  const int64_t to = std::min<int64_t>(total, m_model->offset() + m_model->rowCount());
+  m_pageLabel->setText(QString("%1-%2 of %3").arg(from).arg(to).arg(total));
+  m_prev->setEnabled(m_model->offset() > 0);
+  m_next->setEnabled(to < total);
+  if (!m_pendingSelection.isEmpty()) {
+    const QStringList ids = m_pendingSelection;
+    m_pendingSelection.clear();
+    selectRuns(ids);
+  }
+  updateButtons();
+}
+
+void RunBrowser::updateButtons() {
+  const int n = static_cast<int>(selectedRunIds().size());
+  m_watch->setEnabled(n == 1);
+  m_open->setEnabled(n == 1);
+  m_rerun->setEnabled(n >= 1);
+  m_compare->setEnabled(n >= 2 && n <= 10);
+  m_export->setEnabled(n >= 1);
+  m_delete->setEnabled(n >= 1);
+}
+
+QStringList RunBrowser::selectedRunIds() const {
+  QStringList ids;
+  for (const QModelIndex& i : m_table->selectionModel()->selectedRows())
+    ids << m_model->runId(i.row());
+  return ids;
+}
+
+void RunBrowser::selectRuns(const QStringList& ids) {
+  if (m_model->loading()) {
+    m_pendingSelection = ids;
+    return;
+  }
+  m_table->clearSelection();
+  for (int r = 0; r < m_model->rowCount(); ++r)
+    if (ids.contains(m_model->runId(r)))
+      m_table->selectionModel()->select(m_model->index(r, 0),
+                                        QItemSelectionModel::Select | QItemSelectionModel::Rows);
+}
+
+nlohmann::json RunBrowser::runConfig(const QString& runId) const {
+  try {
+    Store::OpenOptions opt;
+    opt.reap_stale = false;
+    Store store = Store::open(m_db.toStdString(), opt);
+    const auto cfg = nlohmann::json::parse(store.run(runId.toStdString()).config_json, nullptr, false);
+    return cfg.is_discarded() ? nlohmann::json::object() : cfg;
+  } catch (const std::exception&) {
+    return nlohmann::json::object();
+  }
+}
+
+QString RunBrowser::deleteRuns(const QStringList& ids) {
+  QStringList errors;
+  try {
+    Store store = Store::open(m_db.toStdString());
+    for (const QString& id : ids) {
+      try {
+        store.delete_run(id.toStdString(), true);
+      } catch (const std::exception& e) {
+        errors << id + ": " + e.what();
+      }
+    }
+  } catch (const std::exception& e) {
+    errors << e.what();
+  }
+  reload();
+  return errors.isEmpty() ? QString() : "Some runs were not deleted:\n" + errors.join("\n") +
+                                            "\nStop a running run before deleting it.";
+}
+
+}  // namespace lathe::ui

@@ -1,0 +1,59 @@
+// RunBrowser: the run history table (RunTableModel) with a name filter, status filter, param
+// filter (key=value), paging, and the actions on the selected runs: watch live, compare, open the
+// config in the designer, re-run, export, delete. Actions that need the app (designer, queue,
+// report) are signals; delete is done here after a confirmation.
+#pragma once
+
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QTableView>
+#include <QWidget>
+#include <nlohmann/json.hpp>
+
+#include "widgets/ui/run_table_model.h"
+
+namespace lathe::ui {
+
+class RunBrowser : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunBrowser(QString dbPath, QWidget* parent = nullptr);
+
+  RunTableModel* model() const { return m_model; }
+  QTableView* table() const { return m_table; }
+  QStringList selectedRunIds() const;
+  void selectRuns(const QStringList& ids);
+  /// Reads the store's config of a run (synchronously; one row).
+  nlohmann::json runConfig(const QString& runId) const;
+  /// Deletes runs without asking (the Delete button asks first). Returns an error text or "".
+  QString deleteRuns(const QStringList& ids);
+
+ public slots:
+  void reload();
+
+ signals:
+  void watchRun(const QString& runId);
+  void compareRuns(const QStringList& runIds);
+  void openConfig(const nlohmann::json& config, const QString& runId);
+  void rerun(const nlohmann::json& config, const QString& runId);
+  void exportRuns(const QStringList& runIds);
+  void message(const QString& text);
+
+ private:
+  void applyFilters();
+  void updatePager(qint64 total, const QString& error);
+  void updateButtons();
+
+  QString m_db;
+  RunTableModel* m_model;
+  QTableView* m_table;
+  QLineEdit *m_nameFilter, *m_paramFilter;
+  QComboBox* m_statusFilter;
+  QLabel* m_pageLabel;
+  QPushButton *m_prev, *m_next, *m_watch, *m_compare, *m_open, *m_rerun, *m_export, *m_delete;
+  QStringList m_pendingSelection;
+};
+
+}  // namespace lathe::ui

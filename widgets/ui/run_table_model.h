@@ -1,0 +1,64 @@
+// RunTableModel: one page of Store::list_runs() as a Qt table (name, status, started, duration,
+// backend, key params, final and best metrics). Pages are read on a worker thread with their own
+// Store connection (QtConcurrent), so a 10,000-run store never stalls the GUI; sorting maps the
+// clicked column to RunQuery::Sort and is done by SQLite, not in memory.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <QFutureWatcher>
+#include <QString>
+#include <vector>
+
+#include "engine/store/store_types.h"
+
+namespace lathe::ui {
+
+struct RunRow {
+  RunListItem item;
+  std::vector<std::pair<std::string, std::string>> params;  ///< the key params shown
+};
+
+struct RunPageResult {
+  std::vector<RunRow> rows;
+  int64_t total = 0;
+  QString error;
+};
+
+class RunTableModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  explicit RunTableModel(QString dbPath, QObject* parent = nullptr);
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+  void sort(int column, Qt::SortOrder order) override;
+
+  RunQuery& query() { return m_query; }
+  /// Re-reads the current page (asynchronously; `loaded` follows).
+  void reload();
+  void setPage(int64_t offset);
+  int64_t total() const { return m_total; }
+  int64_t offset() const { return m_query.offset; }
+  int64_t pageSize() const { return m_query.limit; }
+  QString runId(int row) const;
+  const RunRow* row(int r) const;
+  bool loading() const { return m_watcher.isRunning(); }
+
+  /// Reads one page synchronously (what the worker runs; public for tests).
+  static RunPageResult readPage(const QString& dbPath, const RunQuery& query);
+
+ signals:
+  void loaded(qint64 total, const QString& error);
+
+ private:
+  QString m_db;
+  RunQuery m_query;
+  std::vector<RunRow> m_rows;
+  int64_t m_total = 0;
+  QFutureWatcher<RunPageResult> m_watcher;
+  bool m_reloadAgain = false;
+};
+
+}  // namespace lathe::ui
