@@ -41,8 +41,8 @@ void Conv2d::create_params(Backend& backend, DType dtype, Rng& rng) {
 
 void Conv2d::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
   Backend& be = ctx.backend;
-  const Tensor& x = m_precision.operand(be, Op::conv2d, *src[0], m_src_low);
-  const Tensor& w = m_precision.operand(be, Op::conv2d, m_weight.value, m_weight_low);
+  const Tensor& x = m_precision.operand(be, Op::conv2d, input_operand(be, *src[0]), m_src_low);
+  const Tensor& w = m_precision.operand(be, Op::conv2d, weight_operand(be), m_weight_low);
   be.conv2d_forward(m_p, x, w, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
   m_precision.round_result(be, dst);
 }
@@ -52,15 +52,17 @@ void Conv2d::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, 
   // Operands are cast again (not kept from forward()): another forward may have run in between.
   Backend& be = ctx.backend;
   const Tensor& dy = m_precision.operand(be, Op::conv2d, diff_dst, m_diff_dst_low);
-  const Tensor& x = m_precision.operand(be, Op::conv2d, *src[0], m_src_low);
+  const Tensor& x = m_precision.operand(be, Op::conv2d, input_operand(be, *src[0]), m_src_low);
   be.conv2d_backward_weights(m_p, x, dy, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
   m_precision.round_result(be, m_weight.grad);
   if (m_has_bias)
     m_precision.round_result(be, m_bias.grad);
   if (diff_src[0]) {
-    const Tensor& w = m_precision.operand(be, Op::conv2d, m_weight.value, m_weight_low);
+    const Tensor& w = m_precision.operand(be, Op::conv2d, weight_operand(be), m_weight_low);
     be.conv2d_backward_data(m_p, dy, w, *diff_src[0]);
     m_precision.round_result(be, *diff_src[0]);
+    if (m_transform)
+      m_transform->input_grad(be, *src[0], *diff_src[0]);
   }
 }
 

@@ -24,6 +24,10 @@ class Conv2d final : public Layer {
   bool can_fuse_relu() const override { return true; }
   void set_fused_relu(bool on) override { m_post = on ? PostOp::relu : PostOp::none; }
   void set_compute_precision(DType precision) override { m_precision.set(precision); }
+  bool set_operand_transform(std::shared_ptr<OperandTransform> t) override {
+    m_transform = std::move(t);
+    return true;
+  }
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override;
 
   int64_t in_channels() const { return m_in; }
@@ -33,6 +37,14 @@ class Conv2d final : public Layer {
   bool has_bias() const { return m_has_bias; }
 
  private:
+  /// The input / weights as the matmuls read them: through the QAT transform when one is set.
+  const Tensor& input_operand(Backend& be, const Tensor& src) {
+    return m_transform ? m_transform->input(be, src, m_src_fq) : src;
+  }
+  const Tensor& weight_operand(Backend& be) {
+    return m_transform ? m_transform->weights(be, m_weight.value, m_weight_fq) : m_weight.value;
+  }
+
   int64_t m_in, m_out, m_kernel;
   ConvParams m_p;
   bool m_has_bias;
@@ -40,6 +52,8 @@ class Conv2d final : public Layer {
   Param m_weight, m_bias;
   MatmulPrecision m_precision;
   Tensor m_src_low, m_weight_low, m_diff_dst_low;  // low-precision operands, reused between steps
+  std::shared_ptr<OperandTransform> m_transform;   // QAT fake quantization, or null
+  Tensor m_src_fq, m_weight_fq;                    // transformed operands, reused between steps
 };
 
 }  // namespace lathe

@@ -2,11 +2,13 @@
 // so activations are allocated once per shape and reused every step (no allocation in the loop).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/core/rng.h"
+#include "engine/nn/operand_transform.h"
 
 namespace lathe {
 
@@ -69,6 +71,11 @@ class Layer {
   /// Mixed-precision training: layers with matmuls (Linear, Conv2d) compute them at `precision`
   /// (f32, bf16 or f16) with f32 parameters (see matmul_precision.h); the others stay f32.
   virtual void set_compute_precision(DType precision) {}
+
+  /// Quantization-aware training: layers with matmuls (Linear, Conv2d) pass their input and weights
+  /// through `t` in forward and its straight-through estimator in backward (null removes it).
+  /// Returns false for layers that have no matmul operands to transform.
+  virtual bool set_operand_transform(std::shared_ptr<OperandTransform> t) { return false; }
 };
 
 /// Fills `t` (any device) with U(-bound, bound) drawn on the host from `rng`.

@@ -36,8 +36,8 @@ void Linear::create_params(Backend& backend, DType dtype, Rng& rng) {
 
 void Linear::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
   Backend& be = ctx.backend;
-  const Tensor& x = m_precision.operand(be, Op::linear, *src[0], m_src_low);
-  const Tensor& w = m_precision.operand(be, Op::linear, m_weight.value, m_weight_low);
+  const Tensor& x = m_precision.operand(be, Op::linear, input_operand(be, *src[0]), m_src_low);
+  const Tensor& w = m_precision.operand(be, Op::linear, weight_operand(be), m_weight_low);
   be.linear_forward(x, w, m_has_bias ? &m_bias.value : nullptr, dst, m_post);
   m_precision.round_result(be, dst);
 }
@@ -48,15 +48,17 @@ void Linear::backward(LayerContext& ctx, const std::vector<const Tensor*>& src, 
   // evaluation, a distillation teacher tap) may run in between.
   Backend& be = ctx.backend;
   const Tensor& dy = m_precision.operand(be, Op::linear, diff_dst, m_diff_dst_low);
-  const Tensor& x = m_precision.operand(be, Op::linear, *src[0], m_src_low);
+  const Tensor& x = m_precision.operand(be, Op::linear, input_operand(be, *src[0]), m_src_low);
   be.linear_backward_weights(x, dy, m_weight.grad, m_has_bias ? &m_bias.grad : nullptr);
   m_precision.round_result(be, m_weight.grad);
   if (m_has_bias)
     m_precision.round_result(be, m_bias.grad);
   if (diff_src[0]) {
-    const Tensor& w = m_precision.operand(be, Op::linear, m_weight.value, m_weight_low);
+    const Tensor& w = m_precision.operand(be, Op::linear, weight_operand(be), m_weight_low);
     be.linear_backward_data(dy, w, *diff_src[0]);
     m_precision.round_result(be, *diff_src[0]);
+    if (m_transform)
+      m_transform->input_grad(be, *src[0], *diff_src[0]);
   }
 }
 

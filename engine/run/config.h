@@ -157,6 +157,8 @@ struct QuantConfig {
   double outlier_fraction = 0.05;  // of the calibration set: the highest-loss training images
   bool compare_calibrators = false;
   int64_t qat_epochs = 1;
+  double qat_lr_scale = 0.1;  // QAT learning rate = train.optimizer.lr x this
+  bool mixed_precision = false;     // accuracy-driven: keep sensitive layers in f32
   double max_accuracy_drop = 1.0;  // points
 };
 

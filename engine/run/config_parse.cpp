@@ -203,6 +203,8 @@ ExperimentConfig parse_experiment(const json& validated) {
   c.quant.outlier_fraction = q.at("outlier_fraction").get<double>();
   c.quant.compare_calibrators = q.at("compare_calibrators").get<bool>();
   c.quant.qat_epochs = q.at("qat_epochs").get<int64_t>();
+  c.quant.qat_lr_scale = q.at("qat_lr_scale").get<double>();
+  c.quant.mixed_precision = q.at("mixed_precision").get<bool>();
   c.quant.max_accuracy_drop = q.at("max_accuracy_drop").get<double>();
 
   c.checkpoint.every_min = j.at("checkpoint").at("every_min").get<double>();

@@ -12,7 +12,6 @@ namespace {
 using Kind = FieldSpec::Kind;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-const char* kQuantReason = "QAT and accuracy-driven mixed precision land later with issue 6";
 const char* kCheckpointReason = "checkpoints land with the run-store issue";
 
 std::string section_of(const std::string& path) {
@@ -183,9 +182,11 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(string("distill.teacher_cache", "",
                      "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory"));
   // --- quant
-  s.push_back(enumeration("quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
-                          "INT8 quantization after training: static PTQ (activation ranges calibrated once), dynamic "
-                          "(activation ranges per batch at run time), QAT (not yet); none = no quantization stage"));
+  s.push_back(enumeration(
+      "quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
+      "INT8 quantization after training: static PTQ (activation ranges calibrated once), dynamic "
+      "(activation ranges per batch at run time; not yet), qat (fake-quantized fine-tuning, then real INT8); none = no "
+      "quantization stage"));
   s.push_back(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
                           "How activation ranges are calibrated (static PTQ)"));
   s.push_back(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true));
@@ -197,12 +198,15 @@ std::vector<FieldSpec> build_schema() {
                      "Fraction of the calibration set taken from the highest-loss training images"));
   s.push_back(boolean("quant.compare_calibrators", false,
                       "Evaluate every calibration method from the same statistics (quant/<method>/test_accuracy)"));
-  s.push_back(unsupported(integer("quant.qat_epochs", 1, 0, kInf, "Fine-tuning epochs with fake quantization (qat)"),
-                          kQuantReason));
-  s.push_back(unsupported(number("quant.max_accuracy_drop", 1.0, 0, 100,
-                                 "Accuracy-driven mixed precision: keep sensitive layers in f32 until the INT8 model "
-                                 "is within this many points of f32"),
-                          kQuantReason));
+  s.push_back(integer("quant.qat_epochs", 1, 0, kInf,
+                      "qat: fine-tuning epochs with fake quantization (straight-through estimator), from the PTQ "
+                      "ranges of quant.calibration"));
+  s.push_back(number("quant.qat_lr_scale", 0.1, 0, 10, "qat: learning rate = train.optimizer.lr x this", true));
+  s.push_back(boolean("quant.mixed_precision", false,
+                      "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
+                      "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)"));
+  s.push_back(number("quant.max_accuracy_drop", 1.0, 0, 100,
+                     "Mixed precision goal: test-accuracy points the INT8 model may lose against f32"));
   // --- checkpoint
   s.push_back(unsupported(number("checkpoint.every_min", 30, 0, kInf, "Minutes between checkpoints; 0 = never"),
                           kCheckpointReason));

@@ -6,6 +6,8 @@
 
 #include "engine/compress/quant/calibration_set.h"
 #include "engine/compress/quant/int8_model.h"
+#include "engine/compress/quant/mixed_precision_search.h"
+#include "engine/compress/quant/qat.h"
 #include "engine/run/latency.h"
 
 namespace lathe {
@@ -61,14 +63,71 @@ const LatencyResult* at_batch(const std::vector<LatencyResult>& v, int64_t b) {
   return nullptr;
 }
 
+/// Accuracy-driven mixed precision (mixed_precision_search.h) on the test set: logs every point as
+/// quant/search/* at steps 0, 1, ... (the configuration's index) with an event naming its f32
+/// layers, and the outcome; returns the best configuration's model.
+std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, const ActivationParams& acts,
+                                                      const Int8ModelOptions& mo, double f32_accuracy) {
+  const QuantConfig& qc = ctx.cfg.quant;
+  const std::vector<int64_t> sample{1, ctx.data.test.rows, ctx.data.test.cols};
+  LatencyOptions lo;
+  lo.batches = {256};
+  lo.min_seconds = 0.15;
+  MixedPrecisionSearch search;
+  search.f32_accuracy = f32_accuracy;
+  search.max_drop_points = qc.max_accuracy_drop;
+  search.options = mo;
+  search.evaluate = [&](Int8Model& q) { return evaluate_int8(q, ctx.data.test, 500).accuracy; };
+  search.ms_per_batch = [&](Int8Model& q) {
+    return measure_latency(
+               ctx.be, sample, [&](const Tensor& x) { q.forward(x); }, lo)
+        .at(0)
+        .ms_per_batch;
+  };
+  search.on_point = [&](const MixedPrecisionPoint& p, int i) {
+    const double ms = ctx.wall_ms();
+    ctx.sink.sample("quant/search/test_accuracy", i, ms, p.accuracy);
+    ctx.sink.sample("quant/search/bytes", i, ms, static_cast<double>(p.bytes));
+    ctx.sink.sample("quant/search/b256_ms", i, ms, p.ms_per_batch);
+    ctx.sink.sample("quant/search/f32_layers", i, ms, static_cast<double>(p.keep_f32.size()));
+    ctx.sink.event("quant/search_point",
+                   {{"index", i},
+                    {"f32_layers", std::vector<std::string>(p.keep_f32.begin(), p.keep_f32.end())},
+                    {"test_accuracy", p.accuracy},
+                    {"bytes", p.bytes},
+                    {"b256_ms", p.ms_per_batch},
+                    {"meets_goal", p.meets_goal}});
+  };
+  const MixedPrecisionResult r = search_mixed_precision(*ctx.model, ctx.be, acts, search);
+  const MixedPrecisionPoint& b = r.points[r.best];
+  nlohmann::json sens = nlohmann::json::object();
+  for (const auto& [layer, acc] : r.sensitivity)
+    sens[layer] = acc;
+  ctx.sink.event("quant/mixed_precision",
+                 {{"goal_met", r.goal_met},
+                  {"max_accuracy_drop", qc.max_accuracy_drop},
+                  {"f32_test_accuracy", f32_accuracy},
+                  {"chosen", r.best},
+                  {"f32_layers", std::vector<std::string>(b.keep_f32.begin(), b.keep_f32.end())},
+                  {"points", r.points.size()},
+                  {"sensitivity_f32_alone", sens}});
+  const int64_t step = ctx.step;
+  ctx.sink.sample("quant/mixed/goal_met", step, ctx.wall_ms(), r.goal_met ? 1.0 : 0.0);
+  ctx.sink.sample("quant/mixed/f32_layers", step, ctx.wall_ms(), static_cast<double>(b.keep_f32.size()));
+  ctx.sink.sample("quant/mixed/points", step, ctx.wall_ms(), static_cast<double>(r.points.size()));
+  Int8ModelOptions o = mo;
+  o.keep_f32 = b.keep_f32;
+  return std::make_unique<Int8Model>(*ctx.model, ctx.be, acts, o);
+}
+
 }  // namespace
 
 void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& backend) {
   const std::string& mode = cfg.quant.mode;
   if (mode == "none")
     return;
-  if (mode == "qat" || mode == "ptq-dynamic")
-    throw ConfigError("quant.mode: '" + mode + "' is not implemented yet; use ptq-static (or none)");
+  if (mode == "ptq-dynamic")
+    throw ConfigError("quant.mode: '" + mode + "' is not implemented yet; use ptq-static or qat (or none)");
   if (!backend.device().is_cpu())
     throw ConfigError("quant.mode: INT8 inference runs on the CPU (oneDNN); set compute.backend to cpu, got " +
                       backend.name());
@@ -81,7 +140,7 @@ void run_quantize_stage(StageContext& ctx) {
     return;
   Model& model = *ctx.model;
   Backend& be = ctx.be;
-  const int64_t step = ++ctx.step;
+  int64_t step = ++ctx.step;
   auto log = [&](const std::string& metric, double v) { ctx.sink.sample(metric, step, ctx.wall_ms(), v); };
 
   // f32 reference accuracy of the model as it is now (after pruning, when that ran).
@@ -111,13 +170,15 @@ void run_quantize_stage(StageContext& ctx) {
   if (qc.compare_calibrators)
     methods = {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
                CalibrationMethod::mse};
+  const ActivationParams chosen_acts = derive_activation_params(stats, chosen, qc.percentile);
   std::unique_ptr<Int8Model> best;
   EvalResult best_eval;
   for (CalibrationMethod m : methods) {
     if (ctx.stop_requested())
       return;
     const std::string name(calibration_method_name(m));
-    auto q = std::make_unique<Int8Model>(model, be, derive_activation_params(stats, m, qc.percentile), mo);
+    auto q = std::make_unique<Int8Model>(
+        model, be, m == chosen ? chosen_acts : derive_activation_params(stats, m, qc.percentile), mo);
     const EvalResult ev = evaluate_int8(*q, ctx.data.test, 500);
     log("quant/" + name + "/test_accuracy", ev.accuracy);
     log("quant/" + name + "/test_loss", ev.loss);
@@ -128,6 +189,38 @@ void run_quantize_stage(StageContext& ctx) {
   }
   ctx.sink.event("quant/calibrator", {{"method", qc.calibration}, {"percentile", qc.percentile}});
 
+  // QAT: fine-tune with fake quantization where the INT8 plan quantizes, from the PTQ ranges, then
+  // build the real INT8 model again from the fine-tuned weights (same activation ranges).
+  if (qc.mode == "qat") {
+    log("quant/ptq_test_accuracy", best_eval.accuracy);
+    const int layers = attach_fake_quant(model, *best);
+    ctx.sink.event("qat", {{"epochs", qc.qat_epochs}, {"lr_scale", qc.qat_lr_scale}, {"fake_quant_layers", layers}});
+    if (qc.qat_epochs > 0) {
+      TrainPhase phase = main_train_phase(ctx);
+      phase.name = "qat";
+      phase.epochs = static_cast<int>(qc.qat_epochs);
+      const double lr = ctx.cfg.train.optimizer.lr * qc.qat_lr_scale;
+      phase.optimizer.lr = lr;
+      const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
+      phase.schedule = make_lr_schedule(ctx.cfg.train, lr, phase.epochs, steps_per_epoch);
+      ctx.total_steps += steps_per_epoch * phase.epochs;
+      train_phase(ctx, phase);
+    }
+    // The fake-quantized f32 model's accuracy: what QAT simulated (the real INT8 figure follows).
+    evaluate_and_log(ctx, "qat_fake_quant");
+    detach_fake_quant(model);
+    if (ctx.stop_requested())
+      return;
+    step = ++ctx.step;
+    best = std::make_unique<Int8Model>(model, be, chosen_acts, mo);
+    best_eval = evaluate_int8(*best, ctx.data.test, 500);
+  }
+  if (qc.mixed_precision) {
+    if (ctx.stop_requested())
+      return;
+    best = search_mixed_precision_for(ctx, chosen_acts, mo, f32.accuracy);
+    best_eval = evaluate_int8(*best, ctx.data.test, 500);
+  }
   log("quant/test_accuracy", best_eval.accuracy);
   log("quant/test_loss", best_eval.loss);
   log("quant/accuracy_drop", 100.0 * (f32.accuracy - best_eval.accuracy));

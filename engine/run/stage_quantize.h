@@ -1,19 +1,28 @@
-// The quantize stage (quant.mode != "none"): static post-training INT8 quantization of the trained
-// model with real INT8 kernels (engine/compress/quant/int8_model.h).
+// The quantize stage (quant.mode != "none"): INT8 quantization of the trained model with real INT8
+// kernels (engine/compress/quant/int8_model.h).
 //
 //   1. calibration set: quant.calib_samples training images, quant.outlier_fraction of them the
 //      highest-loss ones; activation statistics collected ONCE (every tap, 2048-bin histograms);
 //   2. ranges by quant.calibration (or, with quant.compare_calibrators, by all four methods from the
 //      same statistics, each evaluated: quant/<method>/test_accuracy); asymmetric u8 activations,
 //      symmetric s8 weights per channel or per tensor (quant.granularity);
-//   3. the chosen INT8 model saved as model_int8.safetensors (s8 weights + scales): model/bytes is
+//   3. qat: fake quantization on every INT8 layer (compress/quant/qat.h) from those PTQ ranges,
+//      quant.qat_epochs of fine-tuning (phase "qat"), then the real INT8 model of the fine-tuned
+//      weights (quant/ptq_test_accuracy before, qat_fake_quant/test_accuracy simulated, and
+//      quant/test_accuracy measured on the INT8 kernels);
+//   4. quant.mixed_precision: the accuracy-driven search (mixed_precision_search.h) keeps the most
+//      sensitive layers in f32 until quant.max_accuracy_drop holds; every point tried is logged
+//      (quant/search/* at steps 0, 1, ...; a quant/search_point event each) and the best is kept,
+//      goal met or not (quant/mixed/goal_met);
+//   5. the chosen INT8 model saved as model_int8.safetensors (s8 weights + scales): model/bytes is
 //      its real size, model/f32_bytes the f32 file's; quant/bytes_ratio;
-//   4. latency and throughput at batch 1 and 256 of f32 and INT8 side by side (latency/f32/*,
+//   6. latency and throughput at batch 1 and 256 of f32 and INT8 side by side (latency/f32/*,
 //      latency/int8/*, throughput/*), quant/speedup_b1 and quant/speedup_b256;
-//   5. quant/test_accuracy, quant/f32_test_accuracy, quant/accuracy_drop (points), the event
+//   7. quant/test_accuracy, quant/f32_test_accuracy, quant/accuracy_drop (points), the event
 //      quant/calibrator (the chosen method) and a quant event with the plan and CPU ISA.
 // The stage logs at ctx.step + 1 (so its model/bytes follows the trained model's) and advances
-// ctx.step by that one step. QAT and dynamic mode are refused at prepare time (not implemented).
+// ctx.step by that one step (QAT adds its phase's steps and one more). Dynamic mode is refused at
+// prepare time (not implemented).
 #pragma once
 
 #include "engine/run/pipeline.h"

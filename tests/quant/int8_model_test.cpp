@@ -19,62 +19,17 @@
 #include "engine/nn/model_io.h"
 #include "engine/nn/relu.h"
 #include "engine/nn/safetensors.h"
+#include "tests/quant/int8_test_models.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {
 namespace {
 
+using test::calibrate_minmax;
+using test::images_of;
+using test::random_images;
 using test::random_tensor;
-
-/// A small cnn of the zoo's shape: conv-relu-pool x2, flatten, linear-relu, (dropout), linear.
-std::unique_ptr<Model> small_cnn(Backend& be, uint64_t seed, bool dropout = false) {
-  auto m = std::make_unique<Model>(Shape{1, 12, 12});
-  m->add("0", std::make_unique<Conv2d>(1, 6, 3, 1, 1));
-  m->add("1", std::make_unique<ReLU>());
-  m->add("2", std::make_unique<MaxPool2d>(2));
-  m->add("3", std::make_unique<Conv2d>(6, 8, 3, 1, 1));
-  m->add("4", std::make_unique<ReLU>());
-  m->add("5", std::make_unique<MaxPool2d>(2));
-  m->add("6", std::make_unique<Flatten>());
-  m->add("7", std::make_unique<Linear>(8 * 3 * 3, 24));
-  m->add("8", std::make_unique<ReLU>());
-  if (dropout)
-    m->add("d", std::make_unique<Dropout>(0.5, 1));
-  m->add("9", std::make_unique<Linear>(24, 10));
-  Rng rng(seed);
-  m->create_params(be, DType::f32, rng);
-  return m;
-}
-
-Dataset random_images(int64_t n, int64_t side, uint64_t seed) {
-  Dataset d;
-  d.count = n;
-  d.rows = d.cols = side;
-  d.num_classes = 10;
-  Rng rng(seed);
-  d.images.resize(n * side * side);
-  for (auto& p : d.images)
-    p = static_cast<uint8_t>(rng.below(256));
-  for (int64_t i = 0; i < n; ++i)
-    d.labels.push_back(static_cast<int32_t>(rng.below(10)));
-  return d;
-}
-
-/// The images of a dataset as the loader gives them (normalised f32 [N, 1, H, W]).
-Tensor images_of(const Dataset& d) {
-  LoaderOptions lo;
-  lo.batch_size = d.count;
-  lo.shuffle = false;
-  DataLoader loader(d, lo);
-  loader.start_epoch(0);
-  Batch b;
-  EXPECT_TRUE(loader.next(b));
-  return b.images;
-}
-
-ActivationParams calibrate_minmax(Model& m, Backend& be, const Dataset& d) {
-  return derive_activation_params(collect_activation_stats(m, be, d, 16), CalibrationMethod::minmax);
-}
+using test::small_cnn;
 
 std::map<std::string, Tensor> by_name(const std::vector<std::pair<std::string, Tensor>>& v) {
   std::map<std::string, Tensor> m;

@@ -189,8 +189,6 @@ TEST(ValidateConfig, UnsupportedKnobsOnlyAcceptTheirDefault) {
   EXPECT_HAS(problems_of({{"compute", {{"devices", 2}}}}),
              "compute.devices: data-parallel training lands with a later issue");
   EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "fp16"}}}}), "compute.grad_compression: ");
-  EXPECT_HAS(problems_of({{"quant", {{"qat_epochs", 3}}}}),
-             "quant.qat_epochs: QAT and accuracy-driven mixed precision land later with issue 6");
   EXPECT_HAS(problems_of({{"checkpoint", {{"keep", 5}}}}),
              "checkpoint.keep: checkpoints land with the run-store issue");
   EXPECT_HAS(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}),
@@ -459,6 +457,24 @@ TEST(FlattenConfig, OneEntryPerSchemaField) {
   EXPECT_EQ(value("train.save_model"), "true");
   EXPECT_EQ(value("train.optimizer.momentum"), "0.9");
   EXPECT_EQ(value("data.augment.hflip"), "false");
+}
+
+}  // namespace
+}  // namespace lathe
+
+namespace lathe {
+namespace {
+
+TEST(Presets, EveryExperimentFileValidatesAndParses) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(LATHE_SOURCE_DIR "/experiments")) {
+    if (e.path().extension() != ".json")
+      continue;
+    SCOPED_TRACE(e.path().string());
+    EXPECT_NO_THROW(parse_experiment(validate_config(load_config_file(e.path().string()))));
+    ++n;
+  }
+  EXPECT_GE(n, 10);
 }
 
 }  // namespace

@@ -5,6 +5,19 @@
 
 namespace lathe {
 
+QuantParams int8_weight_params(const Tensor& w, int bits, bool per_channel) {
+  const int64_t O = w.dim(0);
+  if (per_channel) {
+    MinMaxObserver obs(0);
+    obs.observe(w);
+    return obs.params(bits, true, true);
+  }
+  MinMaxObserver obs(-1);  // one range, repeated per channel so the arithmetic stays the same
+  obs.observe(w);
+  return make_quant_params_per_channel(std::vector<double>(O, obs.min()[0]), std::vector<double>(O, obs.max()[0]), 0,
+                                       bits, true, true);
+}
+
 Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config) {
   LATHE_CHECK(
       weights.dtype() == DType::f32 && weights.device().is_cpu() && (weights.ndim() == 2 || weights.ndim() == 4),
@@ -26,16 +39,7 @@ Int8LayerData make_int8_layer(const Tensor& weights, const Tensor* bias, const I
   d.config = config;
   const Tensor w = weights.is_contiguous() ? weights : weights.contiguous_copy();
   const int bits = effective_weight_bits(config.weight_bits, config.weight_range);
-  if (config.per_channel_weights) {
-    MinMaxObserver obs(0);
-    obs.observe(w);
-    d.weights = obs.params(bits, true, true);
-  } else {
-    MinMaxObserver obs(-1);  // one range, repeated per channel so the arithmetic stays the same
-    obs.observe(w);
-    d.weights = make_quant_params_per_channel(std::vector<double>(O, obs.min()[0]),
-                                              std::vector<double>(O, obs.max()[0]), 0, bits, true, true);
-  }
+  d.weights = int8_weight_params(w, bits, config.per_channel_weights);
   d.weights_q = quantize(w, d.weights);
   d.has_bias = bias != nullptr;
   d.bias_acc.assign(O, 0.0f);

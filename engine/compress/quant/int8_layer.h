@@ -46,6 +46,10 @@ struct Int8LayerData {
   DType dst_dtype() const { return config.dst ? config.dst->storage_dtype() : DType::f32; }
 };
 
+/// Symmetric signed parameters of f32 weights [O, ...] (host, contiguous) at `bits`, one scale per
+/// output channel (axis 0); per_channel false: one range for the whole tensor, repeated per channel.
+QuantParams int8_weight_params(const Tensor& weights, int bits, bool per_channel);
+
 /// Quantizes f32 weights (per output channel, symmetric, effective_weight_bits(config.weight_bits,
 /// config.weight_range)) and folds the scales.
 /// weights: [O, K] or [O, C, KH, KW] f32; bias: [O] f32 or nullptr. Throws lathe::Error on

@@ -413,6 +413,16 @@ std::string Int8Model::plan() const {
   return o.str();
 }
 
+std::vector<Int8LayerQuantization> Int8Model::layer_quantization() const {
+  std::vector<Int8LayerQuantization> out;
+  for (const auto& s : m_steps)
+    if (s->conv || s->linear) {
+      const Int8LayerData& L = s->conv ? s->conv->layer() : s->linear->layer();
+      out.push_back({s->node, L.config.src, L.weights.bits, L.config.per_channel_weights});
+    }
+  return out;
+}
+
 int Int8Model::int8_layers() const {
   int n = 0;
   for (const auto& s : m_steps)

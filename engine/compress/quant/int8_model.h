@@ -45,6 +45,15 @@ struct Int8ModelOptions {
 /// ReLU node's). Throws ConfigError for a model the executor does not cover (see the header).
 std::vector<std::string> int8_activation_taps(const Model& model);
 
+/// One INT8 layer as planned: the parameters its input is quantized with and how its weights are
+/// (what quantization-aware training fake-quantizes to match the executor).
+struct Int8LayerQuantization {
+  std::string node;  ///< the Linear/Conv2d node
+  QuantParams input;
+  int weight_bits = 8;
+  bool per_channel_weights = true;
+};
+
 class Int8Model {
  public:
   /// Quantizes `model`'s weights and plans the execution. `model` must outlive this object (its
@@ -67,6 +76,9 @@ class Int8Model {
   int64_t save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   /// The exact size save() writes (saves to a temporary file and removes it).
   int64_t serialized_bytes() const;
+
+  /// The INT8 layers in execution order.
+  std::vector<Int8LayerQuantization> layer_quantization() const;
 
   /// One line per step of the plan ("quantize input u8", "int8 conv2d 0+1 u8 -> u8", ...).
   std::string plan() const;

@@ -1,0 +1,71 @@
+// Test fixtures shared by the INT8 executor and QAT tests: a small cnn of the zoo's shape, random
+// image datasets, the loader's view of them, and a min-max calibration.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "engine/compress/quant/calibration_set.h"
+#include "engine/compress/quant/int8_model.h"
+#include "engine/data/loader.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/dropout.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/maxpool2d.h"
+#include "engine/nn/relu.h"
+
+namespace lathe::test {
+
+/// A small cnn of the zoo's shape: conv-relu-pool x2, flatten, linear-relu, (dropout), linear.
+inline std::unique_ptr<Model> small_cnn(Backend& be, uint64_t seed, bool dropout = false) {
+  auto m = std::make_unique<Model>(Shape{1, 12, 12});
+  m->add("0", std::make_unique<Conv2d>(1, 6, 3, 1, 1));
+  m->add("1", std::make_unique<ReLU>());
+  m->add("2", std::make_unique<MaxPool2d>(2));
+  m->add("3", std::make_unique<Conv2d>(6, 8, 3, 1, 1));
+  m->add("4", std::make_unique<ReLU>());
+  m->add("5", std::make_unique<MaxPool2d>(2));
+  m->add("6", std::make_unique<Flatten>());
+  m->add("7", std::make_unique<Linear>(8 * 3 * 3, 24));
+  m->add("8", std::make_unique<ReLU>());
+  if (dropout)
+    m->add("d", std::make_unique<Dropout>(0.5, 1));
+  m->add("9", std::make_unique<Linear>(24, 10));
+  Rng rng(seed);
+  m->create_params(be, DType::f32, rng);
+  return m;
+}
+
+inline Dataset random_images(int64_t n, int64_t side, uint64_t seed) {
+  Dataset d;
+  d.count = n;
+  d.rows = d.cols = side;
+  d.num_classes = 10;
+  Rng rng(seed);
+  d.images.resize(n * side * side);
+  for (auto& p : d.images)
+    p = static_cast<uint8_t>(rng.below(256));
+  for (int64_t i = 0; i < n; ++i)
+    d.labels.push_back(static_cast<int32_t>(rng.below(10)));
+  return d;
+}
+
+/// The images of a dataset as the loader gives them (normalised f32 [N, 1, H, W]).
+inline Tensor images_of(const Dataset& d) {
+  LoaderOptions lo;
+  lo.batch_size = d.count;
+  lo.shuffle = false;
+  DataLoader loader(d, lo);
+  loader.start_epoch(0);
+  Batch b;
+  EXPECT_TRUE(loader.next(b));
+  return b.images;
+}
+
+inline ActivationParams calibrate_minmax(Model& m, Backend& be, const Dataset& d) {
+  return derive_activation_params(collect_activation_stats(m, be, d, 16), CalibrationMethod::minmax);
+}
+
+}  // namespace lathe::test
