@@ -9,6 +9,8 @@
 #include <QFileInfo>
 #include <QTimer>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "app/gui/app_paths.h"
 #include "app/gui/main_window.h"
@@ -22,9 +24,31 @@ void waitMs(int ms) {
     QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
 }
 
+/// Without a display Qt aborts with a plugin message that tells a user nothing. A screenshot needs no
+/// display (offscreen); anything else gets a clear error and the ways to go on. False: do not start.
+bool checkDisplay(int argc, char** argv) {
+  auto set = [](const char* v) { return v && *v; };
+  if (set(std::getenv("QT_QPA_PLATFORM")) || set(std::getenv("DISPLAY")) || set(std::getenv("WAYLAND_DISPLAY")))
+    return true;
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--screenshot", 12) == 0 || std::strcmp(argv[i], "--help") == 0 ||
+        std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--version") == 0) {
+      setenv("QT_QPA_PLATFORM", "offscreen", 1);
+      return true;
+    }
+  std::fprintf(stderr,
+               "lathe: no display (DISPLAY and WAYLAND_DISPLAY are unset), so the window cannot open.\n"
+               "  run the experiment headless:   lathe-cli run experiments/default.json\n"
+               "  render the window to a PNG:    lathe --screenshot shot.png\n"
+               "  use a virtual display:         xvfb-run -a lathe\n");
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!checkDisplay(argc, argv))
+    return 2;
   QApplication app(argc, argv);
   QApplication::setApplicationName("lathe");
   QApplication::setApplicationVersion(LATHE_VERSION);

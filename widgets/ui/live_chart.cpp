@@ -48,8 +48,12 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   plotLayout()->addElement(0, 0, new QCPTextElement(this, title, QFont("sans", 9, QFont::Bold)));
   legend->setVisible(true);
   legend->setFont(QFont("sans", 7));
-  legend->setBrush(QColor(255, 255, 255, 200));
-  axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  // The legend (with last/min/max) sits in its own row under the plot, so it never hides the curves.
+  axisRect()->insetLayout()->take(legend);
+  plotLayout()->addElement(2, 0, legend);
+  plotLayout()->setRowStretchFactor(2, 0.001);
+  legend->setBorderPen(Qt::NoPen);
+  legend->setMargins(QMargins(4, 0, 4, 2));
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   setNoAntialiasingOnDrag(true);
   // Hundreds of thousands of points per curve: fast polylines, no antialiasing on lines and grid
