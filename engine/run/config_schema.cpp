@@ -182,11 +182,11 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(string("distill.teacher_cache", "",
                      "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory"));
   // --- quant
-  s.push_back(enumeration(
-      "quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
-      "INT8 quantization after training: static PTQ (activation ranges calibrated once), dynamic "
-      "(activation ranges per batch at run time; not yet), qat (fake-quantized fine-tuning, then real INT8); none = no "
-      "quantization stage"));
+  s.push_back(enumeration("quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
+                          "INT8 quantization after training: static PTQ (activation ranges calibrated once), dynamic "
+                          "(activation ranges per batch at run time, f32 between layers), qat (fake-quantized "
+                          "fine-tuning, then real INT8); none = no "
+                          "quantization stage"));
   s.push_back(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
                           "How activation ranges are calibrated (static PTQ)"));
   s.push_back(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true));

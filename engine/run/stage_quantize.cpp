@@ -120,14 +120,95 @@ std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, const A
   return std::make_unique<Int8Model>(*ctx.model, ctx.be, acts, o);
 }
 
+/// The INT8 model the stage keeps and its test evaluation.
+struct Quantized {
+  std::unique_ptr<Int8Model> model;
+  EvalResult eval;
+  ActivationParams acts;  ///< the calibrated ranges it uses (empty for dynamic)
+};
+
+/// Static PTQ (steps 1-2 of the header) and, for qat, step 3. `step` is the stage's logging step
+/// (QAT moves it past its phase). Returns an empty model when a stop was requested.
+Quantized quantize_static(StageContext& ctx, const Int8ModelOptions& mo, int64_t& step) {
+  const QuantConfig& qc = ctx.cfg.quant;
+  Model& model = *ctx.model;
+  Backend& be = ctx.be;
+  auto log = [&](const std::string& metric, double v) { ctx.sink.sample(metric, step, ctx.wall_ms(), v); };
+  Quantized out;
+
+  // 1. calibration set and the one statistics pass
+  const auto t_cal = std::chrono::steady_clock::now();
+  CalibrationSetOptions co;
+  co.samples = qc.calib_samples;
+  co.batch_size = qc.calib_batch_size;
+  co.outlier_fraction = qc.outlier_fraction;
+  co.seed = ctx.cfg.seed;
+  const CalibrationSet set = select_calibration_set(model, be, ctx.data.train, co);
+  const ActivationStats stats = collect_activation_stats(model, be, gather(ctx.data.train, set.indices), co.batch_size);
+  log("quant/calib_samples", static_cast<double>(stats.samples));
+  log("quant/calib_outliers", static_cast<double>(set.outliers));
+  log("quant/calib_seconds", seconds_since(t_cal));
+  if (ctx.stop_requested())
+    return out;
+
+  // 2. the INT8 model of each method asked for, from the same statistics
+  const CalibrationMethod chosen = calibration_method_from_name(qc.calibration);
+  std::vector<CalibrationMethod> methods{chosen};
+  if (qc.compare_calibrators)
+    methods = {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
+               CalibrationMethod::mse};
+  out.acts = derive_activation_params(stats, chosen, qc.percentile);
+  for (CalibrationMethod m : methods) {
+    if (ctx.stop_requested())
+      return {};
+    const std::string name(calibration_method_name(m));
+    auto q = std::make_unique<Int8Model>(
+        model, be, m == chosen ? out.acts : derive_activation_params(stats, m, qc.percentile), mo);
+    const EvalResult ev = evaluate_int8(*q, ctx.data.test, 500);
+    log("quant/" + name + "/test_accuracy", ev.accuracy);
+    log("quant/" + name + "/test_loss", ev.loss);
+    if (m == chosen) {
+      out.model = std::move(q);
+      out.eval = ev;
+    }
+  }
+  ctx.sink.event("quant/calibrator", {{"method", qc.calibration}, {"percentile", qc.percentile}});
+  if (qc.mode != "qat")
+    return out;
+
+  // 3. QAT: fine-tune with fake quantization where the INT8 plan quantizes, from the PTQ ranges,
+  // then build the real INT8 model again from the fine-tuned weights (same activation ranges).
+  log("quant/ptq_test_accuracy", out.eval.accuracy);
+  const int layers = attach_fake_quant(model, *out.model);
+  ctx.sink.event("qat", {{"epochs", qc.qat_epochs}, {"lr_scale", qc.qat_lr_scale}, {"fake_quant_layers", layers}});
+  if (qc.qat_epochs > 0) {
+    TrainPhase phase = main_train_phase(ctx);
+    phase.name = "qat";
+    phase.epochs = static_cast<int>(qc.qat_epochs);
+    const double lr = ctx.cfg.train.optimizer.lr * qc.qat_lr_scale;
+    phase.optimizer.lr = lr;
+    const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
+    phase.schedule = make_lr_schedule(ctx.cfg.train, lr, phase.epochs, steps_per_epoch);
+    ctx.total_steps += steps_per_epoch * phase.epochs;
+    train_phase(ctx, phase);
+  }
+  // The fake-quantized f32 model's accuracy: what QAT simulated (the real INT8 figure follows).
+  evaluate_and_log(ctx, "qat_fake_quant");
+  detach_fake_quant(model);
+  if (ctx.stop_requested())
+    return {};
+  step = ++ctx.step;
+  out.model = std::make_unique<Int8Model>(model, be, out.acts, mo);
+  out.eval = evaluate_int8(*out.model, ctx.data.test, 500);
+  return out;
+}
+
 }  // namespace
 
 void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& backend) {
   const std::string& mode = cfg.quant.mode;
   if (mode == "none")
     return;
-  if (mode == "ptq-dynamic")
-    throw ConfigError("quant.mode: '" + mode + "' is not implemented yet; use ptq-static or qat (or none)");
   if (!backend.device().is_cpu())
     throw ConfigError("quant.mode: INT8 inference runs on the CPU (oneDNN); set compute.backend to cpu, got " +
                       backend.name());
@@ -147,78 +228,25 @@ void run_quantize_stage(StageContext& ctx) {
   const EvalResult f32 = evaluate(model, be, ctx.data.test, 500);
   log("quant/f32_test_accuracy", f32.accuracy);
 
-  // 1. calibration set and the one statistics pass
-  const auto t_cal = std::chrono::steady_clock::now();
-  CalibrationSetOptions co;
-  co.samples = qc.calib_samples;
-  co.batch_size = qc.calib_batch_size;
-  co.outlier_fraction = qc.outlier_fraction;
-  co.seed = ctx.cfg.seed;
-  const CalibrationSet set = select_calibration_set(model, be, ctx.data.train, co);
-  const ActivationStats stats = collect_activation_stats(model, be, gather(ctx.data.train, set.indices), co.batch_size);
-  log("quant/calib_samples", static_cast<double>(stats.samples));
-  log("quant/calib_outliers", static_cast<double>(set.outliers));
-  log("quant/calib_seconds", seconds_since(t_cal));
-  if (ctx.stop_requested())
-    return;
-
-  // 2. the INT8 model of each method asked for, from the same statistics
   Int8ModelOptions mo;
   mo.per_channel_weights = qc.granularity == "per-channel";
-  const CalibrationMethod chosen = calibration_method_from_name(qc.calibration);
-  std::vector<CalibrationMethod> methods{chosen};
-  if (qc.compare_calibrators)
-    methods = {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
-               CalibrationMethod::mse};
-  const ActivationParams chosen_acts = derive_activation_params(stats, chosen, qc.percentile);
-  std::unique_ptr<Int8Model> best;
-  EvalResult best_eval;
-  for (CalibrationMethod m : methods) {
-    if (ctx.stop_requested())
+  Quantized q;
+  if (qc.mode == "ptq-dynamic") {
+    mo.dynamic_activations = true;  // no calibration: ranges from each batch
+    q.model = std::make_unique<Int8Model>(model, be, q.acts, mo);
+    q.eval = evaluate_int8(*q.model, ctx.data.test, 500);
+    ctx.sink.event("quant/calibrator", {{"method", "dynamic (per batch, symmetric max |x|)"}});
+  } else {
+    q = quantize_static(ctx, mo, step);
+    if (!q.model)
       return;
-    const std::string name(calibration_method_name(m));
-    auto q = std::make_unique<Int8Model>(
-        model, be, m == chosen ? chosen_acts : derive_activation_params(stats, m, qc.percentile), mo);
-    const EvalResult ev = evaluate_int8(*q, ctx.data.test, 500);
-    log("quant/" + name + "/test_accuracy", ev.accuracy);
-    log("quant/" + name + "/test_loss", ev.loss);
-    if (m == chosen) {
-      best = std::move(q);
-      best_eval = ev;
-    }
   }
-  ctx.sink.event("quant/calibrator", {{"method", qc.calibration}, {"percentile", qc.percentile}});
-
-  // QAT: fine-tune with fake quantization where the INT8 plan quantizes, from the PTQ ranges, then
-  // build the real INT8 model again from the fine-tuned weights (same activation ranges).
-  if (qc.mode == "qat") {
-    log("quant/ptq_test_accuracy", best_eval.accuracy);
-    const int layers = attach_fake_quant(model, *best);
-    ctx.sink.event("qat", {{"epochs", qc.qat_epochs}, {"lr_scale", qc.qat_lr_scale}, {"fake_quant_layers", layers}});
-    if (qc.qat_epochs > 0) {
-      TrainPhase phase = main_train_phase(ctx);
-      phase.name = "qat";
-      phase.epochs = static_cast<int>(qc.qat_epochs);
-      const double lr = ctx.cfg.train.optimizer.lr * qc.qat_lr_scale;
-      phase.optimizer.lr = lr;
-      const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
-      phase.schedule = make_lr_schedule(ctx.cfg.train, lr, phase.epochs, steps_per_epoch);
-      ctx.total_steps += steps_per_epoch * phase.epochs;
-      train_phase(ctx, phase);
-    }
-    // The fake-quantized f32 model's accuracy: what QAT simulated (the real INT8 figure follows).
-    evaluate_and_log(ctx, "qat_fake_quant");
-    detach_fake_quant(model);
-    if (ctx.stop_requested())
-      return;
-    step = ++ctx.step;
-    best = std::make_unique<Int8Model>(model, be, chosen_acts, mo);
-    best_eval = evaluate_int8(*best, ctx.data.test, 500);
-  }
+  std::unique_ptr<Int8Model>& best = q.model;
+  EvalResult& best_eval = q.eval;
   if (qc.mixed_precision) {
     if (ctx.stop_requested())
       return;
-    best = search_mixed_precision_for(ctx, chosen_acts, mo, f32.accuracy);
+    best = search_mixed_precision_for(ctx, q.acts, mo, f32.accuracy);
     best_eval = evaluate_int8(*best, ctx.data.test, 500);
   }
   log("quant/test_accuracy", best_eval.accuracy);

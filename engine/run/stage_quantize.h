@@ -21,8 +21,8 @@
 //   7. quant/test_accuracy, quant/f32_test_accuracy, quant/accuracy_drop (points), the event
 //      quant/calibrator (the chosen method) and a quant event with the plan and CPU ISA.
 // The stage logs at ctx.step + 1 (so its model/bytes follows the trained model's) and advances
-// ctx.step by that one step (QAT adds its phase's steps and one more). Dynamic mode is refused at
-// prepare time (not implemented).
+// ctx.step by that one step (QAT adds its phase's steps and one more). ptq-dynamic skips 1-3: each
+// INT8 layer's input range comes from the batch at run time (Int8ModelOptions::dynamic_activations).
 #pragma once
 
 #include "engine/run/pipeline.h"

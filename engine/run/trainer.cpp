@@ -18,10 +18,10 @@
 #include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
 #include "engine/run/stage_distill.h"
-#include "engine/run/stage_prune_structured.h"
-#include "engine/run/stage_quantize.h"
 #include "engine/run/stage_precision.h"
 #include "engine/run/stage_prune.h"
+#include "engine/run/stage_prune_structured.h"
+#include "engine/run/stage_quantize.h"
 #include "engine/run/telemetry.h"
 
 namespace lathe {
@@ -130,14 +130,20 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     fanout.add(options.extra_sink);
   SummarySink sink(fanout);
 
-  StageContext ctx{cfg, options, be, data, std::move(model), sink};
-  ctx.run_id = summary.run_id;
-  ctx.run_dir = summary.run_dir;
-  ctx.threads = threads;
-  ctx.peak_flops_per_s = peak.flops_per_s;
-  ctx.instance = &instance;
-  ctx.spot = spot;
-  ctx.wall_ms = [t_start]() { return seconds_since(t_start) * 1000.0; };
+  StageContext ctx{.cfg = cfg,
+                   .options = options,
+                   .be = be,
+                   .data = data,
+                   .model = std::move(model),
+                   .sink = sink,
+                   .run_id = summary.run_id,
+                   .run_dir = summary.run_dir,
+                   .threads = threads,
+                   .peak_flops_per_s = peak.flops_per_s,
+                   .instance = &instance,
+                   .spot = spot,
+                   .wall_ms = [t_start]() { return seconds_since(t_start) * 1000.0; },
+                   .progress = {}};
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
 

@@ -108,8 +108,18 @@ TEST_F(QuantizeStageRun, MixedPrecisionRecordsEveryPointAndKeepsTheBest) {
   EXPECT_EQ(m.at("model/bytes"), static_cast<double>(fs::file_size(s.run_dir + "/model_int8.safetensors")));
 }
 
+TEST_F(QuantizeStageRun, DynamicNeedsNoCalibration) {
+  const RunSummary s = run_experiment(config_from(tiny({"quant.mode=ptq-dynamic"})), {});
+  ASSERT_EQ(s.status, "finished");
+  const auto& m = s.final_metrics;
+  EXPECT_FALSE(m.count("quant/calib_samples"));
+  EXPECT_NEAR(m.at("quant/test_accuracy"), m.at("quant/f32_test_accuracy"), 0.03);
+  const std::string file = s.run_dir + "/model_int8.safetensors";
+  EXPECT_EQ(m.at("model/bytes"), static_cast<double>(fs::file_size(file)));
+  EXPECT_EQ(load_safetensors(file).metadata.at("activations"), "dynamic (symmetric, per batch)");
+}
+
 TEST_F(QuantizeStageRun, RefusesWhatItCannotDoBeforeAnythingIsWritten) {
-  EXPECT_THROW(run_experiment(config_from(tiny({"quant.mode=ptq-dynamic"})), {}), ConfigError);
   // Batch norm has no INT8 executor (the stage names the node rather than running anything).
   EXPECT_THROW(run_experiment(config_from(tiny({"quant.mode=ptq-static", "model.zoo=custom",
                                                 R"(model.layers=[{"type":"conv2d","out":4},{"type":"batchnorm2d"},)"

@@ -6,8 +6,8 @@
 namespace lathe::ui {
 namespace {
 
-const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44), QColor(214, 39, 40),
-                           QColor(148, 103, 189), QColor(140, 86, 75)};
+const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),
+                           QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75)};
 
 QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 4) : QString("-"); }
 

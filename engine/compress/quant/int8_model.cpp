@@ -2,7 +2,10 @@
 #include "engine/compress/quant/int8_model.h"
 
 #include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -25,7 +28,9 @@ struct Int8Model::Step {
     int8_relu,
     flatten_q,
     f32_layer,
-    f32_relu
+    f32_relu,
+    dynamic_quantize,  // quantize with a symmetric range from the batch (params: dtype, bits)
+    dynamic_rescale    // f32 y = s_x y + bias, then ReLU when `relu`
   };
   Kind kind;
   std::string node;  // node name (the group's first node for INT8 layers)
@@ -37,6 +42,7 @@ struct Int8Model::Step {
   std::unique_ptr<Int8Linear> linear;
   Tensor bias;  // f32 bias of an INT8 layer, for saving
   PoolParams pool;
+  bool relu = false;  // dynamic_rescale
   std::string text;
   double seconds = 0;  // accumulated while profiling
 };
@@ -147,6 +153,10 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
     const int i = model.find(name);
     if (i < 0 || !is_compute(model.layer(i).kind()))
       throw ConfigError("quant: keep-f32 layer '" + name + "' is not a linear or conv2d node of the model");
+  }
+  if (options.dynamic_activations) {
+    plan_dynamic(options);
+    return;
   }
   bool quantized = false;             // is the current value quantized?
   QuantParams cur;                    // its parameters when it is
@@ -282,6 +292,63 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
   to_f32("output");
 }
 
+void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
+  m_dynamic = true;
+  Model& model = m_model;
+  bool nonneg = false;  // is the current value >= 0 (after a ReLU)?
+  auto add = [&](Kind k, const std::string& node, std::string text) -> Step& {
+    auto s = std::make_unique<Step>();
+    s->kind = k;
+    s->node = node;
+    s->text = std::move(text);
+    m_steps.push_back(std::move(s));
+    return *m_steps.back();
+  };
+  for (size_t i = 0; i < model.size(); ++i) {
+    Layer& layer = model.layer(i);
+    const std::string kind = layer.kind(), name = model.node_name(i);
+    if (!is_compute(kind) || options.keep_f32.count(name)) {
+      Step& s = add(Kind::f32_layer, name, "f32 " + layer.describe() + " '" + name + "'");
+      s.index = i;
+      if (kind == "relu")
+        nonneg = true;
+      else if (is_compute(kind))
+        nonneg = fused_by_model(model, i);
+      continue;
+    }
+    const bool relu = relu_follows(model, i);
+    // The layer runs on integers with a unit input scale; the batch's scale and the bias are
+    // applied to its f32 output by the rescale step.
+    Int8LayerConfig cfg;
+    cfg.src = make_quant_params(0.0, 1.0, 8, /*symmetric=*/true, /*is_signed=*/!nonneg);
+    cfg.src.scale = {1.0f};
+    cfg.weight_range = options.weight_range;
+    cfg.per_channel_weights = options.per_channel_weights;
+    const std::vector<Param*> params = layer.params();
+    LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
+    const Tensor w = host_copy(params[0]->value);
+    Step& q = add(Kind::dynamic_quantize, name,
+                  std::string("quantize per batch f32 -> ") + (nonneg ? "u8" : "s8") + " (symmetric, max |x|)");
+    q.params = cfg.src;
+    q.to_channels_last = kind == "conv2d";
+    Step& s = add(kind == "conv2d" ? Kind::int8_conv : Kind::int8_linear, name,
+                  "int8 " + layer.describe() + " '" + name + "' " + dtype_word(cfg.src) + " -> f32");
+    if (kind == "conv2d")
+      s.conv = std::make_unique<Int8Conv2d>(static_cast<Conv2d&>(layer).conv_params(), w, nullptr, cfg);
+    else
+      s.linear = std::make_unique<Int8Linear>(w, nullptr, cfg);
+    if (params.size() > 1)
+      s.bias = host_copy(params[1]->value);
+    s.out_node = model.node_name(relu ? i + 1 : i);
+    Step& r = add(Kind::dynamic_rescale, name, std::string("rescale x s_x + bias") + (relu ? " + relu" : ""));
+    r.bias = s.bias;
+    r.relu = relu;
+    nonneg = relu;
+    if (relu)
+      ++i;  // the ReLU is applied by the rescale step
+  }
+}
+
 Tensor Int8Model::forward(const Tensor& images) {
   LATHE_CHECK(images.device().is_cpu() && images.dtype() == DType::f32 && images.ndim() >= 1,
               "Int8Model::forward: images must be host f32 [N, ...], got ", images.describe());
@@ -334,6 +401,38 @@ Tensor Int8Model::forward(const Tensor& images) {
         x = flat;
         break;
       }
+      case Kind::dynamic_quantize: {
+        if (s.to_channels_last && x.ndim() == 4 && !x.is_channels_last()) {
+          Tensor cl = Tensor::empty(x.shape(), DType::f32, Device::cpu(), MemoryFormat::channels_last);
+          x.copy_to(cl);
+          x = cl;
+        } else if (!x.is_dense()) {
+          x = x.contiguous_copy();
+        }
+        const float* v = x.data<float>();
+        float mx = 0;
+        for (int64_t i = 0, n = x.numel(); i < n; ++i)
+          mx = std::max(mx, std::fabs(v[i]));
+        QuantParams p = s.params;
+        m_batch_scale = mx > 0 ? mx / static_cast<float>(p.qmax()) : 1.0f;
+        p.scale = {m_batch_scale};
+        x = quantize(x, p);
+        break;
+      }
+      case Kind::dynamic_rescale: {
+        // x: f32 [N, O] or channels-last [N, O, H, W]: the channel is the innermost dimension.
+        LATHE_CHECK(x.dtype() == DType::f32 && x.is_dense(), "Int8Model: rescale expects dense f32, got ",
+                    x.describe());
+        float* v = x.data<float>();
+        const int64_t O = x.dim(1), n = x.numel();
+        const float* b = s.bias.defined() ? s.bias.data<float>() : nullptr;
+        const float sx = m_batch_scale;
+        for (int64_t i = 0; i < n; ++i) {
+          float y = v[i] * sx + (b ? b[i % O] : 0.0f);
+          v[i] = s.relu && y < 0 ? 0.0f : y;
+        }
+        break;
+      }
       case Kind::f32_layer:
       case Kind::f32_relu: {
         Layer& layer = m_model.layer(s.index);
@@ -365,8 +464,10 @@ std::vector<std::pair<std::string, Tensor>> Int8Model::state_tensors() const {
       t.emplace_back(s.node + ".weight_scale", ws);
       if (s.bias.defined())
         t.emplace_back(s.node + ".bias", s.bias);
-      t.emplace_back(s.node + ".input_scale", scalar_f32(L.config.src.scale[0]));
-      t.emplace_back(s.node + ".input_zero_point", scalar_s32(L.config.src.zero_point[0]));
+      if (!m_dynamic) {  // dynamic: the input scale is taken from each batch
+        t.emplace_back(s.node + ".input_scale", scalar_f32(L.config.src.scale[0]));
+        t.emplace_back(s.node + ".input_zero_point", scalar_s32(L.config.src.zero_point[0]));
+      }
       if (L.config.dst) {
         t.emplace_back(s.node + ".output_scale", scalar_f32(L.config.dst->scale[0]));
         t.emplace_back(s.node + ".output_zero_point", scalar_s32(L.config.dst->zero_point[0]));
@@ -382,6 +483,7 @@ std::vector<std::pair<std::string, Tensor>> Int8Model::state_tensors() const {
 int64_t Int8Model::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {
   std::map<std::string, std::string> meta = metadata;
   meta["format"] = "lathe-int8";
+  meta["activations"] = m_dynamic ? "dynamic (symmetric, per batch)" : "static (calibrated)";
   meta["plan"] = plan();
   meta["weight_bits"] = std::to_string(weight_bits());
   meta["cpu_isa"] = cpu_int8_isa_name();

@@ -38,6 +38,11 @@ struct Int8ModelOptions {
   bool per_channel_weights = true;
   Int8WeightRange weight_range = Int8WeightRange::auto_for_cpu;
   std::set<std::string> keep_f32;  ///< Linear/Conv2d node names that stay f32
+  /// Dynamic quantization (quant.mode ptq-dynamic): no calibrated ranges; each INT8 layer's input is
+  /// quantized with a symmetric range taken from the batch itself (max |x|: u8 after a ReLU, else
+  /// s8), its output is f32 (s_x s_w[o] acc + b, then the ReLU), and everything between INT8 layers
+  /// runs in f32. `acts` may be empty.
+  bool dynamic_activations = false;
 };
 
 /// The node outputs whose ranges an Int8Model may need: kInputTap, then every node of the chain
@@ -95,9 +100,14 @@ class Int8Model {
   struct Step;
 
  private:
+  /// The plan of dynamic_activations (see Int8ModelOptions).
+  void plan_dynamic(const Int8ModelOptions& options);
+
   Model& m_model;
   Backend& m_be;
   std::vector<std::unique_ptr<Step>> m_steps;
+  bool m_dynamic = false;
+  float m_batch_scale = 1;  // dynamic: the scale the last dynamic quantize step chose
   bool m_profiling = false;
 };
 
