@@ -11,6 +11,7 @@
 #include "engine/nn/zoo.h"
 #include "engine/run/config.h"
 #include "engine/run/trainer.h"
+#include "tests/support/config_from.h"
 
 namespace lathe {
 namespace {
@@ -19,12 +20,7 @@ bool have_fashion_mnist() {
   return std::filesystem::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz");
 }
 
-ExperimentConfig config_from(const std::vector<std::string>& sets) {
-  nlohmann::json cfg = nlohmann::json::object();
-  for (const std::string& s : sets)
-    apply_override(cfg, s);
-  return parse_experiment(validate_config(cfg));
-}
+using test::config_from;
 
 class TrainingE2E : public ::testing::Test {
  protected:

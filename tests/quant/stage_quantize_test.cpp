@@ -9,18 +9,14 @@
 #include "engine/nn/safetensors.h"
 #include "engine/run/config.h"
 #include "engine/run/trainer.h"
+#include "tests/support/config_from.h"
 
 namespace lathe {
 namespace {
 
 namespace fs = std::filesystem;
 
-ExperimentConfig config_from(const std::vector<std::string>& sets) {
-  nlohmann::json cfg = nlohmann::json::object();
-  for (const std::string& s : sets)
-    apply_override(cfg, s);
-  return parse_experiment(validate_config(cfg));
-}
+using test::config_from;
 
 class QuantizeStageRun : public ::testing::Test {
  protected:
