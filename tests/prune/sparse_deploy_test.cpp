@@ -54,6 +54,21 @@ TEST(SparseDeploy, MlpMatchesDense) { check_model("mlp", 0.8, MemoryFormat::cont
 TEST(SparseDeploy, CnnMatchesDense) { check_model("cnn", 0.7, MemoryFormat::contiguous); }
 TEST(SparseDeploy, CnnChannelsLastInputMatchesDense) { check_model("cnn", 0.9, MemoryFormat::channels_last); }
 
+TEST(SparseDeploy, ConvExecutorsKeepTheBackendsConvLayout) {
+  // A sparse conv that wrote NCHW behind a channels-last model made oneDNN's dense path fall back
+  // to a reference convolution (200x slower): the executor must write what the Conv2d wrote.
+  auto be = make_backend("cpu");
+  auto model = pruned("cnn", *be, 0.8);
+  SparseDeployment dep(*model, {1.0, SparseKernelMode::always_dense});
+  int convs = 0;
+  for (const auto& s : dep.layers())
+    if (s.executor->kind() == "sparse_conv2d") {
+      ++convs;
+      EXPECT_EQ(s.executor->output_format(*be, {}), s.dense->output_format(*be, {})) << s.name;
+    }
+  EXPECT_EQ(convs, 2);
+}
+
 TEST(SparseDeploy, DenseEnoughLayersStayDenseAndExecutorsRefuseBackward) {
   auto be = make_backend("cpu");
   auto model = pruned("mlp", *be, 0.5);

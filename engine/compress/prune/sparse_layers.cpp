@@ -72,8 +72,8 @@ void SparseExecutor::backward(LayerContext&, const std::vector<const Tensor*>&, 
 
 void SparseExecutor::forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) {
   const Tensor& x = *src[0];
-  LATHE_CHECK(x.device().is_cpu() && x.dtype() == DType::f32 && dst.dtype() == DType::f32 && dst.is_contiguous(),
-              describe(), ": needs f32 host tensors, got ", x.describe(), " -> ", dst.describe());
+  LATHE_CHECK(x.device().is_cpu() && x.dtype() == DType::f32 && dst.dtype() == DType::f32 && dst.is_dense(), describe(),
+              ": needs dense f32 host tensors, got ", x.describe(), " -> ", dst.describe());
   if (m_mode == SparseKernelMode::always_sparse)
     return forward_sparse(x, dst);
   if (m_mode == SparseKernelMode::always_dense)
@@ -219,17 +219,35 @@ void SparseConv2d::forward_sparse(const Tensor& src, Tensor& dst) {
     m_cols.resize(threads);
   for (auto& c : m_cols)
     c.resize(rows * pixels);
+  const bool nchw = dst.is_contiguous();
+  if (!nchw) {
+    if (static_cast<int>(m_rows.size()) < threads)
+      m_rows.resize(threads);
+    for (auto& r : m_rows)
+      r.resize(m_out * pixels);
+  }
+  const int64_t s0 = dst.stride(0), s1 = dst.stride(1), s2 = dst.stride(2), s3 = dst.stride(3);
   SpmmArgs base;
   base.bias = m_bias.defined() ? m_bias.data<float>() : nullptr;
   base.relu = m_relu;
   base.n = pixels, base.ldb = pixels, base.ldc = pixels;
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t i = 0; i < n; ++i) {
-    float* col = m_cols[omp_get_thread_num()].data();
+    const int t = omp_get_thread_num();
+    float* col = m_cols[t].data();
     im2col(xp + i * src.stride(0), m_in, h, w, src.stride(1), src.stride(2), src.stride(3), m_kernel, m_p, col);
     SpmmArgs a = base;
-    a.b = col, a.c = yp + i * m_out * pixels;
+    a.b = col, a.c = nchw ? yp + i * m_out * pixels : m_rows[t].data();
     spmm(m_csr, a, isa());
+    if (!nchw) {  // [OC, pixels] rows -> the dst layout (channels-last: pixel-major)
+      const float* r = m_rows[t].data();
+      float* y = yp + i * s0;
+      for (int64_t p = 0; p < pixels; ++p) {
+        float* yp_p = y + (p / ow) * s2 + (p % ow) * s3;
+        for (int64_t o = 0; o < m_out; ++o)
+          yp_p[o * s1] = r[o * pixels + p];
+      }
+    }
   }
 }
 

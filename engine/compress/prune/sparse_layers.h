@@ -75,12 +75,17 @@ class SparseLinear final : public SparseExecutor {
   std::vector<float> m_xt, m_yt;  // transposed input and output, reused
 };
 
-/// Convolution as W [OC, IC*KH*KW] sparse times the im2col matrix [IC*KH*KW, OH*OW] of each image,
-/// written straight into the NCHW output.
+/// Convolution as W [OC, IC*KH*KW] sparse times the im2col matrix [IC*KH*KW, OH*OW] of each image.
+/// The output has the layout the backend's own convolution writes (channels-last on oneDNN), so the
+/// dense path runs the very kernel the original Conv2d did and the layers after it see no change;
+/// the sparse path writes NCHW rows per image and scatters them into that layout.
 class SparseConv2d final : public SparseExecutor {
  public:
   explicit SparseConv2d(Conv2d& dense);
   std::string kind() const override { return "sparse_conv2d"; }
+  MemoryFormat output_format(const Backend& backend, const std::vector<const Tensor*>&) const override {
+    return backend.preferred_conv_format();
+  }
   std::string describe() const override;
   Shape output_shape(const std::vector<Shape>& inputs) const override;
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override;
@@ -91,6 +96,7 @@ class SparseConv2d final : public SparseExecutor {
   int64_t m_in, m_out, m_kernel;
   ConvParams m_p;
   std::vector<std::vector<float>> m_cols;  // one im2col buffer per thread
+  std::vector<std::vector<float>> m_rows;  // one [OC, OH*OW] output buffer per thread (non-NCHW dst)
 };
 
 /// The im2col matrix of one image: col[(c * k + kh) * k + kw, oh * OW + ow] = x[c, oh*s - p + kh,
