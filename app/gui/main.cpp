@@ -1,6 +1,6 @@
 // lathe: the desktop app. `lathe [CONFIG.json] [--db STORE]` opens the designer on CONFIG (default
 // experiments/default.json). `--screenshot FILE` renders the main window to a PNG and exits (works
-// with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare and --tab script what
+// with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare, --scatter and --tab script what
 // the screenshot shows (used for README screenshots and the Xvfb check).
 #include <QApplication>
 #include <QCommandLineParser>
@@ -67,10 +67,11 @@ int main(int argc, char** argv) {
   const QCommandLineOption compare("compare", "Compare these runs (comma-separated ids)", "runs");
   const QCommandLineOption comparePage("compare-page", "Compare page to show: config, metrics, curves or scatter",
                                        "name", "config");
+  const QCommandLineOption scatter("scatter", "Compare scatter axes: X,Y metric names", "x,y");
   const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
   const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");
   const QCommandLineOption size("size", "Window size WxH", "size", "1480x900");
-  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, comparePage, wait, waitIdle, size});
+  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, comparePage, scatter, wait, waitIdle, size});
   cli.process(app);
 
   lathe::app::WindowOptions opt;
@@ -95,6 +96,9 @@ int main(int argc, char** argv) {
     window.compareRuns(cli.value(compare).split(',', Qt::SkipEmptyParts));
     window.showTab("compare");
     window.compare()->showPage(cli.value(comparePage));
+    const QStringList axes = cli.value(scatter).split(',');
+    if (cli.isSet(scatter) && axes.size() == 2)
+      window.compare()->setScatterAxes(axes[0], axes[1]);
   }
   if (cli.isSet(run) && !window.runCurrent(!screenshot)) {
     std::fprintf(stderr, "lathe: the experiment is not valid:\n%s\n",

@@ -64,7 +64,8 @@ def main():
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     engines = torch.backends.quantized.supported_engines
-    engine = a.engine if a.engine != "auto" else ("x86" if "x86" in engines else "fbgemm")
+    # auto: x86 (PyTorch >= 2.0), else fbgemm, else onednn (Debian's torch 1.13 ships only onednn/qnnpack).
+    engine = a.engine if a.engine != "auto" else next(e for e in ("x86", "fbgemm", "onednn", "qnnpack") if e in engines)
     torch.backends.quantized.engine = engine
 
     xtr, ytr = fp.load_split(a.data, "train")

@@ -251,6 +251,9 @@ void run_quantize_stage(StageContext& ctx) {
   }
   log("quant/test_accuracy", best_eval.accuracy);
   log("quant/test_loss", best_eval.loss);
+  // The run ends with the INT8 model: test/* follow it, as model/bytes does (INT8 file).
+  log("test/accuracy", best_eval.accuracy);
+  log("test/loss", best_eval.loss);
   log("quant/accuracy_drop", 100.0 * (f32.accuracy - best_eval.accuracy));
   log("quant/weight_bits", best->weight_bits());
   ctx.sink.event("quant", {{"mode", qc.mode},

@@ -14,9 +14,9 @@
 namespace lathe::ui {
 namespace {
 
-const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44), QColor(214, 39, 40),
-                           QColor(148, 103, 189), QColor(140, 86, 75), QColor(227, 119, 194), QColor(127, 127, 127),
-                           QColor(188, 189, 34), QColor(23, 190, 207)};
+const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14), QColor(44, 160, 44),   QColor(214, 39, 40),
+                           QColor(148, 103, 189), QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
+                           QColor(188, 189, 34),  QColor(23, 190, 207)};
 
 QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 5) : QString("-"); }
 
@@ -24,6 +24,18 @@ QTableWidgetItem* cell(const QString& text) {
   auto* item = new QTableWidgetItem(text);
   item->setFlags(item->flags() & ~Qt::ItemIsEditable);
   return item;
+}
+
+/// Moves the legend out of the plot into a column on its right, so it never hides a run's points.
+void legendBesidePlot(QCustomPlot* plot) {
+  plot->axisRect()->insetLayout()->take(plot->legend);
+  auto* side = new QCPLayoutGrid;  // legend on top, an empty filler below takes the remaining height
+  plot->plotLayout()->addElement(0, 1, side);
+  side->addElement(0, 0, plot->legend);
+  side->addElement(1, 0, new QCPLayoutElement(plot));
+  side->setRowStretchFactor(0, 0.001);
+  plot->plotLayout()->setColumnStretchFactor(1, 0.001);
+  plot->legend->setBorderPen(Qt::NoPen);
 }
 
 }  // namespace
@@ -64,6 +76,7 @@ CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   m_curves->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_curves->legend->setVisible(true);
   m_curves->legend->setFont(QFont("sans", 7));
+  legendBesidePlot(m_curves);
   m_curves->xAxis->setLabel("step");
   curveLayout->addWidget(m_curves, 1);
   m_tabs->addTab(curvePage, "Curves");
@@ -89,6 +102,7 @@ CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   m_scatter->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_scatter->legend->setVisible(true);
   m_scatter->legend->setFont(QFont("sans", 7));
+  legendBesidePlot(m_scatter);
   scatterLayout->addWidget(m_scatter, 1);
   m_tabs->addTab(scatterPage, "Scatter");
 
