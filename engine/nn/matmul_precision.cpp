@@ -27,6 +27,25 @@ const Tensor& MatmulPrecision::operand(Backend& backend, Op op, const Tensor& t,
   return buf;
 }
 
+const Tensor& MatmulPrecision::forward_operand(Slot slot, Backend& backend, Op op, const Tensor& t, Tensor& buf,
+                                               bool training, uint64_t step) {
+  Record& r = m_records[static_cast<int>(slot)];
+  r.valid = false;
+  const Tensor& out = operand(backend, op, t, buf);
+  if (training && active() && &out == &buf)
+    r = Record{true, t.raw(), t.shape(), t.strides(), step};
+  return out;
+}
+
+const Tensor& MatmulPrecision::backward_operand(Slot slot, Backend& backend, Op op, const Tensor& t, Tensor& buf,
+                                                bool training, uint64_t step) const {
+  const Record& r = m_records[static_cast<int>(slot)];
+  if (r.valid && training && step == r.step && t.raw() == r.raw && t.shape() == r.shape && t.strides() == r.strides &&
+      buf.defined())
+    return buf;
+  return operand(backend, op, t, buf);
+}
+
 void MatmulPrecision::round_result(Backend& backend, Tensor& t) const {
   if (active())
     backend.round_to_precision(t, t, m_precision);

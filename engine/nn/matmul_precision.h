@@ -24,8 +24,32 @@ class MatmulPrecision {
   /// Rounds an f32 result to the low precision, in place (nothing at f32).
   void round_result(Backend& backend, Tensor& t) const;
 
+  /// The operands a training step converts twice (the input: forward and weight gradient; the
+  /// weights: forward and data gradient).
+  enum class Slot { input, weights };
+  /// operand() in forward; in a training forward it also remembers which tensor (storage, shape,
+  /// strides) and which step `buf` was converted from, so that backward_operand() of the same
+  /// step can reuse the copy instead of converting again. Any other forward (evaluation included)
+  /// replaces or drops that record first. The record cannot see a tensor changed in place: nothing
+  /// may write into a layer's input or weights between its training forward and backward (the
+  /// optimizer and the pruning masks act after backward).
+  const Tensor& forward_operand(Slot slot, Backend& backend, Op op, const Tensor& t, Tensor& buf, bool training,
+                                uint64_t step);
+  /// The operand for backward: `buf` as forward_operand() left it when it was converted from this
+  /// very tensor in this training step, else a fresh operand().
+  const Tensor& backward_operand(Slot slot, Backend& backend, Op op, const Tensor& t, Tensor& buf, bool training,
+                                 uint64_t step) const;
+
  private:
+  struct Record {  // what forward_operand() last converted into a slot's buffer
+    bool valid = false;
+    const void* raw = nullptr;
+    Shape shape;
+    std::vector<int64_t> strides;
+    uint64_t step = 0;
+  };
   DType m_precision = DType::f32;
+  Record m_records[2];
 };
 
 /// Whether `backend` runs `op` with real `precision` kernels (true at f32), false when emulated.
