@@ -51,7 +51,8 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   statusBar()->addPermanentWidget(m_storeLabel);
   buildToolbar();
 
-  connect(m_designer, &ui::DesignerPanel::message, this, [this](const QString& t) { statusBar()->showMessage(t, 5000); });
+  connect(m_designer, &ui::DesignerPanel::message, this,
+          [this](const QString& t) { statusBar()->showMessage(t, 5000); });
   connect(m_browser, &ui::RunBrowser::message, this, [this](const QString& t) { statusBar()->showMessage(t, 8000); });
   connect(m_designer->form(), &ui::ExperimentForm::validated, this, [this](bool ok, const QString& msg) {
     m_runAction->setEnabled(ok);
@@ -81,7 +82,8 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
     statusBar()->showMessage("Designer: config of run " + id, 5000);
   });
   connect(m_browser, &ui::RunBrowser::rerun, this, [this](const nlohmann::json& cfg, const QString& id) {
-    m_queue->enqueue(cfg, {}, QString::fromStdString(cfg.value("name", std::string("run"))) + " (re-run of " + id.left(8) + ")");
+    m_queue->enqueue(cfg, {},
+                     QString::fromStdString(cfg.value("name", std::string("run"))) + " (re-run of " + id.left(8) + ")");
   });
 
   QString config = m_opt.configPath;
@@ -209,15 +211,19 @@ void MainWindow::onRunEnded(const ui::QueuedRun& entry) {
   QString hint = "Read the message above, fix the experiment in the designer and press Run again.";
   if (err.contains("config error"))
     hint = "The config was rejected: fix the named field in the designer and press Run again.";
-  else if (err.contains("dataset") || err.contains("No such file") || err.contains("idx"))
-    hint = "A data file is missing: install Fashion-MNIST (apt-get install dataset-fashion-mnist) or set "
-           "data.path to the folder holding it.";
+  else if (err.contains("data error") || err.contains("dataset", Qt::CaseInsensitive) || err.contains("No such file") ||
+           err.contains("idx", Qt::CaseInsensitive))
+    hint =
+        "A data file is missing or damaged (the message names it): fix its path in the Data section; for "
+        "Fashion-MNIST install it (apt-get install dataset-fashion-mnist) or set data.path to the folder "
+        "holding it.";
   else if (entry.exitCode == -1)
     hint = "lathe-cli crashed; the run stays in the store as interrupted. Re-run it from Runs, and report the crash.";
   statusBar()->showMessage(entry.label + " failed (exit " + QString::number(entry.exitCode) + ")", 10000);
   if (m_interactive && isVisible())
-    QMessageBox::warning(this, "Run failed: " + entry.label,
-                         QString("lathe-cli exited with code %1.\n\n%2\n\nWhat to do: %3").arg(entry.exitCode).arg(err, hint));
+    QMessageBox::warning(
+        this, "Run failed: " + entry.label,
+        QString("lathe-cli exited with code %1.\n\n%2\n\nWhat to do: %3").arg(entry.exitCode).arg(err, hint));
 }
 
 }  // namespace lathe::app

@@ -15,8 +15,13 @@ void QueueList::refresh() {
     QString text = QString("%1  [%2]").arg(e.label, stateName(e.state));
     if (!e.runId.isEmpty())
       text += "  " + e.runId;
-    if (e.state == QueuedRun::State::failed)
+    if (e.state == QueuedRun::State::failed) {
       text += QString("  exit %1").arg(e.exitCode);
+      // The reason, visible without hovering: lathe-cli's last non-empty stderr line.
+      const QStringList lines = e.stderrTail.split('\n', Qt::SkipEmptyParts);
+      if (!lines.isEmpty())
+        text += "  —  " + lines.last().trimmed().left(300);
+    }
     auto* item = new QListWidgetItem(text, this);
     if (e.state == QueuedRun::State::failed) {
       item->setForeground(QColor(183, 28, 28));
