@@ -1,0 +1,158 @@
+// CudaInt8Linear: cuBLASLt int8 GEMM (TN, int32 accumulate) plus our pack and epilogue kernels
+// (see cuda_int8_linear.h).
+#include "engine/backend/cuda/cuda_int8_linear.h"
+
+#include <cublasLt.h>
+
+#include <cstring>
+#include <vector>
+
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_context.h"
+#include "kernels/int8_gemm_io.cuh"
+
+namespace lathe::cuda {
+
+namespace {
+
+constexpr int64_t kPad = 16;  // K and O padded to multiples of 16 (int8 tensor-core tiles, aligned rows)
+constexpr size_t kMaxWorkspace = size_t{32} << 20;
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+struct CudaInt8Linear::Impl {
+  cublasLtHandle_t lt = nullptr;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  int64_t n = -1;                       // the batch the B/C layouts and the algorithm are for
+  Tensor w, comp, bias_acc, out_scale;  // device: s8 [Op, Kp], s32 [Op], f32 [Op], f32 [Op]
+  Tensor packed, acc;                   // device: s8 [N, Kp], s32 [N, Op]
+
+  void destroy_batch_layouts() {
+    if (b)
+      cublasLtMatrixLayoutDestroy(b);
+    if (c)
+      cublasLtMatrixLayoutDestroy(c);
+    b = c = nullptr;
+  }
+  ~Impl() {
+    destroy_batch_layouts();
+    if (a)
+      cublasLtMatrixLayoutDestroy(a);
+    if (op)
+      cublasLtMatmulDescDestroy(op);
+    if (lt)
+      cublasLtDestroy(lt);
+  }
+};
+
+CudaInt8Linear::CudaInt8Linear(CudaBackend& backend, const Int8LayerData& layer)
+    : m_be(backend), m_layer(layer), m_impl(std::make_unique<Impl>()) {
+  const Tensor& wq = layer.weights_q;
+  LATHE_CHECK(wq.device().is_cpu() && wq.dtype() == DType::s8 && wq.ndim() == 2 && wq.is_contiguous(),
+              "CudaInt8Linear: weights must be host s8 [O, K] (make_int8_layer), got ", wq.describe());
+  LATHE_CHECK(!layer.config.src.per_channel() && layer.config.src.bits == 8,
+              "CudaInt8Linear: src parameters must be 8-bit per tensor, got ", layer.config.src.describe());
+  m_o = wq.dim(0);
+  m_k = wq.dim(1);
+  m_kp = round_up(m_k, kPad);
+  m_op = round_up(m_o, kPad);
+  CudaContext& ctx = m_be.context();
+  ctx.activate();
+
+  // Weights padded with zeros; the compensation of the u8 -> s8 shift and of the src zero point.
+  const bool src_unsigned = !layer.config.src.is_signed;
+  const int32_t zx = layer.config.src.zero_point[0];
+  const int32_t shift = src_unsigned ? 128 - zx : -zx;  // sum (q - z) w = sum (packed) w + shift * sum w
+  Tensor hw = Tensor::zeros({m_op, m_kp}, DType::s8);
+  Tensor hcomp = Tensor::zeros({m_op}, DType::s32), hbias = Tensor::zeros({m_op}, DType::f32),
+         hscale = Tensor::zeros({m_op}, DType::f32);
+  const int8_t* src_w = wq.data<int8_t>();
+  for (int64_t o = 0; o < m_o; ++o) {
+    int64_t sum = 0;
+    for (int64_t k = 0; k < m_k; ++k) {
+      hw.data<int8_t>()[o * m_kp + k] = src_w[o * m_k + k];
+      sum += src_w[o * m_k + k];
+    }
+    hcomp.data<int32_t>()[o] = static_cast<int32_t>(shift * sum);
+    hbias.data<float>()[o] = layer.bias_acc[o];
+    hscale.data<float>()[o] = layer.output_scales[o];
+  }
+  Impl& im = *m_impl;
+  im.w = m_be.empty(hw.shape(), DType::s8);
+  im.comp = m_be.empty(hcomp.shape(), DType::s32);
+  im.bias_acc = m_be.empty(hbias.shape(), DType::f32);
+  im.out_scale = m_be.empty(hscale.shape(), DType::f32);
+  m_be.copy(hw, im.w);
+  m_be.copy(hcomp, im.comp);
+  m_be.copy(hbias, im.bias_acc);
+  m_be.copy(hscale, im.out_scale);
+
+  LATHE_CUBLAS_CHECK(cublasLtCreate(&im.lt));
+  LATHE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&im.op, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+  // Row-major C[N, O] = X[N, K] W[O, K]^T is column-major C^T (O x N) = W (O x K) X^T (K x N):
+  // A = W stored column-major K x O (transposed: "T"), B = X stored column-major K x N ("N").
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  LATHE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(im.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LATHE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(im.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.a, CUDA_R_8I, m_kp, m_op, m_kp));
+}
+
+CudaInt8Linear::~CudaInt8Linear() = default;
+
+Tensor CudaInt8Linear::forward(const Tensor& src) {
+  LATHE_CHECK(!src.device().is_cpu() && src.dtype() == m_layer.src_dtype() && src.ndim() == 2 && src.dim(1) == m_k &&
+                  src.stride(1) == 1,
+              "CudaInt8Linear::forward: src must be device ", dtype_name(m_layer.src_dtype()), " [N, ", m_k,
+              "] with unit column stride, got ", src.describe());
+  CudaContext& ctx = m_be.context();
+  ctx.activate();
+  Impl& im = *m_impl;
+  const int64_t n = src.dim(0);
+  if (n != im.n) {  // layouts, buffers and the algorithm for this batch size
+    im.destroy_batch_layouts();
+    LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.b, CUDA_R_8I, m_kp, n, m_kp));
+    LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.c, CUDA_R_32I, m_op, n, m_op));
+    im.packed = m_be.empty({n, m_kp}, DType::s8);
+    im.acc = m_be.empty({n, m_op}, DType::s32);
+    cublasLtMatmulPreference_t pref = nullptr;
+    LATHE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    LATHE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &kMaxWorkspace, sizeof(kMaxWorkspace)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(im.lt, im.op, im.a, im.b, im.c, im.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    LATHE_CUBLAS_CHECK(st);
+    LATHE_CHECK(found > 0, "CudaInt8Linear: cuBLASLt has no int8 GEMM for O ", m_op, ", K ", m_kp, ", N ", n,
+                " on this GPU");
+    im.algo = result.algo;
+    im.workspace = result.workspaceSize;
+    im.n = n;
+  }
+  cudaStream_t stream = ctx.stream();
+  LATHE_CUDA_CHECK(kernels::int8_pack_rows(stream, src.raw(), src.dtype() == DType::u8, n, m_k, src.stride(0),
+                                           static_cast<int8_t*>(im.packed.raw()), m_kp));
+  const int32_t alpha = 1, beta = 0;
+  void* ws = im.workspace ? ctx.workspace(im.workspace) : nullptr;
+  LATHE_CUBLAS_CHECK(cublasLtMatmul(im.lt, im.op, &alpha, im.w.raw(), im.a, im.packed.raw(), im.b, &beta, im.acc.raw(),
+                                    im.c, im.acc.raw(), im.c, &im.algo, ws, im.workspace, stream));
+  const auto& dst_q = m_layer.config.dst;
+  const kernels::Int8Out out =
+      !dst_q ? kernels::Int8Out::f32 : (dst_q->is_signed ? kernels::Int8Out::s8 : kernels::Int8Out::u8);
+  Tensor dst = m_be.empty({n, m_o}, m_layer.dst_dtype());
+  LATHE_CUDA_CHECK(kernels::int8_epilogue(
+      stream, static_cast<const int32_t*>(im.acc.raw()), n, m_o, m_op, static_cast<const int32_t*>(im.comp.raw()),
+      static_cast<const float*>(im.bias_acc.raw()), static_cast<const float*>(im.out_scale.raw()),
+      m_layer.config.post == PostOp::relu, out, dst_q ? static_cast<float>(dst_q->zero_point[0]) : 0.0f,
+      dst_q ? dst_q->qmin() : 0, dst_q ? dst_q->qmax() : 0, dst.raw()));
+  return dst;
+}
+
+}  // namespace lathe::cuda

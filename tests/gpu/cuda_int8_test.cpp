@@ -1,0 +1,87 @@
+// The GPU INT8 linear layer (cuBLASLt int8 GEMM + our epilogue) and the GPU quantize kernel against
+// the CPU integer reference: every element must be the same integer (or the same f32), for u8
+// inputs with a zero point and s8 inputs, f32 / s8 / u8+ReLU outputs, and sizes that are and are
+// not multiples of the 16-element padding. Label gpu: skipped with the reason without a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/cuda_context.h"
+#include "engine/backend/cuda/cuda_int8_linear.h"
+#include "engine/compress/quant/int8_reference.h"
+#include "kernels/int8_gemm_io.cuh"
+#include "tests/gpu/gpu_test_support.h"
+
+namespace lathe {
+namespace {
+
+using gputest::CudaTest;
+
+enum class Src { u8_zero_point, s8 };
+enum class Dst { f32, s8, u8_relu };
+
+/// Random quantized activations [n, k] in the src dtype (every integer of the range can occur).
+Tensor random_q(int64_t n, int64_t k, const QuantParams& p, Rng& rng) {
+  Tensor t = Tensor::empty({n, k}, p.storage_dtype());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set_flat(i, p.qmin() + static_cast<int64_t>(rng.below(static_cast<uint64_t>(p.qmax() - p.qmin() + 1))));
+  return t;
+}
+
+class CudaInt8Test : public CudaTest {};
+
+TEST_F(CudaInt8Test, LinearMatchesTheIntegerReferenceExactly) {
+  Rng rng(gputest::base_seed());
+  struct Case {
+    int64_t n, k, o;
+  };
+  for (const Case c : {Case{5, 37, 10}, Case{64, 784, 512}, Case{256, 3136, 128}, Case{3, 128, 10}})
+    for (Src sm : {Src::u8_zero_point, Src::s8})
+      for (Dst dm : {Dst::f32, Dst::s8, Dst::u8_relu}) {
+        SCOPED_TRACE(testing::Message() << "n " << c.n << " k " << c.k << " o " << c.o << " src "
+                                        << (sm == Src::s8 ? "s8" : "u8+zp") << " dst " << static_cast<int>(dm));
+        const Tensor w = gputest::host_random({c.o, c.k}, rng, MemoryFormat::contiguous, 0.05);
+        const Tensor b = gputest::host_random({c.o}, rng, MemoryFormat::contiguous, 0.1);
+        Int8LayerConfig cfg;
+        cfg.src = sm == Src::s8 ? make_quant_params(-1.0, 1.0, 8, true, true)
+                                : make_quant_params(-0.3, 2.2, 8, /*symmetric=*/false, /*is_signed=*/false);
+        if (dm == Dst::s8)
+          cfg.dst = make_quant_params(-3.0, 3.0, 8, true, true);
+        else if (dm == Dst::u8_relu)
+          cfg.dst = make_quant_params(0.0, 3.0, 8, false, false);
+        cfg.post = dm == Dst::u8_relu ? PostOp::relu : PostOp::none;
+        const Int8LayerData layer = make_int8_layer(w, &b, cfg);
+        const Tensor x = random_q(c.n, c.k, cfg.src, rng);
+        const Tensor want = int8_linear_reference(layer, x);
+        cuda::CudaInt8Linear gpu_layer(gpu(), layer);
+        const Tensor got = down(gpu_layer.forward(up(x)));
+        ASSERT_EQ(got.shape(), want.shape());
+        ASSERT_EQ(got.dtype(), want.dtype());
+        int64_t differ = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          differ += got.at_flat(i) != want.at_flat(i);
+        EXPECT_EQ(differ, 0) << "of " << want.numel() << " elements";
+      }
+}
+
+TEST_F(CudaInt8Test, QuantizeKernelMatchesQuantizeIncludingTiesAndNaN) {
+  Rng rng(gputest::base_seed() + 1);
+  const QuantParams p = make_quant_params(-0.5, 1.5, 8, false, false);
+  Tensor x = gputest::host_random({4099}, rng);
+  for (int64_t i = 0; i < 64; ++i)  // exact ties k + 0.5 steps, both signs, and NaN
+    x.set_flat(i, (static_cast<double>(i) - 32 + 0.5) * p.scale[0]);
+  x.set_flat(64, std::numeric_limits<double>::quiet_NaN());
+  const Tensor want = quantize(x, p);
+  const Tensor dx = up(x);
+  Tensor dq = gpu().empty(x.shape(), DType::u8);
+  LATHE_CUDA_CHECK(kernels::int8_quantize(gpu().context().stream(), static_cast<const float*>(dx.raw()), x.numel(),
+                                          p.scale[0], p.zero_point[0], p.qmin(), p.qmax(), true, dq.raw()));
+  const Tensor got = down(dq);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ASSERT_EQ(got.at_flat(i), want.at_flat(i)) << "element " << i << " x " << x.at_flat(i);
+}
+
+}  // namespace
+}  // namespace lathe
