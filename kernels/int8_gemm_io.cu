@@ -58,9 +58,35 @@ __global__ void quantize_kernel(const float* x, int64_t n, float scale, int zero
   }
 }
 
+__global__ void im2col_nhwc_kernel(const uint8_t* src, int64_t n, int64_t c, int64_t h, int64_t w, int64_t stride_n,
+                                   int64_t stride_h, int64_t stride_w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                                   int64_t ph, int64_t pw, int64_t oh, int64_t ow, uint8_t pad_value, uint8_t* dst) {
+  const int64_t cols = kh * kw * c, total = n * oh * ow * cols;
+  for (int64_t i = detail::global_thread(); i < total; i += detail::grid_threads()) {
+    const int64_t row = i / cols, col = i % cols;
+    const int64_t ch = col % c, kx = (col / c) % kw, ky = col / (c * kw);
+    const int64_t x = row % ow, y = (row / ow) % oh, b = row / (ow * oh);
+    const int64_t iy = y * sh - ph + ky, ix = x * sw - pw + kx;
+    dst[i] =
+        (iy < 0 || iy >= h || ix < 0 || ix >= w) ? pad_value : src[b * stride_n + iy * stride_h + ix * stride_w + ch];
+  }
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ launchers
+
+cudaError_t int8_im2col_nhwc(cudaStream_t stream, const uint8_t* src, int64_t n, int64_t c, int64_t h, int64_t w,
+                             int64_t stride_n, int64_t stride_h, int64_t stride_w, int64_t kh, int64_t kw, int64_t sh,
+                             int64_t sw, int64_t ph, int64_t pw, int64_t oh, int64_t ow, uint8_t pad_value,
+                             uint8_t* dst) {
+  const int64_t total = n * oh * ow * kh * kw * c;
+  if (total <= 0)
+    return cudaSuccess;
+  im2col_nhwc_kernel<<<detail::grid_for(total), detail::kBlock, 0, stream>>>(
+      src, n, c, h, w, stride_n, stride_h, stride_w, kh, kw, sh, sw, ph, pw, oh, ow, pad_value, dst);
+  return cudaGetLastError();
+}
 
 cudaError_t int8_pack_rows(cudaStream_t stream, const void* src, bool src_unsigned, int64_t rows, int64_t cols,
                            int64_t ld_src, int8_t* dst, int64_t ld_dst) {

@@ -15,6 +15,15 @@ namespace lathe::kernels {
 [[nodiscard]] cudaError_t int8_pack_rows(cudaStream_t stream, const void* src, bool src_unsigned, int64_t rows,
                                          int64_t cols, int64_t ld_src, int8_t* dst, int64_t ld_dst);
 
+/// im2col of a channels-last 8-bit image batch for an INT8 convolution as a GEMM: row
+/// (n * OH + oh) * OW + ow, column (kh * KW + kw) * C + c holds x[n, c, oh*sh - ph + kh, ow*sw - pw + kw]
+/// (element size 1; `src` strides in elements for n, h, w, the channel stride being 1), and
+/// `pad_value` (the zero point: a real 0) outside the image. dst is [N*OH*OW, KH*KW*C] row-major.
+[[nodiscard]] cudaError_t int8_im2col_nhwc(cudaStream_t stream, const uint8_t* src, int64_t n, int64_t c, int64_t h,
+                                           int64_t w, int64_t stride_n, int64_t stride_h, int64_t stride_w, int64_t kh,
+                                           int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t oh,
+                                           int64_t ow, uint8_t pad_value, uint8_t* dst);
+
 /// Output kinds of the epilogue.
 enum class Int8Out { f32, s8, u8 };
 

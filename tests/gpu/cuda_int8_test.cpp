@@ -1,7 +1,8 @@
-// The GPU INT8 linear layer (cuBLASLt int8 GEMM + our epilogue) and the GPU quantize kernel against
-// the CPU integer reference: every element must be the same integer (or the same f32), for u8
-// inputs with a zero point and s8 inputs, f32 / s8 / u8+ReLU outputs, and sizes that are and are
-// not multiples of the 16-element padding. Label gpu: skipped with the reason without a device.
+// The GPU INT8 linear and conv layers (cuBLASLt int8 GEMM, im2col, our epilogue) and the GPU
+// quantize kernel against the CPU integer reference: every element must be the same integer (or the
+// same f32), for u8 inputs with a zero point and s8 inputs, f32 / s8 / u8+ReLU outputs, and sizes
+// that are and are not multiples of the 16-element padding. Label gpu: skipped with the reason
+// without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,6 +65,42 @@ TEST_F(CudaInt8Test, LinearMatchesTheIntegerReferenceExactly) {
           differ += got.at_flat(i) != want.at_flat(i);
         EXPECT_EQ(differ, 0) << "of " << want.numel() << " elements";
       }
+}
+
+TEST_F(CudaInt8Test, ConvMatchesTheIntegerReferenceExactly) {
+  Rng rng(gputest::base_seed() + 2);
+  struct Case {
+    int64_t n, c, hw, o, stride, pad;
+  };
+  for (const Case k : {Case{2, 1, 28, 32, 1, 1}, Case{3, 32, 14, 64, 1, 1}, Case{2, 5, 9, 7, 2, 0}})
+    for (Src sm : {Src::u8_zero_point, Src::s8}) {
+      SCOPED_TRACE(testing::Message() << "c " << k.c << " o " << k.o << " stride " << k.stride << " src "
+                                      << (sm == Src::s8 ? "s8" : "u8+zp"));
+      const Tensor w = gputest::host_random({k.o, k.c, 3, 3}, rng, MemoryFormat::contiguous, 0.1);
+      const Tensor b = gputest::host_random({k.o}, rng, MemoryFormat::contiguous, 0.1);
+      Int8LayerConfig cfg;
+      cfg.src =
+          sm == Src::s8 ? make_quant_params(-1.0, 1.0, 8, true, true) : make_quant_params(-0.3, 2.2, 8, false, false);
+      cfg.dst = make_quant_params(0.0, 4.0, 8, false, false);
+      cfg.post = PostOp::relu;
+      const Int8LayerData layer = make_int8_layer(w, &b, cfg);
+      ConvParams p;
+      p.stride_h = p.stride_w = k.stride;
+      p.pad_h = p.pad_w = k.pad;
+      const Tensor flat = random_q(k.n, k.c * k.hw * k.hw, cfg.src, rng);
+      Tensor x =
+          Tensor::empty({k.n, k.c, k.hw, k.hw}, cfg.src.storage_dtype(), Device::cpu(), MemoryFormat::channels_last);
+      for (int64_t i = 0; i < x.numel(); ++i)
+        x.set_flat(i, flat.at_flat(i));
+      const Tensor want = int8_conv2d_reference(layer, p, x);
+      cuda::CudaInt8Conv2d gpu_conv(gpu(), layer, p);
+      const Tensor got = down(gpu_conv.forward(up(x, MemoryFormat::channels_last)));
+      ASSERT_EQ(got.shape(), want.shape());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < want.numel(); ++i)
+        differ += got.at_flat(i) != want.at_flat(i);
+      EXPECT_EQ(differ, 0) << "of " << want.numel() << " elements";
+    }
 }
 
 TEST_F(CudaInt8Test, QuantizeKernelMatchesQuantizeIncludingTiesAndNaN) {

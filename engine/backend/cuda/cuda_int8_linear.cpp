@@ -106,6 +106,12 @@ CudaInt8Linear::CudaInt8Linear(CudaBackend& backend, const Int8LayerData& layer)
 CudaInt8Linear::~CudaInt8Linear() = default;
 
 Tensor CudaInt8Linear::forward(const Tensor& src) {
+  Tensor dst = m_be.empty({src.ndim() == 2 ? src.dim(0) : 0, m_o}, m_layer.dst_dtype());
+  forward_into(src, dst.raw());
+  return dst;
+}
+
+void CudaInt8Linear::forward_into(const Tensor& src, void* dst) {
   LATHE_CHECK(!src.device().is_cpu() && src.dtype() == m_layer.src_dtype() && src.ndim() == 2 && src.dim(1) == m_k &&
                   src.stride(1) == 1,
               "CudaInt8Linear::forward: src must be device ", dtype_name(m_layer.src_dtype()), " [N, ", m_k,
@@ -146,12 +152,69 @@ Tensor CudaInt8Linear::forward(const Tensor& src) {
   const auto& dst_q = m_layer.config.dst;
   const kernels::Int8Out out =
       !dst_q ? kernels::Int8Out::f32 : (dst_q->is_signed ? kernels::Int8Out::s8 : kernels::Int8Out::u8);
-  Tensor dst = m_be.empty({n, m_o}, m_layer.dst_dtype());
   LATHE_CUDA_CHECK(kernels::int8_epilogue(
       stream, static_cast<const int32_t*>(im.acc.raw()), n, m_o, m_op, static_cast<const int32_t*>(im.comp.raw()),
       static_cast<const float*>(im.bias_acc.raw()), static_cast<const float*>(im.out_scale.raw()),
       m_layer.config.post == PostOp::relu, out, dst_q ? static_cast<float>(dst_q->zero_point[0]) : 0.0f,
-      dst_q ? dst_q->qmin() : 0, dst_q ? dst_q->qmax() : 0, dst.raw()));
+      dst_q ? dst_q->qmin() : 0, dst_q ? dst_q->qmax() : 0, dst));
+}
+
+// ---- convolution as im2col + GEMM ----
+
+namespace {
+
+/// The conv layer with its weights [O, C, KH, KW] reordered to [O, KH * KW * C] (im2col order).
+Int8LayerData as_gemm_layer(const Int8LayerData& layer) {
+  const Tensor& w = layer.weights_q;
+  LATHE_CHECK(w.device().is_cpu() && w.dtype() == DType::s8 && w.ndim() == 4 && w.is_contiguous(),
+              "CudaInt8Conv2d: weights must be host s8 [O, C, KH, KW] (make_int8_layer), got ", w.describe());
+  const int64_t O = w.dim(0), C = w.dim(1), KH = w.dim(2), KW = w.dim(3);
+  Int8LayerData g = layer;
+  g.weights_q = Tensor::empty({O, KH * KW * C}, DType::s8);
+  const int8_t* s = w.data<int8_t>();
+  int8_t* d = g.weights_q.data<int8_t>();
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t y = 0; y < KH; ++y)
+        for (int64_t x = 0; x < KW; ++x)
+          d[o * KH * KW * C + (y * KW + x) * C + c] = s[((o * C + c) * KH + y) * KW + x];
+  return g;
+}
+
+}  // namespace
+
+CudaInt8Conv2d::CudaInt8Conv2d(CudaBackend& backend, const Int8LayerData& layer, const ConvParams& params)
+    : m_be(backend),
+      m_p(params),
+      m_c(layer.weights_q.ndim() == 4 ? layer.weights_q.dim(1) : 0),
+      m_kh(layer.weights_q.ndim() == 4 ? layer.weights_q.dim(2) : 0),
+      m_kw(layer.weights_q.ndim() == 4 ? layer.weights_q.dim(3) : 0),
+      m_pad(static_cast<uint8_t>(layer.config.src.zero_point.empty() ? 0 : layer.config.src.zero_point[0])),
+      m_src_dtype(layer.src_dtype()),
+      m_dst_dtype(layer.dst_dtype()),
+      m_gemm(std::make_unique<CudaInt8Linear>(backend, as_gemm_layer(layer))) {}
+
+CudaInt8Conv2d::~CudaInt8Conv2d() = default;
+
+Tensor CudaInt8Conv2d::forward(const Tensor& src) {
+  LATHE_CHECK(!src.device().is_cpu() && src.dtype() == m_src_dtype && src.ndim() == 4 && src.dim(1) == m_c &&
+                  src.is_channels_last(),
+              "CudaInt8Conv2d::forward: src must be device ", dtype_name(m_src_dtype), " [N, ", m_c,
+              ", H, W] channels-last, got ", src.describe());
+  const int64_t n = src.dim(0), h = src.dim(2), w = src.dim(3);
+  const int64_t oh = conv_out_size(h, m_kh, m_p.stride_h, m_p.pad_h),
+                ow = conv_out_size(w, m_kw, m_p.stride_w, m_p.pad_w);
+  const Shape cols_shape{n * oh * ow, m_kh * m_kw * m_c};
+  if (!m_cols.defined() || m_cols.shape() != cols_shape || m_cols.dtype() != m_src_dtype)
+    m_cols = m_be.empty(cols_shape, m_src_dtype);
+  CudaContext& ctx = m_be.context();
+  ctx.activate();
+  LATHE_CUDA_CHECK(kernels::int8_im2col_nhwc(ctx.stream(), static_cast<const uint8_t*>(src.raw()), n, m_c, h, w,
+                                             src.stride(0), src.stride(2), src.stride(3), m_kh, m_kw, m_p.stride_h,
+                                             m_p.stride_w, m_p.pad_h, m_p.pad_w, oh, ow, m_pad,
+                                             static_cast<uint8_t*>(m_cols.raw())));
+  Tensor dst = m_be.empty({n, m_gemm->out_features(), oh, ow}, m_dst_dtype, MemoryFormat::channels_last);
+  m_gemm->forward_into(m_cols, dst.raw());  // rows (n, oh, ow) x channels: the channels-last memory
   return dst;
 }
 

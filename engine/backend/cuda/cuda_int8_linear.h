@@ -29,6 +29,8 @@ class CudaInt8Linear {
   /// src: device [N, K] in the layer's src dtype (u8 or s8, row-major); returns device [N, O] in the
   /// layer's dst dtype (u8/s8, or f32 for the last layer).
   Tensor forward(const Tensor& src);
+  /// The same, writing [N, O] row-major into `dst` (device memory of N * O dst-dtype elements).
+  void forward_into(const Tensor& src, void* dst);
 
   int64_t in_features() const { return m_k; }
   int64_t out_features() const { return m_o; }
@@ -39,6 +41,28 @@ class CudaInt8Linear {
   Int8LayerData m_layer;  // host copy: config and scales
   int64_t m_k, m_o, m_kp, m_op;
   std::unique_ptr<Impl> m_impl;
+};
+
+/// The INT8 convolution on the GPU as a GEMM: an im2col of the channels-last 8-bit input (padding
+/// with the src zero point, a real 0), then CudaInt8Linear over weights reordered to the im2col
+/// column order (kh, kw, c). Output channels-last [N, O, OH, OW], as Int8Conv2d on the CPU.
+class CudaInt8Conv2d {
+ public:
+  /// `layer` from make_int8_layer with weights [O, C, KH, KW] (host).
+  CudaInt8Conv2d(CudaBackend& backend, const Int8LayerData& layer, const ConvParams& params);
+  ~CudaInt8Conv2d();
+
+  /// src: device [N, C, H, W] channels-last in the layer's src dtype.
+  Tensor forward(const Tensor& src);
+
+ private:
+  CudaBackend& m_be;
+  ConvParams m_p;
+  int64_t m_c, m_kh, m_kw;
+  uint8_t m_pad;  // the src zero point's byte
+  DType m_src_dtype, m_dst_dtype;
+  std::unique_ptr<CudaInt8Linear> m_gemm;
+  Tensor m_cols;  // device [N*OH*OW, KH*KW*C], reused
 };
 
 }  // namespace lathe::cuda
