@@ -205,8 +205,11 @@ void LiveChart::refresh() {
     if (!any) {
       xAxis->setRange(0, 1);
       yAxis->setRange(0, 1);
+    } else if (y1 == y0 && y0 == 0) {  // all zero (e.g. $0 on a local machine): 0 at the bottom, not 1e-9 ticks
+      xAxis->setRange(x0, x1 > x0 ? x1 : x0 + 1);
+      yAxis->setRange(0, 1);
     } else {  // a little headroom; a flat series gets a visible band around its value
-      const double pad = y1 > y0 ? (y1 - y0) * 0.05 : std::max(std::abs(y0) * 0.05, 1e-9);
+      const double pad = y1 > y0 ? (y1 - y0) * 0.05 : std::abs(y0) * 0.05;
       xAxis->setRange(x0, x1 > x0 ? x1 : x0 + 1);
       yAxis->setRange(y0 - pad, y1 + pad);
     }
