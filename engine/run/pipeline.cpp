@@ -70,6 +70,15 @@ TrainPhase main_train_phase(const StageContext& ctx) {
   return p;
 }
 
+TrainPhase fine_tuning_phase(const StageContext& ctx, const std::string& name, int epochs, double lr_scale) {
+  TrainPhase p = main_train_phase(ctx);
+  p.name = name;
+  p.epochs = epochs;
+  p.optimizer.lr = ctx.cfg.train.optimizer.lr * lr_scale;
+  p.schedule = make_lr_schedule(ctx.cfg.train, p.optimizer.lr, epochs, ctx.steps_per_epoch(p.loader));
+  return p;
+}
+
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks) {
   Backend& be = ctx.be;
   Model& model = *ctx.model;

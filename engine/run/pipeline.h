@@ -93,6 +93,9 @@ struct PhaseResult {
 
 /// The phase the config describes (train.*), with its LR schedule.
 TrainPhase main_train_phase(const StageContext& ctx);
+/// A fine-tuning phase after a compression step ("finetune", "qat"): the main phase's loader,
+/// optimizer and schedule type for `epochs` epochs from train.optimizer.lr x `lr_scale`.
+TrainPhase fine_tuning_phase(const StageContext& ctx, const std::string& name, int epochs, double lr_scale);
 /// An LR schedule from train.schedule for `epochs` epochs starting at `base_lr`.
 LrSchedule make_lr_schedule(const TrainConfig& t, double base_lr, int epochs, int64_t steps_per_epoch);
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o);

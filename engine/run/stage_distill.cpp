@@ -123,19 +123,22 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
   // ---- a zoo teacher is trained first, in this run, on the teacher's (base) augmentation ----
   if (st.spec.kind == TeacherSpec::Kind::zoo) {
     PrefixSink teacher_sink(ctx.sink, "teacher/");
-    StageContext tctx{ctx.cfg, ctx.options, ctx.be, ctx.data, std::move(st.teacher), teacher_sink};
-    tctx.run_id = ctx.run_id;
-    tctx.step = ctx.step;
-    tctx.threads = ctx.threads;
-    tctx.peak_flops_per_s = ctx.peak_flops_per_s;
-    tctx.instance = ctx.instance;
-    tctx.spot = ctx.spot;
-    tctx.wall_ms = ctx.wall_ms;
-    TrainPhase tp = main_train_phase(tctx);
-    tp.name = "teacher";
-    tp.epochs = d.teacher_epochs;
-    tp.schedule =
-        make_lr_schedule(ctx.cfg.train, ctx.cfg.train.optimizer.lr, d.teacher_epochs, tctx.steps_per_epoch(tp.loader));
+    StageContext tctx{.cfg = ctx.cfg,
+                      .options = ctx.options,
+                      .be = ctx.be,
+                      .data = ctx.data,
+                      .model = std::move(st.teacher),
+                      .sink = teacher_sink,
+                      .run_id = ctx.run_id,
+                      .run_dir = {},
+                      .step = ctx.step,
+                      .threads = ctx.threads,
+                      .peak_flops_per_s = ctx.peak_flops_per_s,
+                      .instance = ctx.instance,
+                      .spot = ctx.spot,
+                      .wall_ms = ctx.wall_ms,
+                      .progress = {}};
+    const TrainPhase tp = fine_tuning_phase(tctx, "teacher", static_cast<int>(d.teacher_epochs), 1.0);
     tctx.total_steps = ctx.total_steps + tctx.steps_per_epoch(tp.loader) * tp.epochs;
     train_phase(tctx, tp, {});
     st.teacher = std::move(tctx.model);

@@ -152,13 +152,9 @@ void run_unstructured(StageContext& ctx) {
   evaluate_and_log(ctx, "pruned_before_finetune");
 
   // ---- masked fine-tuning (AGP grows the masks on its schedule) ----
-  TrainPhase phase = main_train_phase(ctx);
-  phase.name = "finetune";
-  phase.epochs = static_cast<int>(pc.finetune_epochs);
+  const TrainPhase phase =
+      fine_tuning_phase(ctx, "finetune", static_cast<int>(pc.finetune_epochs), pc.finetune_lr_scale);
   const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
-  const double lr = ctx.cfg.train.optimizer.lr * pc.finetune_lr_scale;
-  phase.optimizer.lr = lr;
-  phase.schedule = make_lr_schedule(ctx.cfg.train, lr, phase.epochs, steps_per_epoch);
   const int64_t phase_steps = steps_per_epoch * phase.epochs, phase_start = ctx.step;
   AgpSchedule schedule;
   if (agp) {

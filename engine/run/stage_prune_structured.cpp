@@ -153,14 +153,9 @@ void run_structured_prune_stage(StageContext& ctx) {
   // ---- fine-tune the smaller model (a fresh optimizer: train_phase makes one) ----
   EvalResult pruned_eval;
   if (pc.finetune_epochs > 0) {
-    TrainPhase phase = main_train_phase(ctx);
-    phase.name = "finetune";
-    phase.epochs = static_cast<int>(pc.finetune_epochs);
-    const double lr = ctx.cfg.train.optimizer.lr * pc.finetune_lr_scale;
-    phase.optimizer.lr = lr;
-    const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
-    phase.schedule = make_lr_schedule(ctx.cfg.train, lr, phase.epochs, steps_per_epoch);
-    ctx.total_steps += steps_per_epoch * phase.epochs;
+    const TrainPhase phase =
+        fine_tuning_phase(ctx, "finetune", static_cast<int>(pc.finetune_epochs), pc.finetune_lr_scale);
+    ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
     const PhaseResult tuned = train_phase(ctx, phase);
     if (tuned.stopped || ctx.stop_requested())
       return;

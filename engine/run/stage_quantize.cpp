@@ -182,14 +182,8 @@ Quantized quantize_static(StageContext& ctx, const Int8ModelOptions& mo, int64_t
   const int layers = attach_fake_quant(model, *out.model);
   ctx.sink.event("qat", {{"epochs", qc.qat_epochs}, {"lr_scale", qc.qat_lr_scale}, {"fake_quant_layers", layers}});
   if (qc.qat_epochs > 0) {
-    TrainPhase phase = main_train_phase(ctx);
-    phase.name = "qat";
-    phase.epochs = static_cast<int>(qc.qat_epochs);
-    const double lr = ctx.cfg.train.optimizer.lr * qc.qat_lr_scale;
-    phase.optimizer.lr = lr;
-    const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
-    phase.schedule = make_lr_schedule(ctx.cfg.train, lr, phase.epochs, steps_per_epoch);
-    ctx.total_steps += steps_per_epoch * phase.epochs;
+    const TrainPhase phase = fine_tuning_phase(ctx, "qat", static_cast<int>(qc.qat_epochs), qc.qat_lr_scale);
+    ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
     train_phase(ctx, phase);
   }
   // The fake-quantized f32 model's accuracy: what QAT simulated (the real INT8 figure follows).
