@@ -25,6 +25,15 @@ TEST(GuiLiveChart, LegendAndEmaFollowTheData) {
   EXPECT_EQ(chart.smoothGraph("train/loss")->data()->size(), 0);
 }
 
+TEST(GuiLiveChart, ValueScaleShowsBytesAsMiB) {
+  LiveChart chart("Memory (peak)", {"mem/peak_bytes"});
+  chart.setValueScale(1 << 20, "MiB");
+  chart.append("mem/peak_bytes", {{1, 10, 3.0 * (1 << 20)}, {2, 20, 1.5 * (1 << 20)}});
+  chart.refresh();
+  EXPECT_EQ(chart.legendText("mem/peak_bytes"), "mem/peak_bytes (MiB)  last 1.5  min 1.5  max 3");
+  EXPECT_DOUBLE_EQ(chart.rawGraph("mem/peak_bytes")->data()->at(0)->value, 3.0);
+}
+
 TEST(GuiLiveChart, XAxisByStepEpochWallAndDollars) {
   LiveChart chart("Accuracy", {"test/accuracy"});
   chart.append("test/accuracy", {{25, 9000, 0.5}, {50, 18000, 0.6}});

@@ -33,15 +33,14 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
 
   auto* grid = new QGridLayout;
   const std::vector<std::pair<QString, QStringList>> layout = {
-      {"Loss", {"train/loss", "test/loss"}},
-      {"Accuracy", {"train/accuracy", "test/accuracy"}},
-      {"Samples / s", {"train/samples_per_s"}},
-      {"Device utilisation and MFU", {"device/util", "device/mfu"}},
-      {"Memory (peak bytes)", {"mem/peak_bytes"}},
-      {"Cost ($)", {"cost/usd"}}};
+      {"Loss", {"train/loss", "test/loss"}},    {"Accuracy", {"train/accuracy", "test/accuracy"}},
+      {"Samples / s", {"train/samples_per_s"}}, {"Device utilisation and MFU", {"device/util", "device/mfu"}},
+      {"Memory (peak)", {"mem/peak_bytes"}},    {"Cost ($)", {"cost/usd"}}};
   int i = 0;
   for (const auto& [title, metrics] : layout) {
     auto* chart = new LiveChart(title, metrics, this);
+    if (metrics.contains("mem/peak_bytes"))
+      chart->setValueScale(1 << 20, "MiB");
     chart->setMinimumSize(260, 170);
     grid->addWidget(chart, i / 3, i % 3);
     m_charts.push_back(chart);

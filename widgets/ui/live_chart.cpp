@@ -107,6 +107,14 @@ void LiveChart::clear() {
   m_dirty = true;
 }
 
+void LiveChart::setValueScale(double divisor, const QString& unit) {
+  m_divisor = divisor > 0 ? divisor : 1;
+  for (auto& [name, s] : m_series) {
+    s.name = QString::fromStdString(name) + (unit.isEmpty() ? "" : " (" + unit + ")");
+    s.raw->setName(legendText(name));
+  }
+}
+
 void LiveChart::append(const std::string& metric, const std::vector<Point>& points) {
   auto it = m_series.find(metric);
   if (it == m_series.end() || points.empty())
@@ -120,13 +128,15 @@ void LiveChart::append(const std::string& metric, const std::vector<Point>& poin
     if (!s.points.empty() && p.step <= s.points.back().step)
       continue;
     s.points.push_back(p);
-    if (std::isfinite(p.value)) {
-      s.min = std::isnan(s.min) ? p.value : std::min(s.min, p.value);
-      s.max = std::isnan(s.max) ? p.value : std::max(s.max, p.value);
+    s.points.back().value /= m_divisor;
+    if (std::isfinite(s.points.back().value)) {
+      const double v = s.points.back().value;
+      s.min = std::isnan(s.min) ? v : std::min(s.min, v);
+      s.max = std::isnan(s.max) ? v : std::max(s.max, v);
     }
     keys.push_back(m_map.x(p));
-    raw.push_back(p.value);
-    smooth.push_back(s.ema.push(p.value));
+    raw.push_back(s.points.back().value);
+    smooth.push_back(s.ema.push(s.points.back().value));
   }
   if (keys.isEmpty())
     return;

@@ -5,9 +5,9 @@
 // or dollars (XMapping). Points are kept so the mapping or smoothing can change at any time.
 #pragma once
 
+#include <qcustomplot.h>
 #include <QVector>
 #include <map>
-#include <qcustomplot.h>
 #include <string>
 #include <vector>
 
@@ -38,6 +38,9 @@ class LiveChart : public QCustomPlot {
   void setXMapping(const XMapping& mapping);
   /// alpha in [0, 1): 0 = raw only.
   void setSmoothing(double alpha);
+  /// Shows values divided by `divisor` (e.g. bytes as MiB: 1 << 20) and names the unit in the
+  /// legend; call before data arrives.
+  void setValueScale(double divisor, const QString& unit);
   /// Legend texts, autoscale while following, queued replot. Cheap when nothing changed.
   void refresh();
   bool dirty() const { return m_dirty; }
@@ -68,6 +71,7 @@ class LiveChart : public QCustomPlot {
   std::map<std::string, Series> m_series;
   XMapping m_map;
   double m_alpha = 0;
+  double m_divisor = 1;  // values are shown divided by this (setValueScale)
   bool m_dirty = false, m_follow = true;
   QCPItemStraightLine* m_cross = nullptr;
   QCPItemText* m_crossText = nullptr;
