@@ -31,6 +31,14 @@ Tensor random_q(int64_t n, int64_t k, const QuantParams& p, Rng& rng) {
   return t;
 }
 
+/// How many elements differ (logical order, so layouts may differ).
+int64_t differing(const Tensor& got, const Tensor& want) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    n += got.at_flat(i) != want.at_flat(i);
+  return n;
+}
+
 class CudaInt8Test : public CudaTest {};
 
 TEST_F(CudaInt8Test, LinearMatchesTheIntegerReferenceExactly) {
@@ -60,10 +68,7 @@ TEST_F(CudaInt8Test, LinearMatchesTheIntegerReferenceExactly) {
         const Tensor got = down(gpu_layer.forward(up(x)));
         ASSERT_EQ(got.shape(), want.shape());
         ASSERT_EQ(got.dtype(), want.dtype());
-        int64_t differ = 0;
-        for (int64_t i = 0; i < want.numel(); ++i)
-          differ += got.at_flat(i) != want.at_flat(i);
-        EXPECT_EQ(differ, 0) << "of " << want.numel() << " elements";
+        EXPECT_EQ(differing(got, want), 0) << "of " << want.numel() << " elements";
       }
 }
 
@@ -96,10 +101,7 @@ TEST_F(CudaInt8Test, ConvMatchesTheIntegerReferenceExactly) {
       cuda::CudaInt8Conv2d gpu_conv(gpu(), layer, p);
       const Tensor got = down(gpu_conv.forward(up(x, MemoryFormat::channels_last)));
       ASSERT_EQ(got.shape(), want.shape());
-      int64_t differ = 0;
-      for (int64_t i = 0; i < want.numel(); ++i)
-        differ += got.at_flat(i) != want.at_flat(i);
-      EXPECT_EQ(differ, 0) << "of " << want.numel() << " elements";
+      EXPECT_EQ(differing(got, want), 0) << "of " << want.numel() << " elements";
     }
 }
 

@@ -238,57 +238,52 @@ TEST(MixedPrecisionLayers, F32IsUnchanged) {
 namespace lathe {
 namespace {
 
-/// Weight gradient of a bf16 Linear after forward(x, step) [, an interleaved forward of other data]
-/// and backward(x, dy, step'), against a fresh identical layer that runs forward + backward alone.
+/// Weight gradient of a bf16 Linear after forward(input, step 7) [, an interleaved forward of other
+/// data] and backward(input, dy, step'), against a fresh identical layer that runs forward +
+/// backward alone.
 TEST(MixedPrecisionInputReuse, BackwardReusesTheForwardCopyOnlyWhenItIsStillTheSameInput) {
   DnnlBackend be;
   Rng rng(17);
   const Tensor x = random_tensor({8, 24}, rng), other = random_tensor({8, 24}, rng);
   const Tensor dy = random_tensor({8, 6}, rng);
-  auto grad_of = [&](const std::function<void(Linear&, Tensor&)>& between, uint64_t backward_step) {
+  auto grad_of = [&](const std::function<void(Linear&, Tensor&)>& between, uint64_t backward_step,
+                     const Tensor& input) {
     Linear lin(24, 6);
     Rng init(3);
     lin.create_params(be, DType::f32, init);
     lin.set_compute_precision(DType::bf16);
     Tensor y = Tensor::empty({8, 6}, DType::f32), dx = Tensor::empty({8, 24}, DType::f32);
     LayerContext train{be, true, 7};
-    lin.forward(train, {&x}, y);
+    lin.forward(train, {&input}, y);
     between(lin, y);
     LayerContext back{be, true, backward_step};
-    lin.backward(back, {&x}, y, dy, {&dx});
+    lin.backward(back, {&input}, y, dy, {&dx});
     return lin.params()[0]->grad.contiguous_copy();
   };
-  const Tensor alone = grad_of([](Linear&, Tensor&) {}, 7);
+  const auto nothing = [](Linear&, Tensor&) {};
+  const Tensor alone = grad_of(nothing, 7, x);
   // An evaluation forward of other data in between overwrites the layer's bf16 copy of its input.
   const Tensor after_eval = grad_of(
       [&](Linear& l, Tensor& y) {
         LayerContext eval{be, false, 0};
         l.forward(eval, {&other}, y);
       },
-      7);
+      7, x);
   // A training forward of other data at another step, likewise.
   const Tensor after_other_step = grad_of(
       [&](Linear& l, Tensor& y) {
         LayerContext t{be, true, 8};
         l.forward(t, {&other}, y);
       },
-      7);
+      7, x);
   // The same data and step but a backward at another step: converted again, same numbers.
-  const Tensor other_backward_step = grad_of([](Linear&, Tensor&) {}, 9);
+  const Tensor other_backward_step = grad_of(nothing, 9, x);
   EXPECT_TRUE(test::all_close(after_eval, alone, 0, 0));
   EXPECT_TRUE(test::all_close(after_other_step, alone, 0, 0));
   EXPECT_TRUE(test::all_close(other_backward_step, alone, 0, 0));
   // A cache that ignored the interleaved evaluation would compute the gradient from `other`: make
   // sure that gradient really differs, so the checks above can fail.
-  Linear lin(24, 6);
-  Rng init(3);
-  lin.create_params(be, DType::f32, init);
-  lin.set_compute_precision(DType::bf16);
-  Tensor y = Tensor::empty({8, 6}, DType::f32), dx = Tensor::empty({8, 24}, DType::f32);
-  LayerContext t{be, true, 7};
-  lin.forward(t, {&other}, y);
-  lin.backward(t, {&other}, y, dy, {&dx});
-  EXPECT_FALSE(test::all_close(lin.params()[0]->grad, alone, 0, 0));
+  EXPECT_FALSE(test::all_close(grad_of(nothing, 7, other), alone, 0, 0));
 }
 
 }  // namespace
