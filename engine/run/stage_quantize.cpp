@@ -1,8 +1,8 @@
 // The quantize stage: calibration, INT8 model(s), evaluation, file, latency (see stage_quantize.h).
 #include "engine/run/stage_quantize.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include "engine/compress/quant/calibration_set.h"
 #include "engine/compress/quant/int8_model.h"
@@ -14,8 +14,9 @@ namespace lathe {
 
 namespace {
 
-/// Test-set accuracy and mean cross-entropy of an Int8Model.
-EvalResult evaluate_int8(Int8Model& q, const Dataset& data, int64_t batch_size) {
+/// Test-set accuracy and mean cross-entropy of an Int8Model (its logits are host f32; the CPU
+/// backend's softmax cross-entropy scores them, as evaluate() scores the f32 model).
+EvalResult evaluate_int8(Int8Model& q, Backend& be, const Dataset& data, int64_t batch_size) {
   LoaderOptions lo;
   lo.batch_size = batch_size;
   lo.shuffle = false;
@@ -25,26 +26,10 @@ EvalResult evaluate_int8(Int8Model& q, const Dataset& data, int64_t batch_size) 
   EvalResult r;
   double loss = 0;
   while (loader.next(b)) {
-    const Tensor logits = q.forward(b.images);
-    const float* y = logits.data<float>();
-    const int64_t n = logits.dim(0), k = logits.dim(1);
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = y + i * k;
-      int64_t best = 0;
-      double mx = row[0];
-      for (int64_t j = 1; j < k; ++j)
-        if (row[j] > mx) {
-          mx = row[j];
-          best = j;
-        }
-      double sum = 0;
-      for (int64_t j = 0; j < k; ++j)
-        sum += std::exp(row[j] - mx);
-      const int32_t label = b.labels.data<int32_t>()[i];
-      loss += std::log(sum) + mx - row[label];
-      r.correct += best == label;
-    }
-    r.samples += n;
+    const LossResult l = be.softmax_cross_entropy(q.forward(b.images), b.labels, nullptr, 1.0);
+    loss += l.loss_sum;
+    r.correct += l.correct;
+    r.samples += b.labels.dim(0);
   }
   const double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
   r.loss = loss / n;
@@ -77,7 +62,7 @@ std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, const A
   search.f32_accuracy = f32_accuracy;
   search.max_drop_points = qc.max_accuracy_drop;
   search.options = mo;
-  search.evaluate = [&](Int8Model& q) { return evaluate_int8(q, ctx.data.test, 500).accuracy; };
+  search.evaluate = [&](Int8Model& q) { return evaluate_int8(q, ctx.be, ctx.data.test, 500).accuracy; };
   search.ms_per_batch = [&](Int8Model& q) {
     return measure_latency(
                ctx.be, sample, [&](const Tensor& x) { q.forward(x); }, lo)
@@ -164,7 +149,7 @@ Quantized quantize_static(StageContext& ctx, const Int8ModelOptions& mo, int64_t
     const std::string name(calibration_method_name(m));
     auto q = std::make_unique<Int8Model>(
         model, be, m == chosen ? out.acts : derive_activation_params(stats, m, qc.percentile), mo);
-    const EvalResult ev = evaluate_int8(*q, ctx.data.test, 500);
+    const EvalResult ev = evaluate_int8(*q, ctx.be, ctx.data.test, 500);
     log("quant/" + name + "/test_accuracy", ev.accuracy);
     log("quant/" + name + "/test_loss", ev.loss);
     if (m == chosen) {
@@ -193,7 +178,7 @@ Quantized quantize_static(StageContext& ctx, const Int8ModelOptions& mo, int64_t
     return {};
   step = ++ctx.step;
   out.model = std::make_unique<Int8Model>(model, be, out.acts, mo);
-  out.eval = evaluate_int8(*out.model, ctx.data.test, 500);
+  out.eval = evaluate_int8(*out.model, ctx.be, ctx.data.test, 500);
   return out;
 }
 
@@ -228,7 +213,7 @@ void run_quantize_stage(StageContext& ctx) {
   if (qc.mode == "ptq-dynamic") {
     mo.dynamic_activations = true;  // no calibration: ranges from each batch
     q.model = std::make_unique<Int8Model>(model, be, q.acts, mo);
-    q.eval = evaluate_int8(*q.model, ctx.data.test, 500);
+    q.eval = evaluate_int8(*q.model, ctx.be, ctx.data.test, 500);
     ctx.sink.event("quant/calibrator", {{"method", "dynamic (per batch, symmetric max |x|)"}});
   } else {
     q = quantize_static(ctx, mo, step);
@@ -241,7 +226,7 @@ void run_quantize_stage(StageContext& ctx) {
     if (ctx.stop_requested())
       return;
     best = search_mixed_precision_for(ctx, q.acts, mo, f32.accuracy);
-    best_eval = evaluate_int8(*best, ctx.data.test, 500);
+    best_eval = evaluate_int8(*best, ctx.be, ctx.data.test, 500);
   }
   log("quant/test_accuracy", best_eval.accuracy);
   log("quant/test_loss", best_eval.loss);
