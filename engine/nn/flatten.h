@@ -9,6 +9,9 @@ namespace lathe {
 class Flatten final : public Layer {
  public:
   std::string kind() const override { return "flatten"; }
+  LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const override {
+    return backend.supports(Op::reorder, precision) ? LowPrecisionIo::passes_through : LowPrecisionIo::none;
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     const Shape& in = inputs.at(0);
     int64_t rest = 1;

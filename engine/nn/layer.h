@@ -72,6 +72,18 @@ class Layer {
   /// (f32, bf16 or f16) with f32 parameters (see matmul_precision.h); the others stay f32.
   virtual void set_compute_precision(DType precision) {}
 
+  /// Mixed-precision activations (Model::set_low_precision_activations): what this layer does with
+  /// activations stored at the low compute precision `precision` on `backend`.
+  ///   converts:       reads its input and writes its output in f32 or `precision`, as the Model
+  ///                   hands them (Linear/Conv2d computing natively at `precision`);
+  ///   passes_through: its output has its input's dtype, f32 or `precision` (ReLU, max pooling,
+  ///                   Flatten, where the backend runs them at `precision`);
+  ///   none:           f32 in, f32 out (every other layer).
+  enum class LowPrecisionIo { none, converts, passes_through };
+  virtual LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const {
+    return LowPrecisionIo::none;
+  }
+
   /// Quantization-aware training: layers with matmuls (Linear, Conv2d) pass their input and weights
   /// through `t` in forward and its straight-through estimator in backward (null removes it).
   /// Returns false for layers that have no matmul operands to transform.

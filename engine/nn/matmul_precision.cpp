@@ -17,6 +17,8 @@ const Tensor& MatmulPrecision::operand(Backend& backend, Op op, const Tensor& t,
   if (!active())
     return t;
   const DType want = runs_natively(backend, op, m_precision) ? m_precision : DType::f32;
+  if (want != DType::f32 && t.dtype() == want)
+    return t;  // already stored at the low precision (Model's bf16 activations)
   if (!buf.defined() || buf.shape() != t.shape() || buf.dtype() != want || buf.format() != t.format() ||
       buf.device() != backend.device())
     buf = backend.empty(t.shape(), want, t.format());
@@ -47,7 +49,7 @@ const Tensor& MatmulPrecision::backward_operand(Slot slot, Backend& backend, Op 
 }
 
 void MatmulPrecision::round_result(Backend& backend, Tensor& t) const {
-  if (active())
+  if (active() && t.dtype() == DType::f32)
     backend.round_to_precision(t, t, m_precision);
 }
 

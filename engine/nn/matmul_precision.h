@@ -18,10 +18,15 @@ class MatmulPrecision {
   DType precision() const { return m_precision; }
   bool active() const { return m_precision != DType::f32; }
 
-  /// `t` as a matmul operand of `op`: `t` itself at f32; else a low-precision copy in `buf` (a real
-  /// bf16/f16 tensor when the backend runs `op` natively, f32 holding rounded values otherwise).
+  /// Whether `backend` runs `op` natively at this (low) precision: false at f32 and when emulated.
+  bool native(const Backend& backend, Op op) const { return active() && backend.supports(op, m_precision); }
+
+  /// `t` as a matmul operand of `op`: `t` itself at f32 or when it already is a native low-precision
+  /// tensor (a bf16 activation); else a low-precision copy in `buf` (a real bf16/f16 tensor when the
+  /// backend runs `op` natively, f32 holding rounded values otherwise).
   const Tensor& operand(Backend& backend, Op op, const Tensor& t, Tensor& buf) const;
-  /// Rounds an f32 result to the low precision, in place (nothing at f32).
+  /// Rounds an f32 result to the low precision, in place (nothing at f32, nothing to a result the
+  /// backend already wrote in the low precision).
   void round_result(Backend& backend, Tensor& t) const;
 
   /// The operands a training step converts twice (the input: forward and weight gradient; the

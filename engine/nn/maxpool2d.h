@@ -16,6 +16,9 @@ class MaxPool2d final : public Layer {
   std::string describe() const override {
     return "maxpool2d(k" + std::to_string(m_p.kernel_h) + " s" + std::to_string(m_p.stride_h) + ")";
   }
+  LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const override {
+    return backend.supports(Op::maxpool2d, precision) ? LowPrecisionIo::passes_through : LowPrecisionIo::none;
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     const Shape& in = inputs.at(0);
     if (in.size() != 4)

@@ -134,8 +134,52 @@ void ensure(Backend& backend, Tensor& t, const Shape& shape, DType dtype, Memory
 }
 }  // namespace
 
+void Model::plan_activation_dtypes(const Backend& backend) {
+  using Io = Layer::LowPrecisionIo;
+  const size_t n = m_nodes.size();
+  m_act_dtype.assign(n, m_dtype);
+  const DType low = m_compute_precision;
+  if (!m_low_precision_activations || low == DType::f32 || m_dtype != DType::f32)
+    return;
+  std::vector<Io> io(n);
+  std::vector<std::vector<int>> consumers(n);
+  for (size_t i = 0; i < n; ++i) {
+    io[i] = m_nodes[i].layer->low_precision_io(backend, low);
+    for (int j : m_nodes[i].inputs)
+      if (j != kModelInput)
+        consumers[j].push_back(static_cast<int>(i));
+  }
+  // Candidates: written by a layer that can, read by exactly one layer that can (one consumer, so
+  // no gradient sums at low precision), not the model output. A pass-through layer cannot change
+  // the dtype, so its input and output are stored alike: drop both until nothing changes.
+  std::vector<char> low_out(n, 0);
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const bool writes = io[i] == Io::converts || (io[i] == Io::passes_through && m_nodes[i].inputs[0] != kModelInput);
+    low_out[i] = writes && consumers[i].size() == 1 && io[consumers[i][0]] != Io::none;
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (io[i] != Io::passes_through)
+        continue;
+      const int in = m_nodes[i].inputs[0];
+      const bool in_low = in != kModelInput && low_out[in];
+      if (in_low != static_cast<bool>(low_out[i])) {
+        low_out[i] = 0;
+        if (in != kModelInput)
+          low_out[in] = 0;
+        changed = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (low_out[i])
+      m_act_dtype[i] = low;
+}
+
 const Tensor& Model::forward(LayerContext& ctx, const Tensor& input) {
   LATHE_CHECK(m_created, "model: forward() before create_params()");
+  plan_activation_dtypes(ctx.backend);
   const int64_t batch = input.dim(0);
   const Shape want = batch_shape(kModelInput, batch);
   if (input.shape() == want) {
@@ -155,7 +199,7 @@ const Tensor& Model::forward(LayerContext& ctx, const Tensor& input) {
     srcs.clear();
     for (int j : n.inputs)
       srcs.push_back(&input_of(j, m_input_view));
-    ensure(ctx.backend, m_outputs[i], batch_shape(static_cast<int>(i), batch), m_dtype,
+    ensure(ctx.backend, m_outputs[i], batch_shape(static_cast<int>(i), batch), m_act_dtype[i],
            n.layer->output_format(ctx.backend, srcs));
     n.layer->forward(ctx, srcs, m_outputs[i]);
   }
@@ -178,17 +222,18 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output,
     for (const auto& [node, extra_diff] : extra) {  // gradients entering here from outside the graph
       if (node != static_cast<int>(ii))
         continue;
-      LATHE_CHECK(extra_diff->shape() == m_outputs[ii].shape() && extra_diff->format() == m_outputs[ii].format(),
+      LATHE_CHECK(extra_diff->shape() == m_outputs[ii].shape() && extra_diff->format() == m_outputs[ii].format() &&
+                      extra_diff->dtype() == m_outputs[ii].dtype(),
                   "model backward: extra gradient ", extra_diff->describe(), " for '", n.name,
                   "' does not match its output ", m_outputs[ii].describe());
       if (diff_dst && diff_dst != &m_diffs[ii]) {
-        ensure(ctx.backend, m_diffs[ii], m_outputs[ii].shape(), m_dtype, m_outputs[ii].format());
+        ensure(ctx.backend, m_diffs[ii], m_outputs[ii].shape(), m_outputs[ii].dtype(), m_outputs[ii].format());
         ctx.backend.copy(*diff_dst, m_diffs[ii]);
       }
       if (diff_dst) {
         ctx.backend.axpy(1.0, *extra_diff, m_diffs[ii]);
       } else {
-        ensure(ctx.backend, m_diffs[ii], m_outputs[ii].shape(), m_dtype, m_outputs[ii].format());
+        ensure(ctx.backend, m_diffs[ii], m_outputs[ii].shape(), m_outputs[ii].dtype(), m_outputs[ii].format());
         ctx.backend.copy(*extra_diff, m_diffs[ii]);
       }
       diff_dst = &m_diffs[ii];
@@ -209,10 +254,10 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output,
       }
       const Tensor& out = m_outputs[j];
       if (!m_diff_ready[j]) {
-        ensure(ctx.backend, m_diffs[j], out.shape(), m_dtype, out.format());
+        ensure(ctx.backend, m_diffs[j], out.shape(), out.dtype(), out.format());
         diff_srcs.push_back(&m_diffs[j]);
       } else {
-        ensure(ctx.backend, m_temps[j], out.shape(), m_dtype, out.format());
+        ensure(ctx.backend, m_temps[j], out.shape(), out.dtype(), out.format());
         diff_srcs.push_back(&m_temps[j]);
         accumulate_into.push_back(j);
       }
@@ -238,6 +283,11 @@ const Tensor& Model::activation(const std::string& name) const {
                       "' (or build the model with set_fuse_relu(false))");
   LATHE_CHECK(m_outputs.size() > static_cast<size_t>(i) && m_outputs[i].defined(), "activation '", name,
               "' read before any forward pass");
+  if (m_outputs[i].dtype() != m_dtype)
+    throw ConfigError("activation '" + name + "' is stored in " + std::string(dtype_name(m_outputs[i].dtype())) +
+                      " (mixed-precision activations): call set_low_precision_activations(false) before the forward "
+                      "pass to read it in " +
+                      std::string(dtype_name(m_dtype)));
   return m_outputs[i];
 }
 

@@ -8,6 +8,9 @@ namespace lathe {
 class ReLU final : public Layer {
  public:
   std::string kind() const override { return "relu"; }
+  LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const override {
+    return backend.supports(Op::relu, precision) ? LowPrecisionIo::passes_through : LowPrecisionIo::none;
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override { return inputs.at(0); }
   void forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) override {
     ctx.backend.relu_forward(*src[0], dst);

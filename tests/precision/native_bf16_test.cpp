@@ -3,9 +3,8 @@
 // (there the layers emulate bf16, which mixed_precision_layers_test covers).
 #include <gtest/gtest.h>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include "engine/backend/cpu/dnnl_backend.h"
+#include "tests/support/native_bf16.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {
@@ -23,10 +22,8 @@ class NativeBf16 : public ::testing::Test {
   DnnlBackend cpu;
   Rng rng{21};
   void SetUp() override {
-    if (!cpu.supports(Op::linear, DType::bf16))
-      GTEST_SKIP() << "this CPU has no bf16 instructions (oneDNN effective ISA 0x" << std::hex
-                   << static_cast<unsigned>(dnnl::get_effective_cpu_isa())
-                   << "; needs avx512_core_bf16 = 0xe7 or AMX): bf16 is emulated here";
+    if (const std::string why = test::no_native_bf16_reason(cpu); !why.empty())
+      GTEST_SKIP() << why;
   }
 };
 

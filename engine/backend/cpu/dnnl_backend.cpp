@@ -189,13 +189,17 @@ bool probe_native_bf16(const dnnl::engine& eng) {
 
 bool is_bf16(const Tensor& t) { return t.dtype() == DType::bf16; }
 bool is_f32(const Tensor& t) { return t.dtype() == DType::f32; }
+/// A matmul/conv result (dst, diff_src) of bf16 operands: f32, or bf16 for bf16 activations.
+bool is_f32_or_bf16(const Tensor& t) { return is_f32(t) || is_bf16(t); }
 }  // namespace
 
 DnnlBackend::DnnlBackend() : m_impl(std::make_unique<Impl>()) { m_impl->native_bf16 = probe_native_bf16(m_impl->eng); }
 DnnlBackend::~DnnlBackend() = default;
 
 bool DnnlBackend::supports(Op op, DType dtype) const {
-  if (dtype == DType::bf16 && (op == Op::linear || op == Op::conv2d || op == Op::reorder))
+  // relu and max pooling at bf16 serve mixed-precision training's bf16 activations (Model).
+  if (dtype == DType::bf16 &&
+      (op == Op::linear || op == Op::conv2d || op == Op::reorder || op == Op::relu || op == Op::maxpool2d))
     return m_impl->native_bf16;
   return dtype == DType::f32;
 }
@@ -234,7 +238,7 @@ void DnnlBackend::reorder(const Tensor& src, Tensor& dst) {
 // ---------------------------------------------------------------- linear (matmul primitive)
 void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                                  PostOp post) {
-  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32(dst);
+  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32_or_bf16(dst);
   if (!bf16 && !(is_f32(src) && is_f32(weights)))
     return ReferenceBackend::linear_forward(src, weights, bias, dst, post);
   const int64_t N = src.dim(0), K = src.dim(1), O = weights.dim(0);
@@ -258,7 +262,7 @@ void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const
 }
 
 void DnnlBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
-  const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32(diff_src);
+  const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32_or_bf16(diff_src);
   if (!bf16 && !(is_f32(diff_dst) && is_f32(weights)))
     return ReferenceBackend::linear_backward_data(diff_dst, weights, diff_src);
   LATHE_CHECK(
@@ -312,7 +316,7 @@ void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_
 // ---------------------------------------------------------------- conv2d
 void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                                  Tensor& dst, PostOp post) {
-  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32(dst);
+  const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32_or_bf16(dst);
   if (!bf16 && !(is_f32(src) && is_f32(weights)))
     return ReferenceBackend::conv2d_forward(p, src, weights, bias, dst, post);
   LATHE_CHECK(src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4 && src.dim(1) == weights.dim(1) &&
@@ -335,7 +339,7 @@ void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const T
 
 void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                                        Tensor& diff_src) {
-  const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32(diff_src);
+  const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32_or_bf16(diff_src);
   if (!bf16 && !(is_f32(diff_dst) && is_f32(weights)))
     return ReferenceBackend::conv2d_backward_data(p, diff_dst, weights, diff_src);
   std::string key = "conv_bd";
@@ -439,8 +443,13 @@ void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src
 }
 
 // ---------------------------------------------------------------- max pooling
+namespace {
+/// f32 always; bf16 where oneDNN runs it natively (the bf16 activations of mixed precision).
+bool native_float(const Tensor& t, bool native_bf16) { return is_f32(t) || (native_bf16 && is_bf16(t)); }
+}  // namespace
+
 void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
-  if (src.dtype() != DType::f32)
+  if (!native_float(src, m_impl->native_bf16) || dst.dtype() != src.dtype())
     return ReferenceBackend::maxpool2d_forward(p, src, dst, workspace);
   std::string key = "pool";
   append_key(key, src);
@@ -474,7 +483,7 @@ void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tens
 
 void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
                                      Tensor& diff_src) {
-  if (diff_dst.dtype() != DType::f32)
+  if (!native_float(diff_dst, m_impl->native_bf16) || diff_src.dtype() != diff_dst.dtype())
     return ReferenceBackend::maxpool2d_backward(p, diff_dst, workspace, diff_src);
   std::string key = "pool";
   append_key(key, diff_src);
@@ -491,9 +500,9 @@ void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst
   m_impl->strm.wait();
 }
 
-// ---------------------------------------------------------------- elementwise over dense f32
+// ---------------------------------------------------------------- elementwise (ReLU: f32 or native bf16; the rest f32)
 void DnnlBackend::relu_forward(const Tensor& src, Tensor& dst) {
-  if (src.dtype() != DType::f32 || src.strides() != dst.strides())
+  if (!native_float(src, m_impl->native_bf16) || dst.dtype() != src.dtype() || src.strides() != dst.strides())
     return ReferenceBackend::relu_forward(src, dst);
   std::string key = "relu_f";
   append_key(key, src);
@@ -510,7 +519,8 @@ void DnnlBackend::relu_forward(const Tensor& src, Tensor& dst) {
 }
 
 void DnnlBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
-  if (dst.dtype() != DType::f32 || dst.strides() != diff_dst.strides() || dst.strides() != diff_src.strides())
+  if (!native_float(dst, m_impl->native_bf16) || diff_dst.dtype() != dst.dtype() || diff_src.dtype() != dst.dtype() ||
+      dst.strides() != diff_dst.strides() || dst.strides() != diff_src.strides())
     return ReferenceBackend::relu_backward(dst, diff_dst, diff_src);
   std::string key = "relu_b";
   append_key(key, dst);

@@ -52,6 +52,10 @@ Distiller::Distiller(Model& student, Model& teacher, const DistillOptions& optio
     m_proj.back().create_params(backend, student.dtype(), rng);
     m_student_nodes.push_back(student.find(p.student_node));
   }
+  if (!m_opt.pairs.empty()) {  // the feature pairs read intermediate activations in f32
+    student.set_low_precision_activations(false);
+    teacher.set_low_precision_activations(false);
+  }
   for (NamedParam& p : projection_params())
     m_proj_accum.push_back(backend.zeros(p.param->grad.shape(), p.param->grad.dtype()));
 }

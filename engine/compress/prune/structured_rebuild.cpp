@@ -139,6 +139,7 @@ std::unique_ptr<Model> build_pruned_model(Model& model, Backend& be, const Struc
   Rng unused(0);  // every parameter is overwritten below
   pruned->create_params(be, model.dtype(), unused);
   pruned->set_compute_precision(model.compute_precision());
+  pruned->set_low_precision_activations(model.low_precision_activations());
 
   for (size_t i = 0; i < model.size(); ++i) {
     const std::string kind = model.layer(i).kind();

@@ -123,22 +123,18 @@ ActivationStats collect_activation_stats(Model& model, Backend& be, const Datase
   const std::vector<std::string> taps = int8_activation_taps(model);
   for (const std::string& t : taps)
     stats.taps.emplace(t, HistogramObserver());
-  LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.shuffle = false;
-  DataLoader loader(images, lo);
-  loader.start_epoch(0);
-  LayerContext ctx{be, false, 0};
-  Batch b;
-  DeviceBatch db;
-  while (loader.next(b)) {
-    db.load(be, b);
-    model.forward(ctx, db.images);
-    be.synchronize();
+  // The observers read every tapped activation in f32; a bf16-trained model keeps its setting after.
+  struct Restore {
+    Model& m;
+    bool on;
+    ~Restore() { m.set_low_precision_activations(on); }
+  } restore{model, model.low_precision_activations()};
+  model.set_low_precision_activations(false);
+  for_each_batch(model, be, images, batch_size, [&](const Batch& b, const Tensor&) {
     for (const std::string& t : taps)
-      stats.taps.at(t).observe(to_host(t == kInputTap ? db.images : model.activation(t)));
+      stats.taps.at(t).observe(t == kInputTap ? b.images : to_host(model.activation(t)));
     stats.samples += b.labels.dim(0);
-  }
+  });
   return stats;
 }
 
