@@ -83,6 +83,9 @@ class Backend {
   virtual Device device() const = 0;
   /// Whether `op` runs on this backend for `dtype`; callers ask before placing an op.
   virtual bool supports(Op op, DType dtype) const = 0;
+  /// Whether linear/conv2d write their results (dst, diff_src) in `dtype` when handed such tensors,
+  /// which mixed-precision activations need (Model::set_low_precision_activations); else f32 only.
+  virtual bool writes_matmul_results_in(DType dtype) const { return dtype == DType::f32; }
   /// Human-readable description of the device (CPU model, GPU name).
   virtual std::string device_name() const = 0;
 

@@ -24,10 +24,11 @@ class Conv2d final : public Layer {
   bool can_fuse_relu() const override { return true; }
   void set_fused_relu(bool on) override { m_post = on ? PostOp::relu : PostOp::none; }
   void set_compute_precision(DType precision) override { m_precision.set(precision); }
-  /// Low-precision activations in and out when it computes natively at that precision (not under
-  /// QAT, whose transform reads f32 inputs).
+  /// Low-precision activations in and out when it computes natively at that precision and the
+  /// backend writes its results at it (not under QAT, whose transform reads f32 inputs).
   LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const override {
-    return precision == m_precision.precision() && m_precision.native(backend, Op::conv2d) && !m_transform
+    return precision == m_precision.precision() && m_precision.native(backend, Op::conv2d) &&
+                   backend.writes_matmul_results_in(precision) && !m_transform
                ? LowPrecisionIo::converts
                : LowPrecisionIo::none;
   }

@@ -57,7 +57,7 @@ void log_latency(MetricsSink& sink, int64_t step, double wall_ms, const std::str
                  const std::vector<LatencyResult>& results, const std::string& device) {
   nlohmann::json measured = nlohmann::json::array();
   for (const LatencyResult& r : results) {
-    const std::string b = "b" + std::to_string(r.batch);
+    const std::string b = 'b' + std::to_string(r.batch);  // (not "b" + ...: GCC 12's false -Wrestrict, PR 105329)
     sink.sample("latency/" + label + "/" + b + "_ms", step, wall_ms, r.ms_per_batch);
     sink.sample("throughput/" + label + "/" + b + "_samples_per_s", step, wall_ms, r.samples_per_s);
     measured.push_back({{"batch", r.batch},

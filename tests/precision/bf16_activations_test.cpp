@@ -221,6 +221,30 @@ TEST_F(Bf16Activations, PlanKeepsBranchesSumsAndTheOutputInF32) {
   EXPECT_NO_THROW(m.activation("d"));
 }
 
+TEST_F(Bf16Activations, OnlyABackendThatWritesBf16ResultsGetsBf16Activations) {
+  // Linear -> Linear: the first output is bf16 where the backend writes bf16 results (oneDNN
+  // here), f32 where it computes bf16 natively but writes f32 only (as cuBLAS/cuDNN do today).
+  struct F32ResultsOnly final : ReferenceBackend {
+    bool supports(Op op, DType dt) const override {
+      return ReferenceBackend::supports(op, dt) ||
+             (dt == DType::bf16 && (op == Op::linear || op == Op::conv2d || op == Op::reorder));
+    }
+  } f32_results;
+  for (Backend* be : std::initializer_list<Backend*>{&cpu, &f32_results}) {
+    Model m({8});
+    m.add("a", std::make_unique<Linear>(8, 16));
+    m.add("b", std::make_unique<Linear>(16, 4));
+    Rng init(1);
+    m.create_params(*be, DType::f32, init);
+    m.set_compute_precision(DType::bf16);
+    LayerContext ctx{*be, true, 0};
+    m.forward(ctx, test::random_tensor({4, 8}, rng));
+    EXPECT_EQ(m.activation_dtype(0), be == &cpu ? DType::bf16 : DType::f32);
+    EXPECT_EQ(m.activation_dtype(1), DType::f32);
+    EXPECT_NO_THROW(m.backward(ctx, test::random_tensor({4, 4}, rng)));
+  }
+}
+
 TEST_F(Bf16Activations, CalibrationReadsAbf16ModelInF32AndLeavesItsSetting) {
   auto m = build_zoo_model("cnn");
   Rng init(2);

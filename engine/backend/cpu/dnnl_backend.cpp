@@ -204,6 +204,10 @@ bool DnnlBackend::supports(Op op, DType dtype) const {
   return dtype == DType::f32;
 }
 
+bool DnnlBackend::writes_matmul_results_in(DType dtype) const {
+  return dtype == DType::f32 || (dtype == DType::bf16 && m_impl->native_bf16);
+}
+
 void DnnlBackend::round_to_precision(const Tensor& src, Tensor& dst, DType precision) {
   if (!is_f32(src) || !is_f32(dst) || !dense_same(src, dst) || src.shape() != dst.shape() ||
       (precision != DType::bf16 && precision != DType::f16))

@@ -20,6 +20,7 @@ class DnnlBackend final : public ReferenceBackend {
 
   std::string name() const override { return "cpu"; }
   bool supports(Op op, DType dtype) const override;
+  bool writes_matmul_results_in(DType dtype) const override;
   MemoryFormat preferred_conv_format() const override { return MemoryFormat::channels_last; }
 
   void reorder(const Tensor& src, Tensor& dst) override;

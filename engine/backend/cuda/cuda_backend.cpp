@@ -77,6 +77,15 @@ std::string CudaBackend::device_name() const { return m_ctx->properties().name; 
 bool CudaBackend::supports(Op op, DType dtype) const {
   if (op == Op::reorder)
     return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+  // Mixed-precision matmuls and convolutions: f16 on tensor cores from Volta (sm_70), bf16 from
+  // Ampere (sm_80); bf16/f16 operands, f32 accumulation and f32 results (cublas_ops, cudnn_ops).
+  if (op == Op::linear || op == Op::conv2d) {
+    const int cc = m_ctx->properties().major * 10 + m_ctx->properties().minor;
+    if (dtype == DType::f16)
+      return cc >= 70;
+    if (dtype == DType::bf16)
+      return cc >= 80;
+  }
   return dtype == DType::f32;
 }
 
@@ -173,23 +182,6 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   }
 }
 
-namespace {
-
-kernels::ElemType elem_type(DType dt, const char* what) {
-  switch (dt) {
-    case DType::f32:
-      return kernels::ElemType::f32;
-    case DType::bf16:
-      return kernels::ElemType::bf16;
-    case DType::f16:
-      return kernels::ElemType::f16;
-    default:
-      LATHE_FAIL(what, ": the CUDA backend converts between f32, bf16 and f16, got ", dtype_name(dt));
-  }
-}
-
-}  // namespace
-
 void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
   LATHE_CHECK(src.defined() && dst.defined() && src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ",
               dst.describe());
@@ -197,7 +189,8 @@ void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
     copy(src, dst);
     return;
   }
-  const kernels::ElemType st = elem_type(src.dtype(), "reorder"), dt = elem_type(dst.dtype(), "reorder");
+  (void)elem_type(src.dtype(), "reorder");  // explains an unsupported dtype before any staging
+  (void)elem_type(dst.dtype(), "reorder");
   m_ctx->activate();
   // Host operands are staged through device tensors in their own dtype; the conversion runs on the GPU.
   Tensor dev_src = src;
@@ -211,9 +204,7 @@ void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
   if (on_host(dst))
     dev_dst = device_empty(*m_ctx, dst.shape(), dst.dtype(),
                            is_standard_dense(dst) ? standard_format(dst) : MemoryFormat::contiguous);
-  check_on_device(*m_ctx, dev_dst, "reorder");
-  LATHE_CUDA_CHECK(kernels::convert(m_ctx->stream(), dev_src.raw(), st, layout_of(dev_src), dev_dst.raw(), dt,
-                                    layout_of(dev_dst), src.numel()));
+  device_convert(*m_ctx, dev_src, dev_dst);
   if (on_host(dst))
     copy(dev_dst, dst);
 }

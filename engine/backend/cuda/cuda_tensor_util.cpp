@@ -102,6 +102,44 @@ void device_strided_copy(CudaContext& ctx, const Tensor& src, Tensor& dst) {
                                          src.numel(), static_cast<int>(dtype_size(src.dtype()))));
 }
 
+kernels::ElemType elem_type(DType dt, const char* what) {
+  switch (dt) {
+    case DType::f32:
+      return kernels::ElemType::f32;
+    case DType::bf16:
+      return kernels::ElemType::bf16;
+    case DType::f16:
+      return kernels::ElemType::f16;
+    default:
+      LATHE_FAIL(what, ": the CUDA backend converts between f32, bf16 and f16, got ", dtype_name(dt));
+  }
+}
+
+void check_matmul_operands(CudaContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
+  if (is_half(a.dtype()) || is_half(b.dtype())) {
+    LATHE_CHECK(a.dtype() == b.dtype(), what, ": mixed-precision operands must both be bf16 or both f16, got ",
+                a.describe(), " and ", b.describe());
+    check_on_device(ctx, a, what);
+    check_on_device(ctx, b, what);
+  } else {
+    check_f32(ctx, a, what);
+    check_f32(ctx, b, what);
+  }
+  check_f32(ctx, out, what);
+}
+
+void device_convert(CudaContext& ctx, const Tensor& src, Tensor& dst) {
+  check_on_device(ctx, src, "convert");
+  check_on_device(ctx, dst, "convert");
+  check_same_shape(src, dst, "convert");
+  if (src.dtype() == dst.dtype())
+    return device_strided_copy(ctx, src, dst);
+  if (src.numel() == 0)
+    return;
+  LATHE_CUDA_CHECK(kernels::convert(ctx.stream(), src.raw(), elem_type(src.dtype(), "convert"), layout_of(src),
+                                    dst.raw(), elem_type(dst.dtype(), "convert"), layout_of(dst), src.numel()));
+}
+
 Tensor match_layout(CudaContext& ctx, const Tensor& src, const Tensor& like) {
   if (same_dense_layout(src, like))
     return src;

@@ -33,6 +33,16 @@ MemoryFormat standard_format(const Tensor& t);
 
 /// dst = src elementwise, any layouts, both on the context's device, same shape and dtype.
 void device_strided_copy(CudaContext& ctx, const Tensor& src, Tensor& dst);
+/// The kernels' element type of an f32, bf16 or f16 tensor; throws naming `what` for any other.
+kernels::ElemType elem_type(DType dt, const char* what);
+/// bf16 or f16: the operand types of mixed-precision matmuls and convolutions.
+inline bool is_half(DType dt) { return dt == DType::bf16 || dt == DType::f16; }
+/// The two operands of a matmul or convolution (src / weights, diff_dst / weights, src / diff_dst):
+/// both f32, or both bf16 / both f16 (mixed precision), on this device; the result `out` f32.
+void check_matmul_operands(CudaContext& ctx, const Tensor& a, const Tensor& b, const Tensor& out, const char* what);
+/// dst = src converted elementwise (f32, bf16, f16 in any pair; round to nearest even), any
+/// layouts, both on the context's device, same shape.
+void device_convert(CudaContext& ctx, const Tensor& src, Tensor& dst);
 /// `src` itself when it already has `like`'s dense layout, else a device copy in that layout
 /// (`like` must be standard dense).
 Tensor match_layout(CudaContext& ctx, const Tensor& src, const Tensor& like);

@@ -6,6 +6,11 @@
 // staged) in F too, since cuDNN's FP32 kernels want x, w and y in one format. When cuDNN offers
 // no algorithm in NHWC for a problem, the call falls back to NCHW (staging copies) and the cache
 // remembers that. TF32 is excluded with CUDNN_FMA_MATH unless the context allows it.
+//
+// Mixed precision: bf16/f16 src, weights and gradients run as cuDNN's pseudo-half configuration
+// (operands and the cuDNN output in bf16/f16, f32 arithmetic) on tensor-op math; the output is then
+// widened into the f32 tensor the caller passed (the bias, ReLU and bias gradient work in f32). The
+// layers round those results to bf16/f16 anyway (MatmulPrecision), so nothing is lost.
 #include "engine/backend/cuda/cudnn_ops.h"
 
 #include <cudnn.h>
@@ -29,6 +34,19 @@ int to_int(int64_t v) {
   return static_cast<int>(v);
 }
 
+cudnnDataType_t cudnn_type(DType dt) {
+  switch (dt) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    default:
+      LATHE_FAIL("conv2d: cuDNN convolutions take f32, bf16 or f16, got ", dtype_name(dt));
+  }
+}
+
 class TensorDesc {
  public:
   /// `t` must have `format`'s layout; the descriptor gets that format's canonical strides (a size-1
@@ -37,9 +55,9 @@ class TensorDesc {
     LATHE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&m_desc));
     const Shape& s = t.shape();
     const auto st = format == MemoryFormat::channels_last ? channels_last_strides(s) : contiguous_strides(s);
-    LATHE_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(m_desc, CUDNN_DATA_FLOAT, to_int(s[0]), to_int(s[1]), to_int(s[2]),
-                                                   to_int(s[3]), to_int(st[0]), to_int(st[1]), to_int(st[2]),
-                                                   to_int(st[3])));
+    LATHE_CUDNN_CHECK(cudnnSetTensor4dDescriptorEx(m_desc, cudnn_type(t.dtype()), to_int(s[0]), to_int(s[1]),
+                                                   to_int(s[2]), to_int(s[3]), to_int(st[0]), to_int(st[1]),
+                                                   to_int(st[2]), to_int(st[3])));
   }
   ~TensorDesc() { (void)cudnnDestroyTensorDescriptor(m_desc); }
   TensorDesc(const TensorDesc&) = delete;
@@ -55,7 +73,7 @@ class FilterDesc {
   FilterDesc(const Tensor& w, MemoryFormat format) {
     LATHE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&m_desc));
     LATHE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-        m_desc, CUDNN_DATA_FLOAT, format == MemoryFormat::channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+        m_desc, cudnn_type(w.dtype()), format == MemoryFormat::channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
         to_int(w.dim(0)), to_int(w.dim(1)), to_int(w.dim(2)), to_int(w.dim(3))));
   }
   ~FilterDesc() { (void)cudnnDestroyFilterDescriptor(m_desc); }
@@ -128,7 +146,12 @@ void copy_back(CudaContext& ctx, const Tensor& out, Tensor& dst) {
     device_strided_copy(ctx, out, dst);
 }
 
-cudnnMathType_t math_type(const CudaContext& ctx) { return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+/// Tensor-op math for bf16/f16 operands (their point); for f32, TF32 only when the context allows it.
+cudnnMathType_t math_type(const CudaContext& ctx, DType operands) {
+  if (is_half(operands))
+    return CUDNN_TENSOR_OP_MATH;
+  return ctx.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
 
 enum class ConvKind : int64_t { forward = 0, backward_data = 1, backward_filter = 2 };
 
@@ -147,21 +170,22 @@ std::vector<int64_t> problem_key(ConvKind kind, const ConvParams& p, const Tenso
           p.pad_h,
           p.pad_w,
           static_cast<int64_t>(format),
-          ctx.allow_tf32() ? 1 : 0};
+          ctx.allow_tf32() ? 1 : 0,
+          static_cast<int64_t>(x.dtype())};
 }
 
 /// Picks the first result that ran (Find) or is supported (Get_v7), fits the workspace limit and,
-/// with TF32 off, does not use tensor-op math; algo -1 when none does.
+/// for f32 operands with TF32 off, does not use tensor-op math; algo -1 when none does.
 template <class Perf>
-ConvAlgoChoice pick(const Perf* results, int count, const CudaContext& ctx) {
+ConvAlgoChoice pick(const Perf* results, int count, const CudaContext& ctx, DType operands) {
+  const bool tensor_ops_ok = is_half(operands) || ctx.allow_tf32();
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > ctx.max_workspace_bytes())
       continue;
-    if (!ctx.allow_tf32() &&
-        (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+    if (!tensor_ops_ok && (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    return {static_cast<int>(r.algo), r.memory, math_type(ctx)};
+    return {static_cast<int>(r.algo), r.memory, math_type(ctx, operands)};
   }
   return {};
 }
@@ -170,7 +194,7 @@ constexpr int kMaxAlgos = 16;
 
 // One chooser per direction: cuDNN's three families differ only in types and function names. A
 // choice with algo -1 means no usable algorithm in this format.
-ConvAlgoChoice choose_forward(CudaContext& ctx, const std::vector<int64_t>& key, const TensorDesc& xd,
+ConvAlgoChoice choose_forward(CudaContext& ctx, const std::vector<int64_t>& key, DType operands, const TensorDesc& xd,
                               const FilterDesc& wd, const ConvDesc& cd, const TensorDesc& yd) {
   auto& cache = ctx.conv_algo_cache();
   if (auto it = cache.find(key); it != cache.end())
@@ -182,7 +206,7 @@ ConvAlgoChoice choose_forward(CudaContext& ctx, const std::vector<int64_t>& key,
   } else {
     LATHE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn(), xd, wd, cd, yd, kMaxAlgos, &n, perf));
   }
-  ConvAlgoChoice c = pick(perf, n, ctx);
+  ConvAlgoChoice c = pick(perf, n, ctx, operands);
   if (c.algo < 0)
     return cache[key] = c;  // remembered: this format is not offered for this problem
   LATHE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
@@ -190,8 +214,9 @@ ConvAlgoChoice choose_forward(CudaContext& ctx, const std::vector<int64_t>& key,
   return cache[key] = c;
 }
 
-ConvAlgoChoice choose_backward_data(CudaContext& ctx, const std::vector<int64_t>& key, const FilterDesc& wd,
-                                    const TensorDesc& dyd, const ConvDesc& cd, const TensorDesc& dxd) {
+ConvAlgoChoice choose_backward_data(CudaContext& ctx, const std::vector<int64_t>& key, DType operands,
+                                    const FilterDesc& wd, const TensorDesc& dyd, const ConvDesc& cd,
+                                    const TensorDesc& dxd) {
   auto& cache = ctx.conv_algo_cache();
   if (auto it = cache.find(key); it != cache.end())
     return it->second;
@@ -202,7 +227,7 @@ ConvAlgoChoice choose_backward_data(CudaContext& ctx, const std::vector<int64_t>
   } else {
     LATHE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), wd, dyd, cd, dxd, kMaxAlgos, &n, perf));
   }
-  ConvAlgoChoice c = pick(perf, n, ctx);
+  ConvAlgoChoice c = pick(perf, n, ctx, operands);
   if (c.algo < 0)
     return cache[key] = c;  // remembered: this format is not offered for this problem
   LATHE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
@@ -210,8 +235,9 @@ ConvAlgoChoice choose_backward_data(CudaContext& ctx, const std::vector<int64_t>
   return cache[key] = c;
 }
 
-ConvAlgoChoice choose_backward_filter(CudaContext& ctx, const std::vector<int64_t>& key, const TensorDesc& xd,
-                                      const TensorDesc& dyd, const ConvDesc& cd, const FilterDesc& dwd) {
+ConvAlgoChoice choose_backward_filter(CudaContext& ctx, const std::vector<int64_t>& key, DType operands,
+                                      const TensorDesc& xd, const TensorDesc& dyd, const ConvDesc& cd,
+                                      const FilterDesc& dwd) {
   auto& cache = ctx.conv_algo_cache();
   if (auto it = cache.find(key); it != cache.end())
     return it->second;
@@ -223,7 +249,7 @@ ConvAlgoChoice choose_backward_filter(CudaContext& ctx, const std::vector<int64_
     LATHE_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn(), xd, dyd, cd, dwd, kMaxAlgos, &n, perf));
   }
-  ConvAlgoChoice c = pick(perf, n, ctx);
+  ConvAlgoChoice c = pick(perf, n, ctx, operands);
   if (c.algo < 0)
     return cache[key] = c;  // remembered: this format is not offered for this problem
   LATHE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -262,13 +288,22 @@ std::vector<MemoryFormat> formats_to_try(MemoryFormat preferred) {
              ctx.allow_tf32() ? "allowed" : "off", ", workspace limit ", ctx.max_workspace_bytes() >> 20, " MiB)");
 }
 
+/// Where cuDNN writes an output of `operands`' dtype: `out` itself for f32, else a bf16/f16
+/// tensor in `format` that widen_into() converts into `out` afterwards.
+Tensor cudnn_output(CudaContext& ctx, const Tensor& out, DType operands, MemoryFormat format) {
+  return is_half(operands) ? device_empty(ctx, out.shape(), operands, format) : out;
+}
+
+void widen_into(CudaContext& ctx, const Tensor& written, Tensor& out) {
+  if (!written.same_memory(out))
+    device_convert(ctx, written, out);
+}
+
 }  // namespace
 
 void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                     Tensor& dst, PostOp post) {
-  check_f32(ctx, src, "conv2d_forward src");
-  check_f32(ctx, weights, "conv2d_forward weights");
-  check_f32(ctx, dst, "conv2d_forward dst");
+  check_matmul_operands(ctx, src, weights, dst, "conv2d_forward");
   check_conv(p, src, weights, dst);
   Tensor b;
   if (bias) {
@@ -281,19 +316,22 @@ void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, co
     return;
   if (bias)
     b = make_contiguous(ctx, *bias);
+  const DType dt = src.dtype();
   for (const MemoryFormat f : formats_to_try(activation_format(src, dst))) {
     const Tensor x = in_format(ctx, src, f), w = in_format(ctx, weights, f);
     Tensor y = output_in_format(ctx, dst, f);
-    const TensorDesc xd(x, f), yd(y, f);
+    Tensor yc = cudnn_output(ctx, y, dt, f);
+    const TensorDesc xd(x, f), yd(yc, f);
     const FilterDesc wd(w, f);
-    const ConvDesc cd(p, math_type(ctx));
-    const ConvAlgoChoice c = choose_forward(ctx, problem_key(ConvKind::forward, p, x, w, f, ctx), xd, wd, cd, yd);
+    const ConvDesc cd(p, math_type(ctx, dt));
+    const ConvAlgoChoice c = choose_forward(ctx, problem_key(ConvKind::forward, p, x, w, f, ctx), dt, xd, wd, cd, yd);
     if (c.algo < 0)
       continue;
     const float one = 1.0f, zero = 0.0f;
-    LATHE_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &one, xd, x.raw(), wd, w.raw(), cd,
-                                              static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-                                              ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, yd, y.raw()));
+    LATHE_CUDNN_CHECK(cudnnConvolutionForward(
+        ctx.cudnn(), &one, xd, x.raw(), wd, w.raw(), cd, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
+        ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, yd, yc.raw()));
+    widen_into(ctx, yc, y);
     const int64_t N = y.dim(0), O = y.dim(1), HW = y.dim(2) * y.dim(3);
     const bool nhwc = f == MemoryFormat::channels_last;
     LATHE_CUDA_CHECK(kernels::bias_act(ctx.stream(), ptr<float>(y), nhwc ? N * HW : N, O, nhwc ? 1 : HW,
@@ -306,27 +344,28 @@ void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, co
 
 void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                           Tensor& diff_src) {
-  check_f32(ctx, diff_dst, "conv2d_backward_data diff_dst");
-  check_f32(ctx, weights, "conv2d_backward_data weights");
-  check_f32(ctx, diff_src, "conv2d_backward_data diff_src");
+  check_matmul_operands(ctx, diff_dst, weights, diff_src, "conv2d_backward_data");
   check_conv(p, diff_src, weights, diff_dst);
   ctx.activate();
   if (diff_src.numel() == 0)
     return;
+  const DType dt = diff_dst.dtype();
   for (const MemoryFormat f : formats_to_try(activation_format(diff_src, diff_dst))) {
     const Tensor dy = in_format(ctx, diff_dst, f), w = in_format(ctx, weights, f);
     Tensor dx = output_in_format(ctx, diff_src, f);
-    const TensorDesc dyd(dy, f), dxd(dx, f);
+    Tensor dxc = cudnn_output(ctx, dx, dt, f);
+    const TensorDesc dyd(dy, f), dxd(dxc, f);
     const FilterDesc wd(w, f);
-    const ConvDesc cd(p, math_type(ctx));
+    const ConvDesc cd(p, math_type(ctx, dt));
     const ConvAlgoChoice c =
-        choose_backward_data(ctx, problem_key(ConvKind::backward_data, p, dx, w, f, ctx), wd, dyd, cd, dxd);
+        choose_backward_data(ctx, problem_key(ConvKind::backward_data, p, dxc, w, f, ctx), dt, wd, dyd, cd, dxd);
     if (c.algo < 0)
       continue;
     const float one = 1.0f, zero = 0.0f;
     LATHE_CUDNN_CHECK(cudnnConvolutionBackwardData(
         ctx.cudnn(), &one, wd, w.raw(), dyd, dy.raw(), cd, static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
-        ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, dxd, dx.raw()));
+        ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, dxd, dxc.raw()));
+    widen_into(ctx, dxc, dx);
     copy_back(ctx, dx, diff_src);
     return;
   }
@@ -335,30 +374,37 @@ void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& d
 
 void conv2d_backward_weights(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
                              Tensor& diff_weights, Tensor* diff_bias) {
-  check_f32(ctx, src, "conv2d_backward_weights src");
-  check_f32(ctx, diff_dst, "conv2d_backward_weights diff_dst");
-  check_f32(ctx, diff_weights, "conv2d_backward_weights diff_weights");
+  check_matmul_operands(ctx, src, diff_dst, diff_weights, "conv2d_backward_weights");
   check_conv(p, src, diff_weights, diff_dst);
   ctx.activate();
+  const DType dt = src.dtype();
   for (const MemoryFormat f : formats_to_try(activation_format(src, diff_dst))) {
     const Tensor x = in_format(ctx, src, f), dy = in_format(ctx, diff_dst, f);
     Tensor dw = output_in_format(ctx, diff_weights, f);
     if (dw.numel() > 0) {
+      Tensor dwc = cudnn_output(ctx, dw, dt, f);
       const TensorDesc xd(x, f), dyd(dy, f);
-      const FilterDesc dwd(dw, f);
-      const ConvDesc cd(p, math_type(ctx));
+      const FilterDesc dwd(dwc, f);
+      const ConvDesc cd(p, math_type(ctx, dt));
       const ConvAlgoChoice c =
-          choose_backward_filter(ctx, problem_key(ConvKind::backward_filter, p, x, dw, f, ctx), xd, dyd, cd, dwd);
+          choose_backward_filter(ctx, problem_key(ConvKind::backward_filter, p, x, dwc, f, ctx), dt, xd, dyd, cd, dwd);
       if (c.algo < 0)
         continue;
       const float one = 1.0f, zero = 0.0f;
       LATHE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
           ctx.cudnn(), &one, xd, x.raw(), dyd, dy.raw(), cd, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-          ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, dwd, dw.raw()));
+          ctx.workspace(c.workspace_bytes), c.workspace_bytes, &zero, dwd, dwc.raw()));
+      widen_into(ctx, dwc, dw);
       copy_back(ctx, dw, diff_weights);
     }
-    if (diff_bias)
-      conv_bias_grad(ctx, dy, f, *diff_bias);
+    if (diff_bias) {
+      Tensor dy32 = dy;
+      if (is_half(dt)) {  // f32 sums of the bf16/f16 gradient
+        dy32 = device_empty(ctx, dy.shape(), DType::f32, f);
+        device_convert(ctx, dy, dy32);
+      }
+      conv_bias_grad(ctx, dy32, f, *diff_bias);
+    }
     return;
   }
   no_algorithm(ctx, "backward-filter convolution", src, diff_weights);
