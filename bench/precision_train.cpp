@@ -4,7 +4,9 @@
 // Each line says whether the low precision ran on native kernels or was EMULATED (values rounded,
 // f32 arithmetic): an emulated ratio is the cost of the emulation, not bf16 speed.
 //   precision_train [--models mlp,cnn] [--precisions f32,bf16,f16] [--steps 30] [--rounds 3] [--batch 128]
-//                   [--threads N] [--backend cpu]
+//                   [--threads N] [--backend cpu] [--synthetic 1]
+// --synthetic 1: random images and labels instead of Fashion-MNIST (a machine without the dataset,
+// such as a lent GPU; speed does not depend on the pixel values).
 // (speed_vs_f32 needs f32 in --precisions; leaving it out serves profiling one precision alone.)
 #include <omp.h>
 
@@ -20,6 +22,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/compress/precision/loss_scaler.h"
+#include "engine/core/rng.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/nn/optimizer.h"
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
 #endif
   std::string models = "mlp,cnn", backend_name = "cpu", precision_list = "f32,bf16,f16";
   int steps = 30, rounds = 3, batch = 128, threads = 0;
+  bool synthetic = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--models")
@@ -55,6 +59,8 @@ int main(int argc, char** argv) {
       threads = std::stoi(v);
     else if (a == "--backend")
       backend_name = v;
+    else if (a == "--synthetic")
+      synthetic = v != "0";
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -65,23 +71,39 @@ int main(int argc, char** argv) {
   threads = omp_get_max_threads();
   try {
     auto backend = make_backend(backend_name);
-    const TrainTest data = load_fashion_mnist();
-    LoaderOptions lo;
-    lo.batch_size = batch;
-    lo.drop_last = true;
-    DataLoader loader(data.train, lo);
-    loader.start_epoch(0);
+    std::vector<Batch> host_batches;
+    if (synthetic) {
+      Rng rng(1);
+      for (int i = 0; i < 20; ++i) {
+        Batch b{Tensor::empty({batch, 1, 28, 28}, DType::f32), Tensor::empty({batch}, DType::s32), i};
+        for (int64_t k = 0; k < b.images.numel(); ++k) {  // half black, like the garments' backgrounds
+          const double pixel = rng.uniform() < 0.5 ? 0.0 : rng.uniform();
+          b.images.set_flat(k, (pixel - 0.2860) / 0.3530);
+        }
+        for (int64_t k = 0; k < batch; ++k)
+          b.labels.set_flat(k, static_cast<double>(rng.below(10)));
+        host_batches.push_back(b);
+      }
+    } else {
+      const TrainTest data = load_fashion_mnist();
+      LoaderOptions lo;
+      lo.batch_size = batch;
+      lo.drop_last = true;
+      DataLoader loader(data.train, lo);
+      loader.start_epoch(0);
+      for (int i = 0; i < 20; ++i) {
+        Batch b;
+        if (!loader.next(b))
+          break;
+        b.images = b.images.contiguous_copy();  // past the loader's buffer reuse
+        b.labels = b.labels.contiguous_copy();
+        host_batches.push_back(b);
+      }
+    }
     std::vector<DeviceBatch> batches;
-    for (int i = 0; i < 20; ++i) {
-      Batch b;
-      if (!loader.next(b))
-        break;
+    for (const Batch& b : host_batches) {
       DeviceBatch d;
       d.load(*backend, b);
-      if (backend->device().is_cpu()) {  // keep host batches alive past the loader's reuse
-        d.images = b.images.contiguous_copy();
-        d.labels = b.labels.contiguous_copy();
-      }
       batches.push_back(d);
     }
     std::vector<DType> precisions;
@@ -151,6 +173,7 @@ int main(int argc, char** argv) {
                          {"threads", threads},
                          {"backend", backend->name()},
                          {"device", backend->device_name()},
+                         {"data", synthetic ? "synthetic" : "fashion-mnist"},
                          {"samples_per_s", rate},
                          {"samples_per_s_rounds", r.rates},
                          {"speed_vs_f32", have_f32 ? nlohmann::json(rate / f32_rate) : nlohmann::json()}};

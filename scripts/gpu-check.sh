@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-check.sh: everything a lent GPU machine should run, in one call (about 4-6 minutes on 16 cores):
-# a fresh CUDA build for sm_90 (only test_gpu and gpu_bench), `ctest -L gpu`, the GPU benchmark,
+# a fresh CUDA build for sm_90 (only test_gpu, gpu_bench, precision_train), `ctest -L gpu`, the GPU benchmarks,
 # nvidia-smi, and a short summary table printed last. Logs and the bench CSV go to $OUT (the device
 # tool's return folder) or to the build folder. Exit code: 0 when every step ran and no test failed.
 #
@@ -66,8 +66,8 @@ else
 fi
 
 if [ "$status_configure" = ok ]; then
-  log "build test_gpu gpu_bench (-j$JOBS)"
-  if timeout 420 ninja -C "$BUILD" -j"$JOBS" test_gpu gpu_bench >"$LOGS/build.log" 2>&1; then
+  log "build test_gpu gpu_bench precision_train (-j$JOBS)"
+  if timeout 420 ninja -C "$BUILD" -j"$JOBS" test_gpu gpu_bench precision_train >"$LOGS/build.log" 2>&1; then
     status_build=ok
   else
     status_build=FAILED
@@ -103,6 +103,12 @@ if [ "$status_build" = ok ]; then
     status_bench=FAILED
   fi
   cat "$LOGS/gpu_bench.log"
+  # Mixed-precision training on the GPU (bf16/f16 tensor cores vs f32; synthetic data: the lent
+  # machine has no Fashion-MNIST). Informative: a failure here does not fail the check.
+  log "precision_train --backend cuda"
+  timeout 120 "$BUILD/bench/precision_train" --backend cuda --synthetic 1 --models mlp,cnn --rounds 3 --steps 30 \
+    >"$LOGS/precision_train.log" 2>&1 || echo "precision_train failed (see $LOGS/precision_train.log)"
+  cut -c1-220 "$LOGS/precision_train.log"
 fi
 
 # ---------------------------------------------------------------- the card (read-only queries)
