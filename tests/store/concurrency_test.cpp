@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <set>
@@ -41,6 +42,7 @@ TEST(StoreConcurrency, ReaderThreadsSeeWholeBatches) {
 
   std::atomic<bool> done{false};
   std::atomic<int> bad{0};
+  std::array<std::atomic<int>, 2> snapshots{};  // per reader, how many it has taken
   std::vector<std::set<int64_t>> seen(2);
   std::vector<std::thread> readers;
   for (int r = 0; r < 2; ++r)
@@ -51,12 +53,22 @@ TEST(StoreConcurrency, ReaderThreadsSeeWholeBatches) {
         if (!snap.consistent())
           ++bad;
         seen[r].insert(snap.samples);
+        ++snapshots[r];
       }
     });
+  // At a few checkpoints the writer waits (past a commit interval) until both readers have taken two
+  // more snapshots, so each watches the run grow however busy the machine is.
+  auto let_the_readers_look = [&] {
+    std::this_thread::sleep_for(4 * std::chrono::milliseconds(o.commit_interval_ms));
+    const int a = snapshots[0].load(), b = snapshots[1].load();
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while ((snapshots[0].load() < a + 2 || snapshots[1].load() < b + 2) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+  };
   for (int64_t step = 0; step < kSamples; ++step) {
     w.sample("m", step, 0.0, value_of(step));
-    if (step % 5000 == 0)
-      std::this_thread::sleep_for(1ms);  // let the readers watch it grow
+    if (step % 30'000 == 29'999)
+      let_the_readers_look();
   }
   w.finish(RunStatus::finished);
   done = true;
