@@ -5,6 +5,8 @@
 #include <chrono>
 
 #include "engine/compress/quant/calibration_set.h"
+#include "engine/compress/quant/int8_device_executor.h"
+#include "engine/compress/quant/int8_host_model.h"
 #include "engine/compress/quant/int8_model.h"
 #include "engine/compress/quant/mixed_precision_search.h"
 #include "engine/compress/quant/qat.h"
@@ -14,9 +16,23 @@ namespace lathe {
 
 namespace {
 
-/// Test-set accuracy and mean cross-entropy of an Int8Model (its logits are host f32; the CPU
-/// backend's softmax cross-entropy scores them, as evaluate() scores the f32 model).
-EvalResult evaluate_int8(Int8Model& q, Backend& be, const Dataset& data, int64_t batch_size) {
+/// Where the INT8 models run. On a CPU backend: ctx.model and ctx.be, Int8Model::forward (oneDNN).
+/// On a GPU backend: the same model and backend through the device executor (CudaInt8Model), or,
+/// for what that executor does not cover (`cpu_reason`), a host copy of the model on a CPU backend.
+struct Int8Placement {
+  Model* model = nullptr;  ///< the f32 model the INT8 models are built from (and calibrated on)
+  Backend* be = nullptr;   ///< its backend
+  bool on_device = false;  ///< INT8 runs on be's GPU through make_int8_device_executor
+  std::string cpu_reason;  ///< on a GPU run: why INT8 runs on the CPU ("" otherwise)
+  std::unique_ptr<Backend> host_be;
+  std::unique_ptr<Model> host_model;
+};
+
+/// Test-set accuracy and mean cross-entropy of an Int8Model. On the CPU its logits are host f32 and
+/// the CPU backend's softmax cross-entropy scores them, as evaluate() scores the f32 model; on a
+/// GPU the device executor's logits are scored by the GPU backend.
+EvalResult evaluate_int8(Int8Model& q, Int8Placement& at, const Dataset& data, int64_t batch_size) {
+  Backend& be = *at.be;
   LoaderOptions lo;
   lo.batch_size = batch_size;
   lo.shuffle = false;
@@ -25,8 +41,16 @@ EvalResult evaluate_int8(Int8Model& q, Backend& be, const Dataset& data, int64_t
   Batch b;
   EvalResult r;
   double loss = 0;
+  std::unique_ptr<Int8DeviceExecutor> device = at.on_device ? make_int8_device_executor(be, q) : nullptr;
+  DeviceBatch db;
   while (loader.next(b)) {
-    const LossResult l = be.softmax_cross_entropy(q.forward(b.images), b.labels, nullptr, 1.0);
+    LossResult l;
+    if (device) {
+      db.load(be, b);
+      l = be.softmax_cross_entropy(device->forward(db.images), db.labels, nullptr, 1.0);
+    } else {
+      l = be.softmax_cross_entropy(q.forward(b.images), b.labels, nullptr, 1.0);
+    }
     loss += l.loss_sum;
     r.correct += l.correct;
     r.samples += b.labels.dim(0);
@@ -51,8 +75,9 @@ const LatencyResult* at_batch(const std::vector<LatencyResult>& v, int64_t b) {
 /// Accuracy-driven mixed precision (mixed_precision_search.h) on the test set: logs every point as
 /// quant/search/* at steps 0, 1, ... (the configuration's index) with an event naming its f32
 /// layers, and the outcome; returns the best configuration's model.
-std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, const ActivationParams& acts,
-                                                      const Int8ModelOptions& mo, double f32_accuracy) {
+std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, Int8Placement& at,
+                                                      const ActivationParams& acts, const Int8ModelOptions& mo,
+                                                      double f32_accuracy) {
   const QuantConfig& qc = ctx.cfg.quant;
   const std::vector<int64_t> sample{1, ctx.data.test.rows, ctx.data.test.cols};
   LatencyOptions lo;
@@ -62,10 +87,10 @@ std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, const A
   search.f32_accuracy = f32_accuracy;
   search.max_drop_points = qc.max_accuracy_drop;
   search.options = mo;
-  search.evaluate = [&](Int8Model& q) { return evaluate_int8(q, ctx.be, ctx.data.test, 500).accuracy; };
+  search.evaluate = [&](Int8Model& q) { return evaluate_int8(q, at, ctx.data.test, 500).accuracy; };
   search.ms_per_batch = [&](Int8Model& q) {
     return measure_latency(
-               ctx.be, sample, [&](const Tensor& x) { q.forward(x); }, lo)
+               *at.be, sample, [&](const Tensor& x) { q.forward(x); }, lo)
         .at(0)
         .ms_per_batch;
   };
@@ -83,7 +108,7 @@ std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, const A
                     {"b256_ms", p.ms_per_batch},
                     {"meets_goal", p.meets_goal}});
   };
-  const MixedPrecisionResult r = search_mixed_precision(*ctx.model, ctx.be, acts, search);
+  const MixedPrecisionResult r = search_mixed_precision(*at.model, *at.be, acts, search);
   const MixedPrecisionPoint& b = r.points[r.best];
   nlohmann::json sens = nlohmann::json::object();
   for (const auto& [layer, acc] : r.sensitivity)
@@ -102,7 +127,7 @@ std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, const A
   ctx.sink.sample("quant/mixed/points", step, ctx.wall_ms(), static_cast<double>(r.points.size()));
   Int8ModelOptions o = mo;
   o.keep_f32 = b.keep_f32;
-  return std::make_unique<Int8Model>(*ctx.model, ctx.be, acts, o);
+  return std::make_unique<Int8Model>(*at.model, *at.be, acts, o);
 }
 
 /// The INT8 model the stage keeps and its test evaluation.
@@ -114,10 +139,10 @@ struct Quantized {
 
 /// Static PTQ (steps 1-2 of the header) and, for qat, step 3. `step` is the stage's logging step
 /// (QAT moves it past its phase). Returns an empty model when a stop was requested.
-Quantized quantize_static(StageContext& ctx, const Int8ModelOptions& mo, int64_t& step) {
+Quantized quantize_static(StageContext& ctx, Int8Placement& at, const Int8ModelOptions& mo, int64_t& step) {
   const QuantConfig& qc = ctx.cfg.quant;
-  Model& model = *ctx.model;
-  Backend& be = ctx.be;
+  Model& model = *at.model;
+  Backend& be = *at.be;
   auto log = [&](const std::string& metric, double v) { ctx.sink.sample(metric, step, ctx.wall_ms(), v); };
   Quantized out;
 
@@ -149,7 +174,7 @@ Quantized quantize_static(StageContext& ctx, const Int8ModelOptions& mo, int64_t
     const std::string name(calibration_method_name(m));
     auto q = std::make_unique<Int8Model>(
         model, be, m == chosen ? out.acts : derive_activation_params(stats, m, qc.percentile), mo);
-    const EvalResult ev = evaluate_int8(*q, ctx.be, ctx.data.test, 500);
+    const EvalResult ev = evaluate_int8(*q, at, ctx.data.test, 500);
     log("quant/" + name + "/test_accuracy", ev.accuracy);
     log("quant/" + name + "/test_loss", ev.loss);
     if (m == chosen) {
@@ -178,8 +203,49 @@ Quantized quantize_static(StageContext& ctx, const Int8ModelOptions& mo, int64_t
     return {};
   step = ++ctx.step;
   out.model = std::make_unique<Int8Model>(model, be, out.acts, mo);
-  out.eval = evaluate_int8(*out.model, ctx.be, ctx.data.test, 500);
+  out.eval = evaluate_int8(*out.model, at, ctx.data.test, 500);
   return out;
+}
+
+/// Decides where INT8 runs (see Int8Placement) and, on a GPU backend, says so in a quant/device
+/// event. A GPU plan is probed with placeholder ranges: only its steps matter, not their values.
+Int8Placement place_int8(StageContext& ctx, const Int8ModelOptions& mo) {
+  Int8Placement at;
+  at.model = ctx.model.get();
+  at.be = &ctx.be;
+  if (ctx.be.device().is_cpu())
+    return at;
+  const QuantConfig& qc = ctx.cfg.quant;
+  if (qc.mode == "ptq-dynamic") {
+    at.cpu_reason =
+        "quant.mode ptq-dynamic: per-batch ranges and the f32 rescale between layers are not on the GPU "
+        "INT8 executor";
+  } else if (qc.mixed_precision) {
+    at.cpu_reason = "quant.mixed_precision: layers kept in f32 inside the INT8 plan are not on the GPU INT8 executor";
+  } else {
+    ActivationParams placeholder;
+    for (const std::string& tap : int8_activation_taps(*ctx.model))
+      placeholder[tap] = make_quant_params(0.0, 1.0, 8, /*symmetric=*/false, /*is_signed=*/false);
+    const Int8Model probe(*ctx.model, ctx.be, placeholder, mo);
+    at.cpu_reason = int8_device_refusal(ctx.be, probe);
+  }
+  at.on_device = at.cpu_reason.empty();
+  nlohmann::json ev{{"f32_device", ctx.be.device_name()}};
+  if (at.on_device) {
+    ev["int8_device"] = ctx.be.device_name();
+    ev["int8_executor"] = "CudaInt8Model (cuBLASLt int8 GEMM, 8-bit weights: exact int32 accumulation)";
+  } else {
+    // Explicit placement, not a silent fallback: a host copy of the model, INT8 on oneDNN.
+    at.host_be = make_backend("cpu");
+    at.host_model = int8_host_model(*ctx.model, ctx.be, *at.host_be);
+    at.model = at.host_model.get();
+    at.be = at.host_be.get();
+    ev["int8_device"] = at.host_be->device_name();
+    ev["int8_executor"] = std::string("Int8Model on the CPU (oneDNN int8, ") + cpu_int8_isa_name() + ")";
+    ev["cpu_reason"] = at.cpu_reason;
+  }
+  ctx.sink.event("quant/device", ev);
+  return at;
 }
 
 }  // namespace
@@ -188,8 +254,11 @@ void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& 
   const std::string& mode = cfg.quant.mode;
   if (mode == "none")
     return;
-  if (!backend.device().is_cpu())
-    throw ConfigError("quant.mode: INT8 inference runs on the CPU (oneDNN); set compute.backend to cpu, got " +
+  // On a GPU backend, static PTQ runs INT8 on the GPU and ptq-dynamic / mixed precision on a host
+  // copy (run_quantize_stage says which in a quant/device event); QAT trains with fake quantization
+  // on host tensors only (fake_quant.h).
+  if (!backend.device().is_cpu() && mode == "qat")
+    throw ConfigError("quant.mode qat: fake quantization runs on host tensors only; set compute.backend to cpu, got " +
                       backend.name());
   int8_activation_taps(model);  // throws ConfigError naming a node the executor does not cover
 }
@@ -209,14 +278,18 @@ void run_quantize_stage(StageContext& ctx) {
 
   Int8ModelOptions mo;
   mo.per_channel_weights = qc.granularity == "per-channel";
+  mo.dynamic_activations = qc.mode == "ptq-dynamic";
+  Int8Placement at = place_int8(ctx, mo);
+  if (at.on_device)  // the GPU's int8 GEMM is exact with 8-bit weights (the 7-bit rule is oneDNN's on old CPUs)
+    mo.weight_range = Int8WeightRange::full;
   Quantized q;
   if (qc.mode == "ptq-dynamic") {
-    mo.dynamic_activations = true;  // no calibration: ranges from each batch
-    q.model = std::make_unique<Int8Model>(model, be, q.acts, mo);
-    q.eval = evaluate_int8(*q.model, ctx.be, ctx.data.test, 500);
+    // no calibration: ranges from each batch
+    q.model = std::make_unique<Int8Model>(*at.model, *at.be, q.acts, mo);
+    q.eval = evaluate_int8(*q.model, at, ctx.data.test, 500);
     ctx.sink.event("quant/calibrator", {{"method", "dynamic (per batch, symmetric max |x|)"}});
   } else {
-    q = quantize_static(ctx, mo, step);
+    q = quantize_static(ctx, at, mo, step);
     if (!q.model)
       return;
   }
@@ -225,8 +298,8 @@ void run_quantize_stage(StageContext& ctx) {
   if (qc.mixed_precision) {
     if (ctx.stop_requested())
       return;
-    best = search_mixed_precision_for(ctx, q.acts, mo, f32.accuracy);
-    best_eval = evaluate_int8(*best, ctx.be, ctx.data.test, 500);
+    best = search_mixed_precision_for(ctx, at, q.acts, mo, f32.accuracy);
+    best_eval = evaluate_int8(*best, at, ctx.data.test, 500);
   }
   log("quant/test_accuracy", best_eval.accuracy);
   log("quant/test_loss", best_eval.loss);
@@ -235,16 +308,23 @@ void run_quantize_stage(StageContext& ctx) {
   log("test/loss", best_eval.loss);
   log("quant/accuracy_drop", 100.0 * (f32.accuracy - best_eval.accuracy));
   log("quant/weight_bits", best->weight_bits());
-  ctx.sink.event("quant", {{"mode", qc.mode},
-                           {"calibration", qc.calibration},
-                           {"granularity", qc.granularity},
-                           {"cpu_isa", cpu_int8_isa_name()},
-                           {"weight_bits", best->weight_bits()},
-                           {"weight_bits_note", cpu_int8_dot_is_exact()
-                                                    ? "8-bit weights: the CPU has an exact int8 dot product (VNNI)"
-                                                    : "7-bit weights: without VNNI oneDNN's int8 dot product "
-                                                      "saturates s16 pairs (see int8_cpu.h)"},
-                           {"plan", best->plan()}});
+  nlohmann::json quant_event{
+      {"mode", qc.mode},
+      {"calibration", qc.calibration},
+      {"granularity", qc.granularity},
+      {"cpu_isa", cpu_int8_isa_name()},
+      {"weight_bits", best->weight_bits()},
+      {"weight_bits_note", cpu_int8_dot_is_exact() ? "8-bit weights: the CPU has an exact int8 dot product (VNNI)"
+                                                   : "7-bit weights: without VNNI oneDNN's int8 dot product "
+                                                     "saturates s16 pairs (see int8_cpu.h)"},
+      {"plan", best->plan()}};
+  if (at.on_device) {
+    quant_event.erase("cpu_isa");
+    quant_event["weight_bits_note"] = "8-bit weights: the GPU's int8 GEMM accumulates exactly in int32";
+  }
+  if (!be.device().is_cpu())
+    quant_event["int8_device"] = at.be->device_name();
+  ctx.sink.event("quant", quant_event);
 
   // 3. the files: f32 and INT8 sizes, both real files where the run writes a folder
   int64_t f32_bytes = 0, int8_bytes = 0;
@@ -268,9 +348,18 @@ void run_quantize_stage(StageContext& ctx) {
   const std::vector<int64_t> sample{1, ctx.data.test.rows, ctx.data.test.cols};
   const auto lat_f32 = measure_model_latency(model, be, sample);
   log_latency(ctx.sink, step, ctx.wall_ms(), "f32", lat_f32, be.device_name());
-  const auto lat_int8 = measure_latency(be, sample, [&](const Tensor& x) { best->forward(x); });
-  log_latency(ctx.sink, step, ctx.wall_ms(), "int8", lat_int8,
-              be.device_name() + " (oneDNN int8, " + cpu_int8_isa_name() + ")");
+  std::vector<LatencyResult> lat_int8;
+  if (at.on_device) {
+    const std::unique_ptr<Int8DeviceExecutor> device = make_int8_device_executor(be, *best);
+    lat_int8 = measure_latency(be, sample, [&](const Tensor& x) { device->forward(x); });
+    log_latency(ctx.sink, step, ctx.wall_ms(), "int8", lat_int8, be.device_name() + " (" + device->kernels() + ")");
+  } else {
+    Backend& int8_be = *at.be;  // ctx.be, or the host CPU backend on a GPU run
+    lat_int8 = measure_latency(int8_be, sample, [&](const Tensor& x) { best->forward(x); });
+    log_latency(ctx.sink, step, ctx.wall_ms(), "int8", lat_int8,
+                int8_be.device_name() + " (oneDNN int8, " + cpu_int8_isa_name() + ")" +
+                    (at.cpu_reason.empty() ? "" : "; on the CPU because " + at.cpu_reason));
+  }
   for (int64_t b : {int64_t{1}, int64_t{256}}) {
     const LatencyResult *f = at_batch(lat_f32, b), *q = at_batch(lat_int8, b);
     if (f && q && q->ms_per_batch > 0)

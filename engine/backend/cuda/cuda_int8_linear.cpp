@@ -116,10 +116,16 @@ void CudaInt8Linear::forward_into(const Tensor& src, void* dst) {
                   src.stride(1) == 1,
               "CudaInt8Linear::forward: src must be device ", dtype_name(m_layer.src_dtype()), " [N, ", m_k,
               "] with unit column stride, got ", src.describe());
+  forward_rows(src.raw(), src.dtype(), src.dim(0), src.stride(0), dst);
+}
+
+void CudaInt8Linear::forward_rows(const void* src, DType src_dtype, int64_t n, int64_t ld_src, void* dst) {
+  LATHE_CHECK(src_dtype == m_layer.src_dtype() && n >= 0 && ld_src >= m_k, "CudaInt8Linear::forward_rows: ", n,
+              " rows of ", dtype_name(src_dtype), " with leading dimension ", ld_src, " do not fit [N, ", m_k, "] ",
+              dtype_name(m_layer.src_dtype()));
   CudaContext& ctx = m_be.context();
   ctx.activate();
   Impl& im = *m_impl;
-  const int64_t n = src.dim(0);
   if (n != im.n) {  // layouts, buffers and the algorithm for this batch size
     im.destroy_batch_layouts();
     LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.b, CUDA_R_8I, m_kp, n, m_kp));
@@ -143,7 +149,7 @@ void CudaInt8Linear::forward_into(const Tensor& src, void* dst) {
     im.n = n;
   }
   cudaStream_t stream = ctx.stream();
-  LATHE_CUDA_CHECK(kernels::int8_pack_rows(stream, src.raw(), src.dtype() == DType::u8, n, m_k, src.stride(0),
+  LATHE_CUDA_CHECK(kernels::int8_pack_rows(stream, src, src_dtype == DType::u8, n, m_k, ld_src,
                                            static_cast<int8_t*>(im.packed.raw()), m_kp));
   const int32_t alpha = 1, beta = 0;
   void* ws = im.workspace ? ctx.workspace(im.workspace) : nullptr;

@@ -31,6 +31,9 @@ class CudaInt8Linear {
   Tensor forward(const Tensor& src);
   /// The same, writing [N, O] row-major into `dst` (device memory of N * O dst-dtype elements).
   void forward_into(const Tensor& src, void* dst);
+  /// The same on raw device rows: `rows` rows of in_features() elements of `src_dtype`, row r at
+  /// element r * ld_src of `src` (a channels-last batch read as [N, H*W*C] rows: flatten as a view).
+  void forward_rows(const void* src, DType src_dtype, int64_t rows, int64_t ld_src, void* dst);
 
   int64_t in_features() const { return m_k; }
   int64_t out_features() const { return m_o; }

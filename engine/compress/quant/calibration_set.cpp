@@ -32,11 +32,12 @@ void for_each_batch(Model& model, Backend& be, const Dataset& data, int64_t batc
   }
 }
 
-Tensor to_host(const Tensor& t) {
+/// The tensor itself when it is on the host, else a host copy made by its backend (a model on a GPU).
+Tensor to_host(const Tensor& t, Backend& be) {
   if (t.device().is_cpu())
     return t;
   Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), t.format());
-  t.copy_to(h);
+  be.copy(t, h);
   return h;
 }
 
@@ -46,7 +47,7 @@ std::vector<double> per_sample_losses(Model& model, Backend& be, const Dataset& 
   std::vector<double> losses;
   losses.reserve(data.count);
   for_each_batch(model, be, data, batch_size, [&](const Batch& b, const Tensor& out) {
-    const Tensor logits = to_host(out);
+    const Tensor logits = to_host(out, be);
     const int64_t n = logits.dim(0), k = logits.dim(1);
     for (int64_t i = 0; i < n; ++i) {
       double mx = -1e300;
@@ -132,7 +133,7 @@ ActivationStats collect_activation_stats(Model& model, Backend& be, const Datase
   model.set_low_precision_activations(false);
   for_each_batch(model, be, images, batch_size, [&](const Batch& b, const Tensor&) {
     for (const std::string& t : taps)
-      stats.taps.at(t).observe(t == kInputTap ? b.images : to_host(model.activation(t)));
+      stats.taps.at(t).observe(t == kInputTap ? b.images : to_host(model.activation(t), be));
     stats.samples += b.labels.dim(0);
   });
   return stats;

@@ -18,35 +18,6 @@
 
 namespace lathe {
 
-struct Int8Model::Step {
-  enum class Kind {
-    quantize,
-    dequantize,
-    int8_conv,
-    int8_linear,
-    int8_maxpool,
-    int8_relu,
-    flatten_q,
-    f32_layer,
-    f32_relu,
-    dynamic_quantize,  // quantize with a symmetric range from the batch (params: dtype, bits)
-    dynamic_rescale    // f32 y = s_x y + bias, then ReLU when `relu`
-  };
-  Kind kind;
-  std::string node;  // node name (the group's first node for INT8 layers)
-  std::string out_node;
-  size_t index = 0;               // node index (f32 layers)
-  QuantParams params;             // quantize: the target; dequantize / int8_relu: the current parameters
-  bool to_channels_last = false;  // quantize: make the f32 input channels-last first (conv consumer)
-  std::unique_ptr<Int8Conv2d> conv;
-  std::unique_ptr<Int8Linear> linear;
-  Tensor bias;  // f32 bias of an INT8 layer, for saving
-  PoolParams pool;
-  bool relu = false;  // dynamic_rescale
-  std::string text;
-  double seconds = 0;  // accumulated while profiling
-};
-
 namespace {
 
 using Kind = Int8Model::Step::Kind;
@@ -89,9 +60,14 @@ int next_compute(Model& model, size_t after) {
   return -1;
 }
 
-Tensor host_copy(const Tensor& t) {
+/// A host copy of a parameter; a device parameter (a model trained on a GPU) comes down through its
+/// backend, so the INT8 plan can be made on the host from a model on any device.
+Tensor host_copy(const Tensor& t, Backend& be) {
   Tensor h = Tensor::empty(t.shape(), t.dtype());
-  t.copy_to(h);
+  if (t.device().is_cpu())
+    t.copy_to(h);
+  else
+    be.copy(t, h);
   return h;
 }
 
@@ -223,10 +199,10 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
         cfg.per_channel_weights = options.per_channel_weights;
         const std::vector<Param*> params = layer.params();
         LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
-        Tensor w = host_copy(params[0]->value);
+        Tensor w = host_copy(params[0]->value, m_be);
         Tensor b;
         if (params.size() > 1)
-          b = host_copy(params[1]->value);
+          b = host_copy(params[1]->value, m_be);
         Kind k;
         std::string text;
         if (kind == "conv2d") {
@@ -326,7 +302,7 @@ void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
     cfg.per_channel_weights = options.per_channel_weights;
     const std::vector<Param*> params = layer.params();
     LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
-    const Tensor w = host_copy(params[0]->value);
+    const Tensor w = host_copy(params[0]->value, m_be);
     Step& q = add(Kind::dynamic_quantize, name,
                   std::string("quantize per batch f32 -> ") + (nonneg ? "u8" : "s8") + " (symmetric, max |x|)");
     q.params = cfg.src;
@@ -338,7 +314,7 @@ void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
     else
       s.linear = std::make_unique<Int8Linear>(w, nullptr, cfg);
     if (params.size() > 1)
-      s.bias = host_copy(params[1]->value);
+      s.bias = host_copy(params[1]->value, m_be);
     s.out_node = model.node_name(relu ? i + 1 : i);
     Step& r = add(Kind::dynamic_rescale, name, std::string("rescale x s_x + bias") + (relu ? " + relu" : ""));
     r.bias = s.bias;
@@ -474,7 +450,7 @@ std::vector<std::pair<std::string, Tensor>> Int8Model::state_tensors() const {
       }
     } else if (s.kind == Kind::f32_layer) {
       for (Param* p : m_model.layer(s.index).params())
-        t.emplace_back(s.node + "." + p->name, host_copy(p->value));
+        t.emplace_back(s.node + "." + p->name, host_copy(p->value, m_be));
     }
   }
   return t;

@@ -62,8 +62,10 @@ struct Int8LayerQuantization {
 class Int8Model {
  public:
   /// Quantizes `model`'s weights and plans the execution. `model` must outlive this object (its
-  /// f32 layers run the keep_f32 nodes). Host (CPU) parameters only. Every tap the plan uses must
-  /// be in `acts` (8-bit, per tensor); a missing one throws lathe::Error naming it.
+  /// f32 layers run the keep_f32 nodes). Parameters on a device are copied to the host through
+  /// `be`: the plan and its quantized weights are host-side; forward() runs its f32 steps on `be`,
+  /// so a plan with f32 steps needs a CPU `be` (a GPU runs the plan through CudaInt8Model). Every
+  /// tap the plan uses must be in `acts` (8-bit, per tensor); a missing one throws lathe::Error.
   Int8Model(Model& model, Backend& be, const ActivationParams& acts, const Int8ModelOptions& options = {});
   ~Int8Model();
   Int8Model(Int8Model&&) noexcept;
@@ -97,7 +99,43 @@ class Int8Model {
   /// (step text, seconds) per step since profiling was switched on.
   std::vector<std::pair<std::string, double>> profile() const;
 
-  struct Step;
+  /// One step of the plan. Public and read-only through steps() so an executor on another device
+  /// (engine/backend/cuda/cuda_int8_model.h) runs the same plan with the same quantized layers.
+  struct Step {
+    enum class Kind {
+      quantize,
+      dequantize,
+      int8_conv,
+      int8_linear,
+      int8_maxpool,
+      int8_relu,
+      flatten_q,
+      f32_layer,
+      f32_relu,
+      dynamic_quantize,  // quantize with a symmetric range from the batch (params: dtype, bits)
+      dynamic_rescale    // f32 y = s_x y + bias, then ReLU when `relu`
+    };
+    Kind kind;
+    std::string node;  // node name (the group's first node for INT8 layers)
+    std::string out_node;
+    size_t index = 0;               // node index (f32 layers)
+    QuantParams params;             // quantize: the target; dequantize / int8_relu: the current parameters
+    bool to_channels_last = false;  // quantize: make the f32 input channels-last first (conv consumer)
+    std::unique_ptr<Int8Conv2d> conv;
+    std::unique_ptr<Int8Linear> linear;
+    Tensor bias;  // f32 bias of an INT8 layer, for saving
+    PoolParams pool;
+    bool relu = false;  // dynamic_rescale
+    std::string text;
+    double seconds = 0;  // accumulated while profiling
+  };
+
+  /// The plan in execution order (see the header comment).
+  const std::vector<std::unique_ptr<Step>>& steps() const { return m_steps; }
+  /// True for a dynamic-activation plan (Int8ModelOptions::dynamic_activations).
+  bool dynamic() const { return m_dynamic; }
+  /// The f32 model the plan was made from (its f32 layers run the f32 steps).
+  const Model& model() const { return m_model; }
 
  private:
   /// The plan of dynamic_activations (see Int8ModelOptions).
