@@ -14,6 +14,7 @@
 #include "engine/compress/quant/int8_reference.h"
 #include "kernels/int8_gemm_io.cuh"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/support/random_tensor.h"
 
 namespace lathe {
 namespace {
@@ -29,14 +30,6 @@ Tensor random_q(int64_t n, int64_t k, const QuantParams& p, Rng& rng) {
   for (int64_t i = 0; i < t.numel(); ++i)
     t.set_flat(i, p.qmin() + static_cast<int64_t>(rng.below(static_cast<uint64_t>(p.qmax() - p.qmin() + 1))));
   return t;
-}
-
-/// How many elements differ (logical order, so layouts may differ).
-int64_t differing(const Tensor& got, const Tensor& want) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    n += got.at_flat(i) != want.at_flat(i);
-  return n;
 }
 
 class CudaInt8Test : public CudaTest {};
@@ -68,7 +61,7 @@ TEST_F(CudaInt8Test, LinearMatchesTheIntegerReferenceExactly) {
         const Tensor got = down(gpu_layer.forward(up(x)));
         ASSERT_EQ(got.shape(), want.shape());
         ASSERT_EQ(got.dtype(), want.dtype());
-        EXPECT_EQ(differing(got, want), 0) << "of " << want.numel() << " elements";
+        EXPECT_EQ(test::mismatches(got, want), 0) << "of " << want.numel() << " elements";
       }
 }
 
@@ -101,7 +94,7 @@ TEST_F(CudaInt8Test, ConvMatchesTheIntegerReferenceExactly) {
       cuda::CudaInt8Conv2d gpu_conv(gpu(), layer, p);
       const Tensor got = down(gpu_conv.forward(up(x, MemoryFormat::channels_last)));
       ASSERT_EQ(got.shape(), want.shape());
-      EXPECT_EQ(differing(got, want), 0) << "of " << want.numel() << " elements";
+      EXPECT_EQ(test::mismatches(got, want), 0) << "of " << want.numel() << " elements";
     }
 }
 

@@ -44,12 +44,7 @@ Tensor test_bias(int64_t n) {
   return b;
 }
 
-int64_t mismatches(const Tensor& a, const Tensor& b) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    n += a.at_flat(i) != b.at_flat(i);
-  return n;
-}
+using test::mismatches;
 
 TEST(Int8Cpu, WeightBitsFollowTheCpu) {
   const bool exact = cpu_int8_dot_is_exact();

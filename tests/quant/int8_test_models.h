@@ -1,5 +1,6 @@
 // Test fixtures shared by the INT8 executor and QAT tests: a small cnn of the zoo's shape, random
-// image datasets, the loader's view of them, an element-mismatch count and a min-max calibration.
+// image datasets, the loader's view of them and a min-max calibration (the element-mismatch count is in
+// tests/support/random_tensor.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "engine/nn/linear.h"
 #include "engine/nn/maxpool2d.h"
 #include "engine/nn/relu.h"
+#include "tests/support/random_tensor.h"
 
 namespace lathe::test {
 
@@ -62,14 +64,6 @@ inline Tensor images_of(const Dataset& d) {
   Batch b;
   EXPECT_TRUE(loader.next(b));
   return b.images;
-}
-
-/// How many elements differ (logical order, so layouts may differ).
-inline int64_t mismatches(const Tensor& a, const Tensor& b) {
-  int64_t n = 0;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    n += a.at_flat(i) != b.at_flat(i);
-  return n;
 }
 
 inline ActivationParams calibrate_minmax(Model& m, Backend& be, const Dataset& d) {

@@ -1,4 +1,5 @@
-// Test helpers: seeded random tensors and elementwise comparison with a relative tolerance.
+// Test helpers: seeded random tensors, elementwise comparison with a relative tolerance, and an
+// exact mismatch count.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -29,6 +30,14 @@ inline ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, do
              << "element " << i << ": " << x << " vs " << y << " (" << a.describe() << ")";
   }
   return ::testing::AssertionSuccess();
+}
+
+/// How many elements differ (logical order, so layouts may differ).
+inline int64_t mismatches(const Tensor& a, const Tensor& b) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    n += a.at_flat(i) != b.at_flat(i);
+  return n;
 }
 
 }  // namespace lathe::test
