@@ -8,6 +8,7 @@ namespace lathe {
 class Add final : public Layer {
  public:
   std::string kind() const override { return "add"; }
+  std::unique_ptr<Layer> fresh_copy() const override { return std::make_unique<Add>(); }
   int num_inputs() const override { return 2; }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     if (inputs.at(0) != inputs.at(1))

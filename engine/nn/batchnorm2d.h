@@ -10,6 +10,9 @@ class BatchNorm2d final : public Layer {
  public:
   explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
   std::string kind() const override { return "batchnorm2d"; }
+  std::unique_ptr<Layer> fresh_copy() const override {
+    return std::make_unique<BatchNorm2d>(m_channels, m_p.eps, m_p.momentum);
+  }
   std::string describe() const override { return "batchnorm2d(" + std::to_string(m_channels) + ")"; }
   Shape output_shape(const std::vector<Shape>& inputs) const override;
   void create_params(Backend& backend, DType dtype, Rng& rng) override;

@@ -15,6 +15,9 @@ class Conv2d final : public MatmulLayer {
   MemoryFormat output_format(const Backend& backend, const std::vector<const Tensor*>&) const override {
     return backend.preferred_conv_format();
   }
+  std::unique_ptr<Layer> fresh_copy() const override {  // the constructor makes stride and padding square
+    return std::make_unique<Conv2d>(m_in, m_out, m_kernel, m_p.stride_h, m_p.pad_h, has_bias());
+  }
   void create_params(Backend& backend, DType dtype, Rng& rng) override;
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override;
 

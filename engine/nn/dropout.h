@@ -12,6 +12,7 @@ class Dropout final : public Layer {
       throw ConfigError("dropout p must be in [0, 1), got " + std::to_string(p));
   }
   std::string kind() const override { return "dropout"; }
+  std::unique_ptr<Layer> fresh_copy() const override { return std::make_unique<Dropout>(m_p, m_seed); }
   std::string describe() const override { return "dropout(" + std::to_string(m_p) + ")"; }
   Shape output_shape(const std::vector<Shape>& inputs) const override { return inputs.at(0); }
   void forward(LayerContext& ctx, const std::vector<const Tensor*>& src, Tensor& dst) override {

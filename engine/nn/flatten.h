@@ -9,6 +9,7 @@ namespace lathe {
 class Flatten final : public Layer {
  public:
   std::string kind() const override { return "flatten"; }
+  std::unique_ptr<Layer> fresh_copy() const override { return std::make_unique<Flatten>(); }
   LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const override {
     return backend.supports(Op::reorder, precision) ? LowPrecisionIo::passes_through : LowPrecisionIo::none;
   }

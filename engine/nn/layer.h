@@ -48,6 +48,11 @@ class Layer {
     return src.empty() ? MemoryFormat::contiguous : src[0]->format();
   }
 
+  /// A new layer of the same kind and configuration, parameters not created yet (a model copied to
+  /// another device, a model rebuilt around it); null for layers that are not copied this way
+  /// (deployed executors such as the sparse ones).
+  virtual std::unique_ptr<Layer> fresh_copy() const { return nullptr; }
+
   /// Creates parameters in `dtype` on the backend's device and initialises them (PyTorch defaults).
   virtual void create_params(Backend& backend, DType dtype, Rng& rng) {}
 

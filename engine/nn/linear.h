@@ -14,6 +14,7 @@ class Linear final : public MatmulLayer {
   MemoryFormat output_format(const Backend&, const std::vector<const Tensor*>&) const override {
     return MemoryFormat::contiguous;
   }
+  std::unique_ptr<Layer> fresh_copy() const override { return std::make_unique<Linear>(m_in, m_out, has_bias()); }
   void create_params(Backend& backend, DType dtype, Rng& rng) override;
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override { return 2 * m_in * m_out; }
 

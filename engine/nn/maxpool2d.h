@@ -13,6 +13,9 @@ class MaxPool2d final : public Layer {
                 padding);
   }
   std::string kind() const override { return "maxpool2d"; }
+  std::unique_ptr<Layer> fresh_copy() const override {  // the constructor makes the window square
+    return std::make_unique<MaxPool2d>(m_p.kernel_h, m_p.stride_h, m_p.pad_h);
+  }
   std::string describe() const override {
     return "maxpool2d(k" + std::to_string(m_p.kernel_h) + " s" + std::to_string(m_p.stride_h) + ")";
   }

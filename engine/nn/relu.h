@@ -8,6 +8,7 @@ namespace lathe {
 class ReLU final : public Layer {
  public:
   std::string kind() const override { return "relu"; }
+  std::unique_ptr<Layer> fresh_copy() const override { return std::make_unique<ReLU>(); }
   LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const override {
     return backend.supports(Op::relu, precision) ? LowPrecisionIo::passes_through : LowPrecisionIo::none;
   }

@@ -3,7 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "engine/backend/cpu/dnnl_backend.h"
+#include "engine/nn/add.h"
+#include "engine/nn/batchnorm2d.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/dropout.h"
+#include "engine/nn/flatten.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/maxpool2d.h"
 #include "engine/nn/optimizer.h"
+#include "engine/nn/relu.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/train_step.h"
 #include "tests/support/random_tensor.h"
@@ -154,6 +162,33 @@ TEST(Optimizer, StateOfListsEachParametersStateAfterItsFirstStep) {
   Sgd plain(0.0, 0, false);  // no momentum: no state
   plain.step(be, params, 0.1);
   EXPECT_TRUE(plain.state_of(params[0].param).empty());
+}
+
+TEST(Layer, FreshCopyHasTheSameKindConfigurationAndShapes) {
+  std::vector<std::pair<std::unique_ptr<Layer>, Shape>> cases;
+  cases.emplace_back(std::make_unique<Linear>(12, 5, false), Shape{2, 12});
+  cases.emplace_back(std::make_unique<Conv2d>(3, 8, 5, 2, 1, true), Shape{2, 3, 11, 11});
+  cases.emplace_back(std::make_unique<MaxPool2d>(3, 2, 1), Shape{2, 3, 11, 11});
+  cases.emplace_back(std::make_unique<BatchNorm2d>(3, 1e-3, 0.2), Shape{2, 3, 4, 4});
+  cases.emplace_back(std::make_unique<Dropout>(0.25, 9), Shape{2, 7});
+  cases.emplace_back(std::make_unique<ReLU>(), Shape{2, 7});
+  cases.emplace_back(std::make_unique<Flatten>(), Shape{2, 3, 4, 4});
+  for (const auto& [layer, in] : cases) {
+    const std::unique_ptr<Layer> copy = layer->fresh_copy();
+    ASSERT_TRUE(copy) << layer->describe();
+    EXPECT_EQ(copy->kind(), layer->kind());
+    EXPECT_EQ(copy->describe(), layer->describe());
+    EXPECT_EQ(copy->output_shape({in}), layer->output_shape({in})) << layer->describe();
+  }
+  const auto dropout_copy = Dropout(0.25, 9).fresh_copy();
+  EXPECT_EQ(static_cast<const Dropout&>(*dropout_copy).p(), 0.25);
+  EXPECT_EQ(static_cast<const Dropout&>(*dropout_copy).seed(), 9u);
+  Add add;
+  EXPECT_EQ(add.fresh_copy()->kind(), "add");
+  BatchNorm2d bn(3, 1e-3, 0.2);
+  const auto bn_copy = bn.fresh_copy();
+  EXPECT_EQ(static_cast<const BatchNorm2d&>(*bn_copy).bn_params().eps, 1e-3);
+  EXPECT_EQ(static_cast<const BatchNorm2d&>(*bn_copy).bn_params().momentum, 0.2);
 }
 
 }  // namespace

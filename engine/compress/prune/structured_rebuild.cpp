@@ -4,14 +4,9 @@
 #include <cmath>
 
 #include "engine/compress/prune/structured.h"
-#include "engine/nn/add.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/nn/conv2d.h"
-#include "engine/nn/dropout.h"
-#include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
-#include "engine/nn/maxpool2d.h"
-#include "engine/nn/relu.h"
 
 namespace lathe {
 
@@ -112,23 +107,11 @@ std::unique_ptr<Model> build_pruned_model(Model& model, Backend& be, const Struc
       fresh = std::make_unique<BatchNorm2d>(static_cast<int64_t>(kept_out.size()), b.bn_params().eps,
                                             b.bn_params().momentum);
       sel[i] = {kept_out, {}};
-    } else if (kind == "maxpool2d") {
-      const PoolParams& p = static_cast<MaxPool2d&>(layer).pool_params();
-      LATHE_CHECK(p.kernel_h == p.kernel_w && p.stride_h == p.stride_w && p.pad_h == p.pad_w,
-                  "structured pruning: maxpool2d '", model.node_name(i), "' is not square");
-      fresh = std::make_unique<MaxPool2d>(p.kernel_h, p.stride_h, p.pad_h);
-    } else if (kind == "dropout") {
-      auto& d = static_cast<Dropout&>(layer);
-      fresh = std::make_unique<Dropout>(d.p(), d.seed());
-    } else if (kind == "relu") {
-      fresh = std::make_unique<ReLU>();
-    } else if (kind == "flatten") {
-      fresh = std::make_unique<Flatten>();
-    } else if (kind == "add") {
-      fresh = std::make_unique<Add>();
-    } else {
-      throw ConfigError("structured pruning cannot rebuild layer '" + model.node_name(i) + "' of kind " + kind +
-                        "; supported: linear, conv2d, batchnorm2d, maxpool2d, dropout, relu, flatten, add");
+    } else {  // layers without a channel dimension of their own: the same configuration
+      fresh = layer.fresh_copy();
+      if (!fresh)
+        throw ConfigError("structured pruning cannot rebuild layer '" + model.node_name(i) + "' of kind " + kind +
+                          "; supported: linear, conv2d, batchnorm2d, maxpool2d, dropout, relu, flatten, add");
     }
     std::vector<std::string> inputs;
     for (int j : model.node_inputs(i))
