@@ -172,6 +172,11 @@ std::string cost_text(const ReportRun& r) { return r.cost_usd ? esc(format_headl
 
 // ---- header ---------------------------------------------------------------------------------
 
+/// What "best" means, under every table that bolds one (default_direction in engine/store).
+const char* const kDirectionNote =
+    "Lower is better for losses, bytes, params, FLOPs, memory, latency, time and cost; higher for accuracy, "
+    "samples/s, throughput, speedup and MFU.";
+
 const char* const kHeadline[] = {"test/accuracy", "test/loss",  "train/samples_per_s",
                                  "model/bytes",   "device/mfu", "cost/usd"};
 
@@ -275,6 +280,15 @@ int best_run(const ReportData& data, const std::string& metric, bool use_last) {
   return -1;
 }
 
+/// The headline metrics, then every latency the runs measured (dense, pruned, f32, int8 ...).
+std::vector<std::string> glance_metrics(const ReportData& data) {
+  std::vector<std::string> out(std::begin(kHeadline), std::end(kHeadline));
+  for (const std::string& m : data.metrics)
+    if (m.rfind("latency/", 0) == 0 && m.size() > 3 && m.compare(m.size() - 3, 3, "_ms") == 0)
+      out.push_back(m);
+  return out;
+}
+
 void write_glance(std::string& out, const ReportData& data) {
   std::vector<std::string> headers{"Metric (last value)"};
   std::vector<bool> numeric{false};
@@ -284,7 +298,7 @@ void write_glance(std::string& out, const ReportData& data) {
   }
   out += html::section("Results at a glance");
   Table t(out, headers, numeric);
-  for (const char* m : kHeadline) {
+  for (const std::string& m : glance_metrics(data)) {
     const int best = best_run(data, m, true);
     std::vector<std::string> cells{"<span class=\"key\">" + esc(m) + "</span>"};
     bool any = false;
@@ -298,7 +312,7 @@ void write_glance(std::string& out, const ReportData& data) {
       t.row(cells);
   }
   t.close();
-  out += "<p class=\"sub\">Bold: the best run for that metric (lowest loss or cost, highest otherwise).</p>\n";
+  out += std::string("<p class=\"sub\">Bold: the best run for that metric. ") + kDirectionNote + "</p>\n";
 }
 
 // ---- metric summary ---------------------------------------------------------------------------
@@ -350,8 +364,8 @@ void write_metric_summary(std::string& out, const ReportData& data) {
     t.raw_row(rows);
   }
   t.close();
-  out += "<p class=\"sub\">Best: the minimum for losses (metrics named *loss*), the maximum otherwise";
-  out += data.comparison() ? "; bold: the best run.</p>\n" : ".</p>\n";
+  out += std::string("<p class=\"sub\">Best: the minimum or the maximum, by the metric's direction. ") + kDirectionNote;
+  out += data.comparison() ? " Bold: the best run.</p>\n" : "</p>\n";
 }
 
 // ---- charts -----------------------------------------------------------------------------------

@@ -230,6 +230,7 @@ void CompareView::fillMetrics() {
   m_metrics->setHorizontalHeaderLabels(headers);
   m_metrics->setRowCount(0);
   for (const std::string& metric : m_data.metricNames()) {
+    const int bestLast = best_run(m_data, metric, true), bestBest = best_run(m_data, metric, false);
     for (const char* stat : {"last", "best", "min", "max"}) {
       const int r = m_metrics->rowCount();
       m_metrics->insertRow(r);
@@ -242,7 +243,14 @@ void CompareView::fillMetrics() {
           const std::string st = stat;
           v = st == "last" ? s->last : st == "best" ? s->best() : st == "min" ? s->min : s->max;
         }
-        m_metrics->setItem(r, static_cast<int>(i + 2), cell(num(v)));
+        QTableWidgetItem* item = cell(num(v));
+        const int best = std::string(stat) == "last" ? bestLast : std::string(stat) == "best" ? bestBest : -1;
+        if (static_cast<int>(i) == best) {  // the best run of this metric, by its direction
+          QFont bold = item->font();
+          bold.setBold(true);
+          item->setFont(bold);
+        }
+        m_metrics->setItem(r, static_cast<int>(i + 2), item);
       }
     }
   }
