@@ -79,6 +79,10 @@ TrainPhase fine_tuning_phase(const StageContext& ctx, const std::string& name, i
   return p;
 }
 
+void begin_phase(StageContext& ctx, const std::string& name) {
+  ctx.sink.event("phase", {{"phase", name}, {"epochs", 0}, {"first_step", ctx.step}, {"steps", 0}});
+}
+
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks) {
   Backend& be = ctx.be;
   Model& model = *ctx.model;
