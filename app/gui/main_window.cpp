@@ -155,16 +155,18 @@ void MainWindow::sweep() {
     QMessageBox::warning(this, "The experiment has errors", "Fix the fields marked in red before queuing a sweep.");
     return;
   }
-  ui::SweepDialog dialog(this);
+  const nlohmann::json base = m_designer->form()->config();
+  ui::SweepDialog dialog(base, this);
   if (dialog.exec() != QDialog::Accepted)
     return;
   try {
-    const auto runs = ui::expand_sweep(dialog.axes());
-    for (const auto& sets : runs) {
+    // Each run is named by its values ("mlp-fashion lr=0.02"), so the runs of a sweep tell apart.
+    const std::vector<ui::SweepRun> runs = ui::plan_sweep(base, dialog.axes());
+    for (const ui::SweepRun& run : runs) {
       QStringList list;
-      for (const auto& s : sets)
+      for (const auto& s : run.sets)
         list << QString::fromStdString(s);
-      m_queue->enqueue(m_designer->form()->config(), list);
+      m_queue->enqueue(run.config, list, QString::fromStdString(run.name));
     }
     statusBar()->showMessage(QString("Queued %1 runs").arg(runs.size()), 5000);
     showTab("live");

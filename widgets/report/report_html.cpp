@@ -418,8 +418,12 @@ std::vector<ChartImage> render_report_charts(const ReportData& data, HtmlFlavor 
       if (it != data.runs[i].series.end())
         spec.lines.push_back({data.runs[i].label, run_color(i), &it->second});
     }
-    // A comparison chart is taller when its legend needs more than one row (3 entries a row).
-    const int legend_rows = spec.legend ? static_cast<int>((spec.lines.size() + 2) / 3) : 0;
+    // A comparison chart is taller when its legend needs more than one row (1-3 entries a row, by
+    // the longest run label: labels wrap to more rows, never cut).
+    std::vector<std::string> labels;
+    for (const ChartLine& line : spec.lines)
+      labels.push_back(line.label);
+    const int legend_rows = spec.legend ? legend_lines(labels, width) : 0;
     const int h = height + legend_rows * (print ? 12 : 16);
     charts.push_back({metric, render_chart_png(spec, width, h, scale), width, h});
   }
