@@ -10,6 +10,9 @@
 #include <QVBoxLayout>
 
 #include "app/gui/export_action.h"
+#ifdef LATHE_HAVE_REPORT
+#include "app/gui/run_overview.h"
+#endif
 #include "engine/core/error.h"
 #include "widgets/ui/sweep_dialog.h"
 
@@ -31,13 +34,25 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   m_charts = new ui::ChartPanel(live);
   m_queueList = new ui::QueueList(m_queue, live);
   m_queueList->setMaximumHeight(90);
-  liveLayout->addWidget(m_charts, 1);
+  auto* liveSplit = new QSplitter(Qt::Vertical, live);
+  liveSplit->addWidget(m_charts);
+#ifdef LATHE_HAVE_REPORT
+  m_liveOverview = new RunOverview(m_opt.dbPath, liveSplit);  // shown when the watched run ends
+  m_liveOverview->setObjectName("liveOverview");
+  m_liveOverview->hide();
+  liveSplit->addWidget(m_liveOverview);
+#endif
+  liveLayout->addWidget(liveSplit, 1);
   liveLayout->addWidget(m_queueList);
   m_tabs->addTab(live, "Live");
   m_browser = new ui::RunBrowser(m_opt.dbPath, m_tabs);
   m_tabs->addTab(m_browser, "Runs");
   m_compare = new ui::CompareView(m_opt.dbPath, m_tabs);
   m_tabs->addTab(m_compare, "Compare");
+#ifdef LATHE_HAVE_REPORT
+  m_overview = new RunOverview(m_opt.dbPath, m_tabs);
+  m_tabs->addTab(m_overview, "Overview");
+#endif
   split->addWidget(m_designer);
   split->addWidget(m_tabs);
   split->setStretchFactor(1, 1);
@@ -75,6 +90,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   connect(m_feed, &ui::LiveFeed::runsChanged, this, &MainWindow::onRunsChanged);
   connect(m_feed, &ui::LiveFeed::failed, this, [this](const QString& t) { statusBar()->showMessage(t, 10000); });
   connect(m_browser, &ui::RunBrowser::watchRun, this, &MainWindow::watch);
+  connect(m_browser, &ui::RunBrowser::showRun, this, &MainWindow::showOverview);
   connect(m_browser, &ui::RunBrowser::compareRuns, this, &MainWindow::compareRuns);
   connect(m_browser, &ui::RunBrowser::exportRuns, this, &MainWindow::exportRuns);
   connect(m_browser, &ui::RunBrowser::openConfig, this, [this](const nlohmann::json& cfg, const QString& id) {
@@ -126,7 +142,18 @@ void MainWindow::updateActions() {
 
 void MainWindow::showTab(const QString& name) {
   const QString n = name.toLower();
-  m_tabs->setCurrentIndex(n == "runs" ? 1 : n == "compare" ? 2 : 0);
+  m_tabs->setCurrentIndex(n == "runs" ? 1 : n == "compare" ? 2 : n == "overview" && m_overview ? 3 : 0);
+}
+
+void MainWindow::showOverview(const QString& runId) {
+  if (runId.isEmpty())
+    return;
+#ifdef LATHE_HAVE_REPORT
+  m_overview->showRun(runId);
+  showTab("overview");
+#else
+  watch(runId);
+#endif
 }
 
 bool MainWindow::runCurrent(bool interactive) {
@@ -184,6 +211,8 @@ void MainWindow::watch(const QString& runId) {
   if (runId.isEmpty())
     return;
   m_feed->watch(runId);
+  if (m_liveOverview && m_liveOverview->runId() != runId)
+    m_liveOverview->hide();  // a new run: its charts, until it ends
   showTab("live");
 }
 
@@ -205,6 +234,10 @@ void MainWindow::onRunEnded(const ui::QueuedRun& entry) {
   m_browser->reload();
   m_feed->pollNow();
   updateActions();
+  // The Live tab shows what the run produced: every stage's results, events and files.
+  if (m_liveOverview && !entry.runId.isEmpty() && entry.runId == m_feed->watched() &&
+      m_liveOverview->showRun(entry.runId))
+    m_liveOverview->show();
   if (entry.state != ui::QueuedRun::State::failed) {
     statusBar()->showMessage(entry.label + ": " + ui::stateName(entry.state), 8000);
     return;

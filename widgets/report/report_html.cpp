@@ -9,6 +9,7 @@
 #include "widgets/report/report_charts.h"
 #include "widgets/report/report_events.h"
 #include "widgets/report/report_html_parts.h"
+#include "widgets/report/report_stages.h"
 #include "widgets/report/report_text.h"
 
 namespace lathe::report {
@@ -451,6 +452,7 @@ std::string build_report_html(const ReportData& data, const std::vector<ChartIma
     write_cards(out, data.runs[0]);
     out += html::section("Run");
     write_run_facts(out, data.runs[0]);
+    html::write_stage_results(out, data.runs[0]);
   }
   write_metric_summary(out, data);
   write_charts(out, data, charts, flavor);
