@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/store/store.h"
+#include "widgets/ui/series_math.h"
 #include "widgets/ui/sweep.h"
 
 namespace lathe::ui {
@@ -31,7 +32,7 @@ const char* kHeaders[] = {"Name",   "Status",           "Started",         "Dura
 const std::vector<std::string> kKeyParams = {"model.zoo", "train.epochs"};
 const std::vector<std::string> kMetrics = {"test/accuracy", "train/loss", "model/bytes"};
 
-QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 4) : QString(); }
+QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v)) : QString(); }
 
 QString duration(const RunRecord& r) {
   if (!r.started_ms)
