@@ -74,10 +74,12 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
     m_runAction->setToolTip(ok ? "Run this experiment (lathe-cli run)" : "Fix the marked fields first:\n" + msg);
     if (!ok)
       statusBar()->showMessage("Config has errors: " + msg.section('\n', 0, 0), 8000);
+    else if (statusBar()->currentMessage().startsWith("Config has errors"))
+      statusBar()->clearMessage();  // fixed: the old complaint goes
   });
   connect(m_queue, &ui::RunQueue::runStarted, this, [this](const QString& runId, const QString& label) {
     statusBar()->showMessage("Running " + label + " (" + runId + ")", 5000);
-    watch(runId);
+    follow(runId);  // the Live tab follows it; the user stays where they are
   });
   connect(m_queue, &ui::RunQueue::runEnded, this, &MainWindow::onRunEnded);
   connect(m_queue, &ui::RunQueue::changed, this, &MainWindow::updateActions);
@@ -94,7 +96,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   connect(m_browser, &ui::RunBrowser::compareRuns, this, &MainWindow::compareRuns);
   connect(m_browser, &ui::RunBrowser::exportRuns, this, &MainWindow::exportRuns);
   connect(m_browser, &ui::RunBrowser::openConfig, this, [this](const nlohmann::json& cfg, const QString& id) {
-    m_designer->form()->setConfig(cfg);
+    m_designer->setConfig(cfg, "(config of run " + id + ", not saved)");
     statusBar()->showMessage("Designer: config of run " + id, 5000);
   });
   connect(m_browser, &ui::RunBrowser::rerun, this, [this](const nlohmann::json& cfg, const QString& id) {
@@ -207,12 +209,18 @@ void MainWindow::stop() {
   statusBar()->showMessage("Stopping: the run finishes its step and saves", 5000);
 }
 
-void MainWindow::watch(const QString& runId) {
+void MainWindow::follow(const QString& runId) {
   if (runId.isEmpty())
     return;
   m_feed->watch(runId);
   if (m_liveOverview && m_liveOverview->runId() != runId)
     m_liveOverview->hide();  // a new run: its charts, until it ends
+}
+
+void MainWindow::watch(const QString& runId) {
+  if (runId.isEmpty())
+    return;
+  follow(runId);
   showTab("live");
 }
 
@@ -227,7 +235,7 @@ void MainWindow::onRunsChanged(qint64, const QString& newestRunning) {
   m_browser->reload();
   // A run started elsewhere (a terminal, another app) is shown when ours is not running.
   if (!newestRunning.isEmpty() && newestRunning != m_feed->watched() && !m_queue->busy())
-    watch(newestRunning);
+    follow(newestRunning);
 }
 
 void MainWindow::onRunEnded(const ui::QueuedRun& entry) {

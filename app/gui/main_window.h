@@ -62,6 +62,8 @@ class MainWindow : public QMainWindow {
   void sweep();
   void stop();
   void watch(const QString& runId);
+  /// Shows the run in the Live tab without switching to it (a queued run starting).
+  void follow(const QString& runId);
   void compareRuns(const QStringList& runIds);
   void exportRuns(const QStringList& runIds);
 

@@ -35,6 +35,7 @@ QString titleOf(const QString& section) {
 
 ExperimentForm::ExperimentForm(QWidget* parent) : QWidget(parent) {
   build();
+  applyDependencies();
   m_validateTimer.setSingleShot(true);
   m_validateTimer.setInterval(250);
   connect(&m_validateTimer, &QTimer::timeout, this, [this]() { validate(); });
@@ -82,6 +83,7 @@ void ExperimentForm::build() {
     editor->onEdited(this, [this]() {
       if (m_loading)
         return;
+      applyDependencies();
       emit edited();
       m_validateTimer.start();
     });
@@ -102,8 +104,47 @@ void ExperimentForm::setConfig(const nlohmann::json& cfg) {
     f->setValue(m_base.contains(ptr) ? m_base.at(ptr) : f->spec().value("default", nlohmann::json()));
   }
   m_loading = false;
+  applyDependencies();
   clearErrors();
   m_validateTimer.start();
+}
+
+namespace {
+/// Knobs that only mean something for one value of another field.
+struct Dependency {
+  const char* path;
+  const char* on;
+  const char* value;
+};
+constexpr Dependency kDependencies[] = {
+    {"train.optimizer.momentum", "train.optimizer.type", "sgd"},
+    {"train.optimizer.nesterov", "train.optimizer.type", "sgd"},
+    {"train.optimizer.beta1", "train.optimizer.type", "adamw"},
+    {"train.optimizer.beta2", "train.optimizer.type", "adamw"},
+    {"train.optimizer.eps", "train.optimizer.type", "adamw"},
+};
+}  // namespace
+
+bool ExperimentForm::applies(const QString& path) const {
+  for (const Dependency& d : kDependencies)
+    if (path == d.path) {
+      const FieldEditor* on = field(d.on);
+      return !on || on->value() == nlohmann::json(d.value);
+    }
+  return true;
+}
+
+void ExperimentForm::applyDependencies() {
+  for (const Dependency& d : kDependencies) {
+    FieldEditor* f = field(d.path);
+    if (!f || !f->spec().value("supported", true))
+      continue;
+    const bool on = applies(d.path);
+    f->widget()->setEnabled(on);
+    m_labels[f->path()]->setEnabled(on);
+    f->widget()->setToolTip(on ? f->baseToolTip()
+                               : f->baseToolTip() + QString("\n\nOnly used when %1 is %2.").arg(d.on, d.value));
+  }
 }
 
 nlohmann::json ExperimentForm::config() const {

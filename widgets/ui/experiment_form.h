@@ -35,6 +35,9 @@ class ExperimentForm : public QWidget {
   QStringList sections() const { return m_sections; }
   /// The last validation's lines, all of them (mapped to a field or not).
   QStringList errors() const { return m_errors; }
+  /// Whether a field applies to the config as it is now (AdamW's betas and eps under SGD, SGD's
+  /// momentum and Nesterov under AdamW do not: their editors are disabled, saying why).
+  bool applies(const QString& path) const;
 
  signals:
   /// After every edit (validation follows on a short timer).
@@ -44,6 +47,7 @@ class ExperimentForm : public QWidget {
  private:
   void build();
   void clearErrors();
+  void applyDependencies();
 
   std::vector<std::unique_ptr<FieldEditor>> m_fields;
   QMap<QString, FieldEditor*> m_byPath;
