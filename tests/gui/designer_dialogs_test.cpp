@@ -4,10 +4,12 @@
 // does not pull the user to the Live tab; the export dialog remembers its folder.
 #include <gtest/gtest.h>
 
+#include <QComboBox>
 #include <QStatusBar>
 
 #include "app/gui/export_action.h"
 #include "app/gui/main_window.h"
+#include "engine/run/cost_model.h"
 #include "gui_test_util.h"
 #include "widgets/ui/designer_panel.h"
 
@@ -58,6 +60,29 @@ TEST(GuiDesigner, OptimizerKnobsFollowTheOptimizer) {
   EXPECT_FALSE(f->field("train.optimizer.nesterov")->widget()->isEnabled());
   f->setConfig({{"train", {{"optimizer", {{"type", "sgd"}}}}}});
   EXPECT_FALSE(f->field("train.optimizer.beta2")->widget()->isEnabled());
+}
+
+TEST(GuiDesigner, InstanceIsPickedFromTheCatalogAndAGpuBoxForACpuRunIsNoted) {
+  DesignerPanel d(QString::fromStdString(test::experiments_dir()));
+  ExperimentForm* f = d.form();
+  auto* combo = qobject_cast<QComboBox*>(f->field("cost.instance")->widget());
+  ASSERT_NE(combo, nullptr) << "cost.instance is free text";
+  const PriceCatalog catalog = PriceCatalog::load(PriceCatalog::default_path());
+  EXPECT_EQ(combo->count(), static_cast<int>(catalog.names().size()));
+  std::string gpu_box;
+  for (const InstancePrice& p : catalog.instances())
+    if (p.gpus > 0 && gpu_box.empty())
+      gpu_box = p.name;
+  ASSERT_FALSE(gpu_box.empty());
+  f->field("compute.backend")->setValue("cpu");
+  f->field("cost.instance")->setValue(gpu_box);
+  EXPECT_TRUE(f->note("cost.instance").contains("GPU")) << f->note("cost.instance").toStdString();
+  EXPECT_TRUE(f->field("cost.instance")->widget()->toolTip().startsWith("Note:"));
+  f->validate();  // still a valid config, and the note stays
+  EXPECT_TRUE(f->errors().isEmpty());
+  EXPECT_TRUE(f->note("cost.instance").contains(QString::fromStdString(gpu_box)));
+  f->field("cost.instance")->setValue("local");
+  EXPECT_TRUE(f->note("cost.instance").isEmpty());
 }
 
 }  // namespace lathe::ui

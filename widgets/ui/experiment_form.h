@@ -38,6 +38,9 @@ class ExperimentForm : public QWidget {
   /// Whether a field applies to the config as it is now (AdamW's betas and eps under SGD, SGD's
   /// momentum and Nesterov under AdamW do not: their editors are disabled, saying why).
   bool applies(const QString& path) const;
+  /// A note on a field that is valid but probably not meant ("" when none): a GPU instance priced
+  /// for a CPU run.
+  QString note(const QString& path) const;
 
  signals:
   /// After every edit (validation follows on a short timer).
@@ -57,6 +60,8 @@ class ExperimentForm : public QWidget {
   QTimer m_validateTimer;
   nlohmann::json m_base = nlohmann::json::object();
   bool m_loading = false;
+  QMap<QString, QString> m_notes;
+  QMap<QString, int> m_gpuInstances;  ///< catalog instances with GPUs, and how many
 };
 
 }  // namespace lathe::ui
