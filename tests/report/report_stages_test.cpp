@@ -33,7 +33,9 @@ std::string seed_compressed(const std::string& db) {
                                                          {"latency/int8/b1_ms", 0.2},
                                                          {"latency/int8/b256_ms", 10},
                                                          {"throughput/int8/b256_samples_per_s", 25600},
-                                                         {"test/accuracy", 0.865}};
+                                                         {"test/accuracy", 0.865},
+                                                         {"latency/int8/b1_spread_pct", 20},
+                                                         {"latency/pruned/b1_others_cpu_share", 0.6}};
   for (const auto& [name, v] : m)
     w.sample(name, 10, 1, v);
   w.finish(RunStatus::finished);
@@ -68,9 +70,14 @@ TEST(ReportStages, DenseVersusCompressedSideBySide) {
   const size_t at = html.find("Stage results");
   ASSERT_NE(at, std::string::npos);
   const std::string table = html.substr(at, html.find("</table>", at) - at);
-  for (const char* s : {">INT8 ", ">86.50 %<", ">488.28 KiB<", ">0.2 ms<", ">10 ms<", ">25,600 samples/s<", ">2.5x<",
+  for (const char* s : {">INT8 ", ">86.50 %<", ">488.28 KiB<", ">10 ms<", ">25,600 samples/s<", ">2.5x<",
                         ">4x<", ">976.56 KiB<", ">1.91 MiB<"})
     EXPECT_NE(table.find(s), std::string::npos) << s << " in\n" << table;
+  // The spread of the INT8 b1 repetitions, and the pruned model's figures marked contended.
+  EXPECT_NE(table.find(">0.2 ms <span class=\"muted\">&plusmn;10%</span><"), std::string::npos) << table;
+  EXPECT_TRUE(rows[1].contended());
+  EXPECT_FALSE(rows[3].contended());
+  EXPECT_NE(html.find("contended: other processes used more than 20% of the CPUs"), std::string::npos);
 }
 
 TEST(ReportStages, AnUncompressedRunHasOneTrainedRow) {

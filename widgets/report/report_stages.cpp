@@ -1,6 +1,8 @@
 // stage_rows and the Stage results section (see report_stages.h).
 #include "widgets/report/report_stages.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "widgets/report/report_html_parts.h"
@@ -24,6 +26,11 @@ StageRow measured(const ReportRun& run, std::string model, const std::string& la
   r.b1_ms = last(run, "latency/" + label + "/b1_ms");
   r.b256_ms = last(run, "latency/" + label + "/b256_ms");
   r.b256_samples_per_s = last(run, "throughput/" + label + "/b256_samples_per_s");
+  r.b1_spread_pct = last(run, "latency/" + label + "/b1_spread_pct");
+  r.b256_spread_pct = last(run, "latency/" + label + "/b256_spread_pct");
+  for (const char* b : {"b1", "b256"})
+    if (const auto share = last(run, "latency/" + label + "/" + b + "_others_cpu_share"))
+      r.others_cpu_share = std::max(r.others_cpu_share.value_or(0.0), *share);
   return r;
 }
 
@@ -100,17 +107,33 @@ void write_stage_results(std::string& out, const ReportRun& run) {
       return esc(format_value(*v)) + " samples/s";
     return esc(buf);
   };
+  const auto latency = [&](const std::optional<double>& ms, const std::optional<double>& spread, bool contended) {
+    std::string s = cell(ms, "ms");
+    if (ms && spread && *spread >= 1)
+      s += " <span class=\"muted\">&plusmn;" + esc(format_value(std::round(*spread / 2))) + "%</span>";
+    if (ms && contended)
+      s += " <span class=\"error\">*</span>";
+    return s;
+  };
+  bool any_contended = false;
   for (const StageRow& r : rows) {
     std::string name = esc(r.model);
     if (!r.baseline.empty())
       name += " <span class=\"muted\">(vs " + esc(r.baseline) + ")</span>";
-    t.row({name, cell(r.accuracy, "%"), cell(r.bytes, "bytes"), cell(r.b1_ms, "ms"), cell(r.b256_ms, "ms"),
-           cell(r.b256_samples_per_s, "rate"), cell(r.speedup_b1, "x"), cell(r.speedup_b256, "x")});
+    any_contended = any_contended || r.contended();
+    t.row({name, cell(r.accuracy, "%"), cell(r.bytes, "bytes"), latency(r.b1_ms, r.b1_spread_pct, r.contended()),
+           latency(r.b256_ms, r.b256_spread_pct, r.contended()), cell(r.b256_samples_per_s, "rate"),
+           cell(r.speedup_b1, "x"), cell(r.speedup_b256, "x")});
   }
   t.close();
+  if (any_contended)
+    out +=
+        "<p class=\"sub\"><span class=\"error\">*</span> contended: other processes used more than 20% of the CPUs "
+        "while this was timed; the figure and the speedups built on it are not trustworthy.</p>\n";
   out +=
       "<p class=\"sub\">Latency: median wall time of an evaluation-mode forward pass at batch 1 and 256, measured in "
-      "this run; speedup: the baseline's latency over this model's.</p>\n";
+      "this run (&plusmn;: half the 10-90th percentile spread of the repetitions); speedup: the baseline's latency "
+      "over this model's.</p>\n";
 }
 
 }  // namespace html

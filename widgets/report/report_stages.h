@@ -17,6 +17,11 @@ struct StageRow {
   std::string model;     ///< "dense", "pruned", "f32 (before INT8)", "INT8", "trained"
   std::string baseline;  ///< the row its speedup is over ("" for a baseline)
   std::optional<double> accuracy, bytes, b1_ms, b256_ms, b256_samples_per_s, speedup_b1, speedup_b256;
+  std::optional<double> b1_spread_pct, b256_spread_pct;  ///< (p90 - p10) / median of the repetitions
+  /// The highest share of the CPUs other processes used while this model's latency was timed;
+  /// above 0.2 its latency figures are marked contended.
+  std::optional<double> others_cpu_share;
+  bool contended() const { return others_cpu_share && *others_cpu_share > 0.2; }
 };
 
 /// The stage rows of a run, in pipeline order; one "trained" row when no compression stage ran.
