@@ -100,7 +100,7 @@ void CudaBackend::set_benchmark_conv_algos(bool on) { m_ctx->set_benchmark_conv_
 // ------------------------------------------------------------------ memory
 void CudaBackend::fill_zero(Tensor& t) {
   check_on_device(*m_ctx, t, "fill_zero");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   if (t.numel() == 0)
     return;
   if (t.is_dense()) {
@@ -127,7 +127,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   }
   for (const Tensor* t : std::initializer_list<const Tensor*>{&src, &dst})
     LATHE_CHECK(on_host(*t) || t->device().kind == DeviceKind::cuda, "copy: unsupported device ", t->describe());
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   cudaStream_t s = m_ctx->stream();
   if (src.numel() == 0)
     return;
@@ -191,7 +191,7 @@ void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
   }
   (void)elem_type(src.dtype(), "reorder");  // explains an unsupported dtype before any staging
   (void)elem_type(dst.dtype(), "reorder");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   // Host operands are staged through device tensors in their own dtype; the conversion runs on the GPU.
   Tensor dev_src = src;
   if (on_host(src)) {

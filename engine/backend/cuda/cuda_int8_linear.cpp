@@ -63,7 +63,7 @@ CudaInt8Linear::CudaInt8Linear(CudaBackend& backend, const Int8LayerData& layer)
   m_kp = round_up(m_k, kPad);
   m_op = round_up(m_o, kPad);
   CudaContext& ctx = m_be.context();
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
 
   // Weights padded with zeros; the compensation of the u8 -> s8 shift and of the src zero point.
   const bool src_unsigned = !layer.config.src.is_signed;
@@ -124,7 +124,7 @@ void CudaInt8Linear::forward_rows(const void* src, DType src_dtype, int64_t n, i
               " rows of ", dtype_name(src_dtype), " with leading dimension ", ld_src, " do not fit [N, ", m_k, "] ",
               dtype_name(m_layer.src_dtype()));
   CudaContext& ctx = m_be.context();
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   Impl& im = *m_impl;
   if (n != im.n) {  // layouts, buffers and the algorithm for this batch size
     im.destroy_batch_layouts();
@@ -214,7 +214,7 @@ Tensor CudaInt8Conv2d::forward(const Tensor& src) {
   if (!m_cols.defined() || m_cols.shape() != cols_shape || m_cols.dtype() != m_src_dtype)
     m_cols = m_be.empty(cols_shape, m_src_dtype);
   CudaContext& ctx = m_be.context();
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   LATHE_CUDA_CHECK(kernels::int8_im2col_nhwc(ctx.stream(), static_cast<const uint8_t*>(src.raw()), n, m_c, h, w,
                                              src.stride(0), src.stride(2), src.stride(3), m_kh, m_kw, m_p.stride_h,
                                              m_p.stride_w, m_p.pad_h, m_p.pad_w, oh, ow, m_pad,
