@@ -74,13 +74,16 @@ Device CudaBackend::device() const { return m_ctx->lathe_device(); }
 
 std::string CudaBackend::device_name() const { return m_ctx->properties().name; }
 
-bool CudaBackend::supports(Op op, DType dtype) const {
+int CudaBackend::compute_capability() const { return m_ctx->properties().major * 10 + m_ctx->properties().minor; }
+
+bool CudaBackend::supports(Op op, DType dtype) const { return supports_on(op, dtype, compute_capability()); }
+
+bool CudaBackend::supports_on(Op op, DType dtype, int cc) {
   if (op == Op::reorder)
     return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
   // Mixed-precision matmuls and convolutions: f16 on tensor cores from Volta (sm_70), bf16 from
   // Ampere (sm_80); bf16/f16 operands, f32 accumulation and f32 results (cublas_ops, cudnn_ops).
   if (op == Op::linear || op == Op::conv2d) {
-    const int cc = m_ctx->properties().major * 10 + m_ctx->properties().minor;
     if (dtype == DType::f16)
       return cc >= 70;
     if (dtype == DType::bf16)
