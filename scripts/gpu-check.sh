@@ -225,7 +225,7 @@ if [ $DRY = 1 ] && [ -n "$DRY_BUILD" ] && [ "$CUDA_MODE" = ON ]; then
   run_step bench "$BENCH_LOG" "$BIN/bench/gpu_bench" --versions
   run_step train "$BENCH_LOG" test -x "$BIN/bench/precision_train"
 elif [ $DRY = 1 ]; then
-  STATUS[bench]="not checked (no build folder${NVCC:+ given}${NVCC:- and no nvcc})"
+  if [ "$CUDA_MODE" = OFF ]; then STATUS[bench]="not checked (no nvcc here: no gpu_bench)"; else STATUS[bench]="not checked (no build folder given)"; fi
 elif ok build; then
   run_step bench "$BENCH_LOG" "$BUILD/bench/gpu_bench" --reps 20 --csv "$LOGS/gpu_bench.csv"
   # Mixed-precision training on the GPU (bf16/f16 tensor cores vs f32; synthetic data: the lent
