@@ -95,6 +95,21 @@ TEST_F(CudaInt8Test, LinearHandlesEmptyBatchesAndChangingBatchSizes) {
   }
 }
 
+TEST_F(CudaInt8Test, AFailedBatchSizeLeavesThePreviousOneWorking) {
+  Rng rng(gputest::base_seed() + 9);
+  const Int8LayerData layer = random_layer(40, 24, rng);
+  cuda::CudaInt8Linear gpu_layer(gpu(), layer);
+  const Tensor x = random_q(5, 40, layer.config.src, rng);
+  const Tensor dx = up(x);
+  const Tensor want = int8_linear_reference(layer, x);
+  EXPECT_EQ(test::mismatches(down(gpu_layer.forward(dx)), want), 0);
+  // 2^40 rows cannot be prepared (no algorithm, or no memory for the packed operand): it throws
+  // before anything is launched, and must not leave layouts for 2^40 rows behind the 5-row state.
+  Tensor big_out = gpu().empty({24}, DType::u8);
+  EXPECT_THROW(gpu_layer.forward_rows(dx.raw(), DType::u8, int64_t{1} << 40, 40, big_out.raw()), Error);
+  EXPECT_EQ(test::mismatches(down(gpu_layer.forward(dx)), want), 0) << "the 5-row batch after the failure";
+}
+
 TEST_F(CudaInt8Test, LinearWrapsTheGridOfItsPackAndEpilogueKernels) {
   Rng rng(gputest::base_seed() + 8);
   // 70000 x 64 packed bytes and 70000 x 32 outputs: over the 2^21 threads of a capped grid.
