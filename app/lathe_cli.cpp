@@ -121,14 +121,15 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   opts.extra_sink = &sinks;
   opts.store_path = db;
   opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
-    writer = std::make_unique<lathe::RunWriter>(db);
+    auto w = std::make_unique<lathe::RunWriter>(db);
     lathe::RunInfo info;
     info.id = id;
     info.name = exp.name;
     info.config = exp.raw;
     info.backend = backend;
     info.devices = {device};
-    writer->begin_run(info);
+    w->begin_run(info);  // only a begun run is recorded as failed if the run later throws
+    writer = std::move(w);
     sinks.add(writer.get());
   };
   if (!json)

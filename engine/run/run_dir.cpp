@@ -36,7 +36,8 @@ std::string create_run_dir(const std::string& root, const std::string& id) {
   const fs::path dir = fs::path(root) / id;
   if (!fs::create_directory(dir, ec) || ec)
     throw DataError("cannot create run folder " + dir.string() + (ec ? ": " + ec.message() : ": it already exists"));
-  return dir.string();
+  // Absolute, so the artifact paths recorded under it mean the same file from any folder.
+  return fs::absolute(dir).lexically_normal().string();
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

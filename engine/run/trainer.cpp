@@ -48,8 +48,11 @@ TrainTest load_data(const DataConfig& d) {
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data) {
-  if (m.zoo == ModelZoo::custom)
-    return build_model_from_layers(m.layers, {1, data.rows, data.cols});
+  if (m.zoo == ModelZoo::custom) {
+    auto model = build_model_from_layers(m.layers, {1, data.rows, data.cols});
+    check_model_outputs(*model, data.num_classes);
+    return model;
+  }
   auto model = build_zoo_model(std::string(enum_name(m.zoo)));
   if (data.rows * data.cols != 784 || data.num_classes > 10)
     throw ConfigError("model.zoo: '" + std::string(enum_name(m.zoo)) +
@@ -116,12 +119,23 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.backend = be.name();
   summary.device = be.device_name();
 
-  if (options.on_start)
-    options.on_start(summary.run_id, summary.backend, summary.device);
+  // The folder first: a bad output.dir is bad input and must leave no run in the store either.
+  if (options.write_run_dir)
+    summary.run_dir = create_run_dir(cfg.output.dir, summary.run_id);
+  if (options.on_start) {
+    try {
+      options.on_start(summary.run_id, summary.backend, summary.device);
+    } catch (...) {
+      if (!summary.run_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(summary.run_dir, ec);  // still empty
+      }
+      throw;
+    }
+  }
   std::unique_ptr<JsonlSink> file_sink;
   FanoutSink fanout;
   if (options.write_run_dir) {
-    summary.run_dir = create_run_dir(cfg.output.dir, summary.run_id);
     write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
     file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
     fanout.add(file_sink.get());
@@ -149,6 +163,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
 
   sink.event("started", {{"run_id", summary.run_id},
                          {"name", cfg.name},
+                         {"run_dir", summary.run_dir},
                          {"backend", be.name()},
                          {"device", be.device_name()},
                          {"threads", threads},

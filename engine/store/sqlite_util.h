@@ -53,7 +53,9 @@ class Db {
  public:
   /// Opens (creating if needed) `path` read-write with extended result codes and a busy timeout,
   /// so a writer waiting for another writer retries for `busy_timeout_ms` before SQLITE_BUSY.
-  explicit Db(const std::string& path, int busy_timeout_ms = 5000);
+  /// `read_only`: never creates or writes; a WAL store in a folder this process cannot write is
+  /// opened as immutable (nobody can be writing it then: a writer needs its -wal file there).
+  explicit Db(const std::string& path, int busy_timeout_ms = 5000, bool read_only = false);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;

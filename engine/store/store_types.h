@@ -154,7 +154,10 @@ struct TelemetryPoint {
 struct DeleteResult {
   int64_t samples = 0;
   std::vector<std::string> files_deleted;
-  std::vector<std::string> files_failed;  ///< "path: reason"
+  std::vector<std::string> files_missing;  ///< recorded, but already gone
+  std::vector<std::string> files_failed;   ///< "path: reason": kept because it could not be proven the run's
+  std::string folder;                      ///< the run's folder, "" when none was found or trusted
+  bool folder_removed = false;
 };
 
 }  // namespace lathe
