@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/cli_cost.h"
 #include "app/cli_history.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
@@ -211,6 +212,7 @@ int main(int argc, char** argv) {
   });
 
   lathe::cli::add_history_commands(app, db, exit_code);
+  lathe::cli::add_cost_commands(app, db, exit_code);
 
   // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {
