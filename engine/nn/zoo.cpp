@@ -95,8 +95,8 @@ double get_number(const nlohmann::json& spec, const std::string& where, const ch
   const auto& v = spec[key];
   const double x = v.is_number() ? v.get<double>() : NAN;
   if (!v.is_number() || !(x >= lo) || (hi_open ? !(x < hi) : !(x <= hi)))
-    throw ConfigError(where + "." + key + ": expected a number from " + std::to_string(lo) + " to " +
-                      std::to_string(hi) + (hi_open ? " (excluded)" : "") + ", got " + v.dump());
+    throw ConfigError(where + "." + key + ": expected a number from " + nlohmann::json(lo).dump() + " to " +
+                      nlohmann::json(hi).dump() + (hi_open ? " (excluded)" : "") + ", got " + v.dump());
   return x;
 }
 
@@ -191,7 +191,7 @@ std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, con
       check_keys(spec, where, {"eps", "momentum"});
       if (current.size() != 4)
         throw ConfigError(where + ": batchnorm2d needs [N, C, H, W], got " + shape_str(current));
-      layer = std::make_unique<BatchNorm2d>(current[1], get_number(spec, where, "eps", 1e-5, 1e-12, 1),
+      layer = std::make_unique<BatchNorm2d>(current[1], get_number(spec, where, "eps", 1e-5, 0, 1),
                                             get_number(spec, where, "momentum", 0.1, 0, 1));
     } else if (type == "dropout") {
       check_keys(spec, where, {"p"});
