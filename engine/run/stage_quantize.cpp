@@ -1,5 +1,6 @@
 // The quantize stage: calibration, INT8 model(s), evaluation, file, latency (see stage_quantize.h).
 #include "engine/run/stage_quantize.h"
+#include "engine/core/timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -59,10 +60,6 @@ EvalResult evaluate_int8(Int8Model& q, Int8Placement& at, const Dataset& data, i
   r.loss = loss / n;
   r.accuracy = static_cast<double>(r.correct) / n;
   return r;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 const LatencyResult* at_batch(const std::vector<LatencyResult>& v, int64_t b) {

@@ -1,6 +1,7 @@
 // run_experiment: set-up (backend, data, model, prices, peak FLOP/s), then the pipeline's stages in
 // order on one StageContext (pipeline.h): training, the saved model, and the compression stages.
 #include "engine/run/trainer.h"
+#include "engine/core/timing.h"
 
 #include <omp.h>
 
@@ -27,10 +28,6 @@
 namespace lathe {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 TrainTest load_data(const DataConfig& d) {
   TrainTest tt;

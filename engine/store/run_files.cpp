@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "engine/core/error.h"
-#include "engine/store/sha256.h"
+#include "engine/core/sha256.h"
 
 namespace lathe {
 

@@ -9,7 +9,7 @@
 
 #include "engine/store/aggregate.h"
 #include "engine/store/process_info.h"
-#include "engine/store/sha256.h"
+#include "engine/core/sha256.h"
 #include "engine/store/sqlite_util.h"
 #include "engine/store/store_sql.h"
 
