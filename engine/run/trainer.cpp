@@ -1,7 +1,6 @@
 // run_experiment: set-up (backend, data, model, prices, peak FLOP/s), then the pipeline's stages in
 // order on one StageContext (pipeline.h): training, the saved model, and the compression stages.
 #include "engine/run/trainer.h"
-#include "engine/core/timing.h"
 
 #include <omp.h>
 
@@ -10,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/backend/backend.h"
+#include "engine/core/timing.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/nn/model_io.h"
