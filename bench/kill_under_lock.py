@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -82,8 +83,10 @@ def main():
     ap.add_argument("--lock-s", type=float, default=15.0)
     ap.add_argument("--gap-s", type=float, default=1.0)
     ap.add_argument("--train-subset", type=int, default=4096)
+    ap.add_argument("--min-kill-s", type=float, default=0.5, help="kill no sooner than this after the start")
     ap.add_argument("--max-kill-s", type=float, default=10.0, help="kill within this many seconds of the start")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", action="store_true", help="keep the store and run folders (kept anyway on a failure)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="lathe-kill-under-lock-")
@@ -103,7 +106,7 @@ def main():
                "--set", "train.epochs=1", "--set", "data.train_subset=%d" % args.train_subset,
                "--set", "data.test_subset=1000", "--set", "output.dir=" + runs, "--set", "name=kill%d" % i]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        at = rng.uniform(0.5, args.max_kill_s)
+        at = rng.uniform(args.min_kill_s, args.max_kill_s)
         time.sleep(at)
         exited = proc.poll() is not None
         if not exited:
@@ -145,9 +148,11 @@ def main():
     if final != "ok":
         failures += 1
     print("summary: %d kills (%d runs with samples), %d samples logged, %d were in the store, %d re-imported"
-          " by repair, 0 lost unless reported above; final integrity %s; %.0f s; store %s"
-          % (totals["kills"], totals["runs"], totals["logged"], totals["in_store"], totals["repaired"], final,
-             time.time() - t_start, db))
+          " by repair, %d failed checks; final integrity %s; %.0f s; work folder %s"
+          % (totals["kills"], totals["runs"], totals["logged"], totals["in_store"], totals["repaired"], failures, final,
+             time.time() - t_start, work))
+    if failures == 0 and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0
 
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/data/dataset.h"
 #include "engine/run/metrics_sink.h"
 #include "engine/store/run_writer.h"
 #include "engine/store/sqlite_util.h"
@@ -164,6 +165,22 @@ TEST_F(CliDurability, RepairOfAnUnknownRunIsADataError) {
   const CmdResult nofile = run_sh("LATHE_CLI --db " + db() + " repair r1");
   EXPECT_EQ(nofile.code, 2) << nofile.out;
   EXPECT_NE(nofile.out.find("--from"), std::string::npos) << nofile.out;
+}
+
+// The acceptance bench in short (bench/kill_under_lock.py): 2 kills of a real run under 3 s locks.
+TEST_F(CliDurability, KillUnderLockLosesNoSample) {
+  if (!fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  fs::path script = fs::path(__FILE__).parent_path() / ".." / ".." / "bench" / "kill_under_lock.py";
+  if (script.is_relative())  // __FILE__ as the compiler saw it, from the build folder
+    script = fs::path(LATHE_TEST_BINARY_DIR) / script;
+  ASSERT_TRUE(fs::exists(script)) << script;
+  const CmdResult r = run_sh("python3 " + script.string() + " --cli LATHE_CLI --kills 2 --lock-s 3 --gap-s 0.5" +
+                             " --min-kill-s 2.5 --max-kill-s 5 --train-subset 2048 --seed 3");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("summary: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("STILL MISSING"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(0 runs with samples)"), std::string::npos) << r.out;  // the check checked something
 }
 
 }  // namespace
