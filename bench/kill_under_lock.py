@@ -82,9 +82,10 @@ def main():
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--lock-s", type=float, default=15.0)
     ap.add_argument("--gap-s", type=float, default=1.0)
-    ap.add_argument("--train-subset", type=int, default=4096)
-    ap.add_argument("--min-kill-s", type=float, default=0.5, help="kill no sooner than this after the start")
-    ap.add_argument("--max-kill-s", type=float, default=10.0, help="kill within this many seconds of the start")
+    ap.add_argument("--train-subset", type=int, default=8192)
+    # A run may first wait out a lock (up to lock-s) before it starts: the window covers both.
+    ap.add_argument("--min-kill-s", type=float, default=1.0, help="kill no sooner than this after the start")
+    ap.add_argument("--max-kill-s", type=float, default=25.0, help="kill within this many seconds of the start")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the store and run folders (kept anyway on a failure)")
     args = ap.parse_args()

@@ -166,8 +166,10 @@ RepairReport repair_run(Store& store, const std::string& run_id, const RepairOpt
   std::optional<RunStatus> restore;
   if (run.status == RunStatus::incomplete)
     restore = ended_status(store, run_id).value_or(file_end.value_or(RunStatus::finished));
-  else if ((run.status == RunStatus::interrupted || run.status == RunStatus::running) && file_end)
+  else if (run.status == RunStatus::interrupted && file_end)
     restore = file_end;
+  else if (run.status == RunStatus::running)  // its writer is gone (checked above), not yet reaped
+    restore = file_end.value_or(RunStatus::interrupted);
   if (restore || rep.inserted > 0) {
     sql::retry_busy(options.wait_ms, [&] {
       const int64_t now = unix_ms();

@@ -4,7 +4,8 @@
 // pyramid and runs.summary_pack are updated for exactly the rows that were missing, and a second
 // repair changes nothing. An `incomplete` run gets back the status it really ended with (named by
 // its status event); an `interrupted` run whose file ends with the trainer's "finished" or
-// "cancelled" event gets that status.
+// "cancelled" event gets that status, and a `running` run whose writer is gone (not reaped yet,
+// e.g. the store was locked) gets that status or `interrupted`.
 #pragma once
 
 #include <cstdint>

@@ -292,9 +292,13 @@ void RunWriter::flush() {
   const uint64_t target = m_seq;
   m_flush_requested = true;
   m_wake.notify_one();
-  // A store locked for longer leaves the rows queued: finish() has the last word on them.
-  m_committed.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(m_opt.final_retry_ms, 0)),
-                       [&] { return m_committed_seq >= target || m_fatal; });
+  // A store locked for longer leaves the rows queued: finish() has the last word on them, and
+  // its final period counts from here (the end of a run waits final_retry_ms once, not twice).
+  const int64_t started = unix_ms();
+  if (!m_committed.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(m_opt.final_retry_ms, 0)),
+                            [&] { return m_committed_seq >= target || m_fatal; }) &&
+      m_stop_requested_ms == 0)
+    m_final_wait_from_ms = started;
   if (m_fatal)
     throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
 }
@@ -316,7 +320,7 @@ void RunWriter::stop_thread() {
     std::lock_guard lock(m_mutex);
     m_stop = true;
     if (m_stop_requested_ms == 0)
-      m_stop_requested_ms = unix_ms();
+      m_stop_requested_ms = m_final_wait_from_ms > 0 ? m_final_wait_from_ms : unix_ms();
   }
   m_wake.notify_one();
   m_committed.notify_all();
@@ -407,6 +411,8 @@ void RunWriter::thread_main() {
       if (error.empty()) {
         m_committed_seq = pending.seq;
         m_error.clear();
+        if (!stopping)
+          m_final_wait_from_ms = 0;  // the lock went: a later one gets a whole final period
         pending = Batch{};
       } else {
         m_error = error;
@@ -424,8 +430,13 @@ void RunWriter::thread_main() {
     }
     failing = !m_error.empty();
     pause_ms = failing ? std::min(pause_ms * 2, 1000) : 50;
-    if (fatal || give_up || (stopping && pending.rows() == 0))
+    if (fatal || give_up)
       break;
+    if (stopping && pending.rows() == 0) {
+      std::lock_guard lock(m_mutex);
+      if (m_queue.rows() == 0)  // (rows held back while pending was full still go in)
+        break;
+    }
   }
 }
 

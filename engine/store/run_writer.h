@@ -169,8 +169,9 @@ class RunWriter final : public MetricsSink {
   std::vector<std::string> m_metric_names;
   std::vector<int64_t> m_floor;  // per metric: drop steps <= this (resume point)
   std::map<std::string, int64_t> m_resume_floor;
-  std::string m_recovery_file;  // "" when none (or it stopped being written)
-  int64_t m_stop_requested_ms = 0;
+  std::string m_recovery_file;      // "" when none (or it stopped being written)
+  int64_t m_stop_requested_ms = 0;  // when the final period began (finish(), or a flush() that timed out)
+  int64_t m_final_wait_from_ms = 0;
 
   // Writer-thread state.
   std::vector<int64_t> m_metric_ids;  // per interned metric: metric_keys.id, -1 until resolved

@@ -159,6 +159,29 @@ TEST(WriterLock, SpilledSamplesMakeTheRunIncompleteAndRepairRestoresThem) {
   expect_whole_series(s, "spill", 400);
 }
 
+// Without a recovery file nothing may leave memory: past max_queued_rows the producer waits for
+// the lock to go, and every sample still gets in.
+TEST(WriterLock, WithoutARecoveryFileProducersWaitAndNothingIsLost) {
+  StoreDir dir;
+  WriterOptions o;
+  o.commit_interval_ms = 10;
+  o.max_queued_rows = 50;
+  o.open.busy_timeout_ms = 50;
+  RunWriter w(dir.db(), o);
+  w.begin_run(info("bp"));
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    Locker lock(dir.db(), 500ms);
+    for (int64_t step = 0; step < 300; ++step)
+      w.sample("train/loss", step, static_cast<double>(step), value_of(step));
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);  // held up by the full queue
+  }
+  EXPECT_EQ(w.finish(RunStatus::finished), RunStatus::finished);
+  EXPECT_EQ(w.unstored_samples(), 0);
+  Store s = Store::open(dir.db());
+  expect_whole_series(s, "bp", 300);
+}
+
 // A lock outlasting even the final retry period: finish() cannot write the status, says so with
 // the repair command; once the process is gone the run is reaped as interrupted and repair, seeing
 // the trainer's "finished" line in the file, restores every sample and the status.
@@ -206,6 +229,55 @@ TEST(WriterLock, LockOutlastingTheFinalPeriodIsRepairedAfterTheProcessIsGone) {
   EXPECT_EQ(r.inserted, 133);
   EXPECT_EQ(r.status_after, RunStatus::finished);
   expect_whole_series(s, "gone", 133);
+}
+
+// The trainer flushes before finish(): under a lock the two share one final period.
+TEST(WriterLock, FlushAndFinishShareOneFinalPeriod) {
+  StoreDir dir;
+  WriterOptions o;
+  o.commit_interval_ms = 10;
+  o.final_retry_ms = 400;
+  o.open.busy_timeout_ms = 50;
+  RunWriter w(dir.db(), o);
+  w.set_recovery_file(dir.file("metrics.jsonl"));
+  w.begin_run(info("shared"));
+  Locker lock(dir.db(), 1200ms);
+  w.sample("train/loss", 0, 0.0, value_of(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  w.flush();                                           // gives up waiting after ~400 ms, the sample still queued
+  EXPECT_THROW(w.finish(RunStatus::finished), Error);  // status not storable either
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, 700ms + 400ms);  // not two whole periods plus tries (each try waits 50 ms)
+  EXPECT_GE(waited, 400ms);
+  EXPECT_EQ(w.unstored_samples(), 1);
+}
+
+// A killed run not yet reaped (the store was locked when it was next opened): repair marks it
+// interrupted itself when its file has no final event.
+TEST(WriterLock, RepairOfAnUnreapedKilledRunMarksItInterrupted) {
+  StoreDir dir;
+  const std::string jsonl = dir.file("metrics.jsonl");
+  {
+    JsonlSink file(jsonl);
+    RunWriter w(dir.db());
+    w.begin_run(info("killed"));
+    file.sample("train/loss", 0, 0.0, value_of(0));
+    file.sample("train/loss", 1, 1.0, value_of(1));
+    w.event("started", {{"metrics_file", jsonl}});
+    w.flush();
+    Store raw = Store::open(dir.db(), {.reap_stale = false});
+    raw.db().exec("UPDATE runs SET pid = 2147483646 WHERE id = 'killed'");  // as if kill -9 now
+    try {
+      w.finish(RunStatus::finished);  // no longer its run: the row is left as it is
+    } catch (const Error&) {
+    }
+  }
+  Store s = Store::open(dir.db(), {.reap_stale = false});
+  ASSERT_EQ(s.run("killed").status, RunStatus::running);
+  const RepairReport r = repair_run(s, "killed");
+  EXPECT_EQ(r.inserted, 2);
+  EXPECT_EQ(r.status_after, RunStatus::interrupted);
+  EXPECT_EQ(s.run("killed").status, RunStatus::interrupted);
 }
 
 TEST(WriterLock, RepairRefusesALiveRunAndAnUnknownFile) {
