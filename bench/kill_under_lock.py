@@ -83,9 +83,10 @@ def main():
     ap.add_argument("--lock-s", type=float, default=15.0)
     ap.add_argument("--gap-s", type=float, default=1.0)
     ap.add_argument("--train-subset", type=int, default=8192)
-    # A run may first wait out a lock (up to lock-s) before it starts: the window covers both.
-    ap.add_argument("--min-kill-s", type=float, default=1.0, help="kill no sooner than this after the start")
-    ap.add_argument("--max-kill-s", type=float, default=25.0, help="kill within this many seconds of the start")
+    # The moment is drawn from when the run has begun logging (its metrics.jsonl exists): a run may
+    # first wait out a lock and load its data, and a kill then checks nothing.
+    ap.add_argument("--min-kill-s", type=float, default=0.0, help="kill no sooner than this after the first line")
+    ap.add_argument("--max-kill-s", type=float, default=15.0, help="kill within this many seconds of the first line")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the store and run folders (kept anyway on a failure)")
     args = ap.parse_args()
@@ -107,6 +108,12 @@ def main():
                "--set", "train.epochs=1", "--set", "data.train_subset=%d" % args.train_subset,
                "--set", "data.test_subset=1000", "--set", "output.dir=" + runs, "--set", "name=kill%d" % i]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        begun = time.time()
+        while proc.poll() is None and time.time() - begun < 120:
+            now_runs = set(os.listdir(runs)) if os.path.isdir(runs) else set()
+            if any(os.path.exists(os.path.join(runs, d, "metrics.jsonl")) for d in now_runs - before):
+                break
+            time.sleep(0.05)
         at = rng.uniform(args.min_kill_s, args.max_kill_s)
         time.sleep(at)
         exited = proc.poll() is not None
@@ -116,7 +123,8 @@ def main():
         totals["kills"] += 0 if exited else 1
         new = sorted(set(os.listdir(runs)) - before) if os.path.isdir(runs) else []
         ok = integrity(db)
-        line = "kill %2d at %5.2f s%s: integrity %s" % (i + 1, at, " (had exited)" if exited else "", ok)
+        line = "kill %2d %5.2f s after the first line%s: integrity %s" % (i + 1, at, " (had exited)" if exited else "",
+                                                                         ok)
         if ok != "ok":
             failures += 1
         if not new:
@@ -124,6 +132,9 @@ def main():
             continue
         run_id = new[0]
         logged = jsonl_samples(os.path.join(runs, run_id, "metrics.jsonl"))
+        if not logged:  # killed before its first sample (e.g. waiting for the lock to create the run)
+            print(line + "; run %s: nothing logged yet" % run_id, flush=True)
+            continue
         stored, status = store_samples(db, run_id)
         missing = logged - stored
         rep = subprocess.run([args.cli, "--db", db, "repair", run_id, "--wait", "120", "--json"],

@@ -176,7 +176,7 @@ TEST_F(CliDurability, KillUnderLockLosesNoSample) {
     script = fs::path(LATHE_TEST_BINARY_DIR) / script;
   ASSERT_TRUE(fs::exists(script)) << script;
   const CmdResult r = run_sh("python3 " + script.string() + " --cli LATHE_CLI --kills 2 --lock-s 3 --gap-s 0.5" +
-                             " --min-kill-s 2.5 --max-kill-s 5 --train-subset 2048 --seed 3");
+                             " --max-kill-s 3 --train-subset 2048 --seed 3");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("summary: "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("STILL MISSING"), std::string::npos) << r.out;
