@@ -15,6 +15,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/file_write.h"
 #include "engine/store/store.h"
 
 #ifdef LATHE_HAVE_REPORT
@@ -214,6 +215,10 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
   }
   print_table(rows);
   std::cout << page.runs.size() << " of " << page.total << " run(s) in " << store.path() << "\n";
+  for (const RunListItem& item : page.runs)
+    if (item.run.status == RunStatus::incomplete)
+      std::cout << "run " << item.run.id << " is incomplete (samples missing): `lathe-cli repair " << item.run.id
+                << "` re-imports them\n";
   return 0;
 }
 
@@ -243,6 +248,9 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
             << r.host << ", backend " << r.backend << ", lathe " << r.code_version << "\n";
   for (const std::string& d : r.devices)
     std::cout << "  device " << d << "\n";
+  if (r.status == RunStatus::incomplete || r.status == RunStatus::interrupted)
+    std::cout << "  " << (r.status == RunStatus::incomplete ? "some samples are not in the store" : "interrupted")
+              << ": `lathe-cli repair " << r.id << "` re-imports what the run logged to its metrics.jsonl\n";
   std::cout << "\nconfig:\n";
   for (const auto& [k, v] : store.params(id))
     std::cout << "  " << printable(k, 200) << " = " << printable(v, 400) << "\n";
@@ -344,30 +352,58 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
 int cmd_export(const std::string& db, const std::vector<std::string>& refs, const std::string& format,
                const std::string& out_path) {
   Store store = open_for_reading(db);
-  std::FILE* out = out_path.empty() || out_path == "-" ? stdout : std::fopen(out_path.c_str(), "w");
-  if (!out)
-    throw DataError("cannot write " + out_path);
+  std::vector<std::string> ids;
+  for (const std::string& ref : refs)
+    ids.push_back(store.resolve_run(ref));
+  // Every write is checked (engine/core/file_write.h): a full disk fails the export with the file
+  // named, and the partial file is removed, so a short file is never left looking like success.
+  const bool to_stdout = out_path.empty() || out_path == "-";
+  std::unique_ptr<FileWriter> file;
+  std::string buffer;  // stdout: written out in 64 KiB pieces, every write checked
+  const auto put = [&](const std::string& text) {
+    if (file) {
+      file->write(text);
+      return;
+    }
+    buffer += text;
+    if (buffer.size() >= 64 * 1024) {
+      write_all(STDOUT_FILENO, buffer, "stdout");
+      buffer.clear();
+    }
+  };
   int64_t n = 0;
-  if (format == "csv")
-    std::fprintf(out, "run,metric,step,wall_ms,value\n");
-  for (const std::string& ref : refs) {
-    const std::string id = store.resolve_run(ref);
-    store.for_each_sample(id, [&](const std::string& metric, const Point& p) {
-      if (format == "csv") {
-        std::fprintf(out, "%s,%s,%lld,%.3f,%.17g\n", id.c_str(), metric.c_str(), static_cast<long long>(p.step),
-                     p.wall_ms, p.value);
-      } else {
-        nlohmann::json j{{"run", id}, {"metric", metric}, {"step", p.step}, {"wall_ms", p.wall_ms}};
-        j["value"] = std::isnan(p.value) ? nlohmann::json(nullptr) : nlohmann::json(p.value);
-        std::fprintf(out, "%s\n", j.dump().c_str());
-      }
-      ++n;
-    });
+  try {
+    if (!to_stdout)
+      file = std::make_unique<FileWriter>(out_path);
+    if (format == "csv")
+      put("run,metric,step,wall_ms,value\n");
+    char line[512];
+    for (const std::string& id : ids) {
+      store.for_each_sample(id, [&](const std::string& metric, const Point& p) {
+        if (format == "csv") {
+          std::snprintf(line, sizeof(line), ",%lld,%.3f,%.17g\n", static_cast<long long>(p.step), p.wall_ms, p.value);
+          put(id + "," + metric + line);
+        } else {
+          nlohmann::json j{{"run", id}, {"metric", metric}, {"step", p.step}, {"wall_ms", p.wall_ms}};
+          j["value"] = std::isnan(p.value) ? nlohmann::json(nullptr) : nlohmann::json(p.value);
+          put(j.dump() + "\n");
+        }
+        ++n;
+      });
+    }
+    if (file)
+      file->close(/*fsync=*/true);
+    else
+      write_all(STDOUT_FILENO, buffer, "stdout");
+  } catch (...) {
+    file.reset();
+    struct stat st {};
+    if (!to_stdout && ::stat(out_path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      ::unlink(out_path.c_str());  // never leave a partial export behind (but never unlink a device)
+    throw;
   }
-  if (out != stdout) {
-    std::fclose(out);
+  if (!to_stdout)
     std::fprintf(stderr, "lathe-cli: exported %lld samples to %s\n", static_cast<long long>(n), out_path.c_str());
-  }
   return 0;
 }
 

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/core/file_write.h"  // write_file_atomic, used for config.json
+
 namespace lathe {
 
 /// A new id: local time to the second plus 6 random hex digits.
@@ -13,7 +15,5 @@ std::string make_run_id();
 /// Creates `<root>/<id>/` (and `root`) and returns its absolute path; throws DataError when it cannot,
 /// or when it already exists.
 std::string create_run_dir(const std::string& root, const std::string& id);
-/// Writes `text` to `path` atomically (temp file + rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace lathe

@@ -135,6 +135,12 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   if (options.write_run_dir) {
     write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
     file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
+    // A full disk under metrics.jsonl: the run goes on (the store has every sample), and the store
+    // learns that the file is no longer a complete recovery source.
+    if (MetricsSink* store_sink = options.extra_sink)
+      file_sink->on_failure([store_sink](const std::string& message) {
+        store_sink->event("metrics_file_failed", {{"error", message}});
+      });
     fanout.add(file_sink.get());
   }
   if (options.extra_sink)
@@ -158,7 +164,11 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
 
+  nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
+  if (file_sink)
+    metrics_file = std::filesystem::absolute(file_sink->path()).string();
   sink.event("started", {{"run_id", summary.run_id},
+                         {"metrics_file", metrics_file},
                          {"name", cfg.name},
                          {"run_dir", summary.run_dir},
                          {"backend", be.name()},

@@ -159,8 +159,14 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
     throw;
   }
   Store store(std::move(db));
-  if (options.reap_stale)
-    store.reap_stale_runs(options.stale_after_ms);
+  if (options.reap_stale) {
+    try {
+      store.reap_stale_runs(options.stale_after_ms);
+    } catch (const sql::SqliteError& e) {
+      if (!e.busy())  // reaping is a courtesy: a store locked by another process still opens
+        throw;
+    }
+  }
   return store;
 }
 
