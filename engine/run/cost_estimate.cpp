@@ -8,20 +8,16 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/core/file_write.h"
 
 namespace lathe {
 
 namespace {
 
 double usd(const CostInputs& in, bool spot, double wall_s) { return cost_usd(*in.instance, spot, in.devices, wall_s); }
-
-[[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw DataError("measuring a checkpoint write: " + what + " " + path + ": " + std::strerror(errno));
-}
 
 }  // namespace
 
@@ -69,30 +65,23 @@ double measure_checkpoint_write(const std::string& folder, int64_t bytes, int re
   namespace fs = std::filesystem;
   const std::string tmp = (fs::path(folder) / (".lathe-ckpt-probe.tmp" + std::to_string(getpid()))).string();
   const std::string dst = (fs::path(folder) / (".lathe-ckpt-probe" + std::to_string(getpid()))).string();
-  std::vector<char> chunk(std::min<int64_t>(bytes, 8 << 20), '\x5a');
+  const std::string chunk(static_cast<size_t>(std::min<int64_t>(bytes, 8 << 20)), '\x5a');
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-      fail("cannot create", tmp);
-    for (int64_t left = bytes; left > 0;) {
-      const ssize_t n = ::write(fd, chunk.data(), static_cast<size_t>(std::min<int64_t>(left, chunk.size())));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        fail("cannot write", tmp);
-      }
-      left -= n;
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    try {
+      FileWriter out(tmp);
+      for (int64_t left = bytes; left > 0; left -= static_cast<int64_t>(chunk.size()))
+        out.write(std::string_view(chunk).substr(0, static_cast<size_t>(std::min<int64_t>(left, chunk.size()))));
+      out.close(/*fsync=*/true);
+    } catch (const Error& e) {
       ::unlink(tmp.c_str());
-      fail("cannot fsync", tmp);
+      throw DataError(std::string("measuring a checkpoint write: ") + e.what());
     }
-    if (::rename(tmp.c_str(), dst.c_str()) != 0)
-      fail("cannot rename", tmp);
+    if (::rename(tmp.c_str(), dst.c_str()) != 0) {
+      ::unlink(tmp.c_str());
+      throw DataError("measuring a checkpoint write: " + write_error_message(tmp, errno, "renaming"));
+    }
     const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
       ::fsync(dir);
