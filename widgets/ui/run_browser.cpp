@@ -188,7 +188,9 @@ QString RunBrowser::deleteRuns(const QStringList& ids) {
     Store store = Store::open(m_db.toStdString());
     for (const QString& id : ids) {
       try {
-        store.delete_run(id.toStdString(), true);
+        const DeleteResult r = store.delete_run(id.toStdString(), true);
+        for (const std::string& f : r.files_failed)
+          errors << id + ": " + QString::fromStdString(f);
       } catch (const std::exception& e) {
         errors << id + ": " + e.what();
       }
@@ -199,7 +201,8 @@ QString RunBrowser::deleteRuns(const QStringList& ids) {
   reload();
   return errors.isEmpty()
              ? QString()
-             : "Some runs were not deleted:\n" + errors.join("\n") + "\nStop a running run before deleting it.";
+             : "Some runs or files were not deleted:\n" + errors.join("\n") +
+                   "\nStop a running run before deleting it; files that are not provably the run's are kept.";
 }
 
 }  // namespace lathe::ui
