@@ -119,7 +119,7 @@ TEST(GuiMainWindow, PruneInt8RunEndsWithItsOverviewAndWholePipelineProgress) {
   ASSERT_TRUE(test::wait_until([&]() { return w.liveOverview()->isVisible(); }, 5000));
   const QString html = w.liveOverview()->html();
   for (const char* s :
-       {"Stage results", ">dense<", ">pruned ", ">INT8 ", " ms<", "samples/s", "x<", "Config", "Events", "Artifacts"})
+       {"Stage results", ">dense<", ">pruned ", ">INT8 ", " ms", "samples/s", "x<", "Config", "Events", "Artifacts"})
     EXPECT_TRUE(html.contains(s)) << s;
   EXPECT_TRUE(w.liveOverview()->openFolderButton()->isEnabled());
   EXPECT_TRUE(QFileInfo(w.liveOverview()->folder()).isDir());
