@@ -1,9 +1,11 @@
 // export_runs / write_report_file (see export_action.h).
 #include "app/gui/export_action.h"
 
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QMessageBox>
+#include <QSettings>
 
 #include "engine/store/store.h"
 #ifdef LATHE_HAVE_REPORT
@@ -37,21 +39,31 @@ QString write_report_file(const QString& dbPath, const QStringList& runIds, cons
 #endif
 }
 
+QString last_export_folder() {
+  const QString dir = QSettings("lathe", "lathe").value("export/folder").toString();
+  return !dir.isEmpty() && QDir(dir).exists() ? dir : QDir::homePath();
+}
+
+void remember_export_folder(const QString& folder) { QSettings("lathe", "lathe").setValue("export/folder", folder); }
+
 void export_runs(QWidget* parent, const QString& dbPath, const QStringList& runIds) {
   if (runIds.isEmpty()) {
     QMessageBox::information(parent, "Export", "Select one or more runs in Runs (or watch a run) first.");
     return;
   }
   QString selected;
-  const QString path = QFileDialog::getSaveFileName(parent, "Export report", runIds.size() == 1 ? "run-report.html" : "comparison.html",
-                                                    "HTML report (*.html);;PDF report (*.pdf);;CSV of all samples (*.csv)",
-                                                    &selected);
+  const QString name = runIds.size() == 1 ? "run-report.html" : "comparison.html";
+  const QString path =
+      QFileDialog::getSaveFileName(parent, "Export report", QDir(last_export_folder()).filePath(name),
+                                   "HTML report (*.html);;PDF report (*.pdf);;CSV of all samples (*.csv)", &selected);
   if (path.isEmpty())
     return;
   QString file = path;
   if (QFileInfo(file).suffix().isEmpty())
     file += selected.contains("pdf") ? ".pdf" : selected.contains("csv") ? ".csv" : ".html";
   const QString err = write_report_file(dbPath, runIds, file);
+  if (err.isEmpty())
+    remember_export_folder(QFileInfo(file).absolutePath());
   if (err.isEmpty())
     QMessageBox::information(parent, "Export", "Wrote " + file);
   else

@@ -1,7 +1,7 @@
 // lathe: the desktop app. `lathe [CONFIG.json] [--db STORE]` opens the designer on CONFIG (default
 // experiments/default.json). `--screenshot FILE` renders the main window to a PNG and exits (works
-// with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare, --scatter and --tab script what
-// the screenshot shows (used for README screenshots and the Xvfb check).
+// with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare, --overview, --scatter and --tab script
+// what the screenshot shows (used for README screenshots and the Xvfb check).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -65,13 +65,15 @@ int main(int argc, char** argv) {
   const QCommandLineOption stopAfter("stop-after-ms", "With --run: press Stop after this many ms", "ms");
   const QCommandLineOption watch("watch", "Watch this run (id, prefix) in the live charts", "run");
   const QCommandLineOption compare("compare", "Compare these runs (comma-separated ids)", "runs");
+  const QCommandLineOption overview("overview", "Show this run's overview (the Overview tab)", "run");
   const QCommandLineOption comparePage("compare-page", "Compare page to show: config, metrics, curves or scatter",
                                        "name", "config");
   const QCommandLineOption scatter("scatter", "Compare scatter axes: X,Y metric names", "x,y");
   const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
   const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");
   const QCommandLineOption size("size", "Window size WxH", "size", "1480x900");
-  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, comparePage, scatter, wait, waitIdle, size});
+  cli.addOptions(
+      {db, shot, config, tab, run, stopAfter, watch, compare, overview, comparePage, scatter, wait, waitIdle, size});
   cli.process(app);
 
   lathe::app::WindowOptions opt;
@@ -92,6 +94,8 @@ int main(int argc, char** argv) {
   window.showTab(cli.value(tab));
   if (cli.isSet(watch))
     window.watch(cli.value(watch));
+  if (cli.isSet(overview))
+    window.showOverview(cli.value(overview));
   if (cli.isSet(compare)) {
     window.compareRuns(cli.value(compare).split(',', Qt::SkipEmptyParts));
     window.showTab("compare");

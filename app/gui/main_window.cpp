@@ -10,6 +10,9 @@
 #include <QVBoxLayout>
 
 #include "app/gui/export_action.h"
+#ifdef LATHE_HAVE_REPORT
+#include "app/gui/run_overview.h"
+#endif
 #include "engine/core/error.h"
 #include "widgets/ui/sweep_dialog.h"
 
@@ -31,13 +34,25 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   m_charts = new ui::ChartPanel(live);
   m_queueList = new ui::QueueList(m_queue, live);
   m_queueList->setMaximumHeight(90);
-  liveLayout->addWidget(m_charts, 1);
+  auto* liveSplit = new QSplitter(Qt::Vertical, live);
+  liveSplit->addWidget(m_charts);
+#ifdef LATHE_HAVE_REPORT
+  m_liveOverview = new RunOverview(m_opt.dbPath, liveSplit);  // shown when the watched run ends
+  m_liveOverview->setObjectName("liveOverview");
+  m_liveOverview->hide();
+  liveSplit->addWidget(m_liveOverview);
+#endif
+  liveLayout->addWidget(liveSplit, 1);
   liveLayout->addWidget(m_queueList);
   m_tabs->addTab(live, "Live");
   m_browser = new ui::RunBrowser(m_opt.dbPath, m_tabs);
   m_tabs->addTab(m_browser, "Runs");
   m_compare = new ui::CompareView(m_opt.dbPath, m_tabs);
   m_tabs->addTab(m_compare, "Compare");
+#ifdef LATHE_HAVE_REPORT
+  m_overview = new RunOverview(m_opt.dbPath, m_tabs);
+  m_tabs->addTab(m_overview, "Overview");
+#endif
   split->addWidget(m_designer);
   split->addWidget(m_tabs);
   split->setStretchFactor(1, 1);
@@ -59,10 +74,12 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
     m_runAction->setToolTip(ok ? "Run this experiment (lathe-cli run)" : "Fix the marked fields first:\n" + msg);
     if (!ok)
       statusBar()->showMessage("Config has errors: " + msg.section('\n', 0, 0), 8000);
+    else if (statusBar()->currentMessage().startsWith("Config has errors"))
+      statusBar()->clearMessage();  // fixed: the old complaint goes
   });
   connect(m_queue, &ui::RunQueue::runStarted, this, [this](const QString& runId, const QString& label) {
     statusBar()->showMessage("Running " + label + " (" + runId + ")", 5000);
-    watch(runId);
+    follow(runId);  // the Live tab follows it; the user stays where they are
   });
   connect(m_queue, &ui::RunQueue::runEnded, this, &MainWindow::onRunEnded);
   connect(m_queue, &ui::RunQueue::changed, this, &MainWindow::updateActions);
@@ -75,10 +92,11 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   connect(m_feed, &ui::LiveFeed::runsChanged, this, &MainWindow::onRunsChanged);
   connect(m_feed, &ui::LiveFeed::failed, this, [this](const QString& t) { statusBar()->showMessage(t, 10000); });
   connect(m_browser, &ui::RunBrowser::watchRun, this, &MainWindow::watch);
+  connect(m_browser, &ui::RunBrowser::showRun, this, &MainWindow::showOverview);
   connect(m_browser, &ui::RunBrowser::compareRuns, this, &MainWindow::compareRuns);
   connect(m_browser, &ui::RunBrowser::exportRuns, this, &MainWindow::exportRuns);
   connect(m_browser, &ui::RunBrowser::openConfig, this, [this](const nlohmann::json& cfg, const QString& id) {
-    m_designer->form()->setConfig(cfg);
+    m_designer->setConfig(cfg, "(config of run " + id + ", not saved)");
     statusBar()->showMessage("Designer: config of run " + id, 5000);
   });
   connect(m_browser, &ui::RunBrowser::rerun, this, [this](const nlohmann::json& cfg, const QString& id) {
@@ -126,7 +144,18 @@ void MainWindow::updateActions() {
 
 void MainWindow::showTab(const QString& name) {
   const QString n = name.toLower();
-  m_tabs->setCurrentIndex(n == "runs" ? 1 : n == "compare" ? 2 : 0);
+  m_tabs->setCurrentIndex(n == "runs" ? 1 : n == "compare" ? 2 : n == "overview" && m_overview ? 3 : 0);
+}
+
+void MainWindow::showOverview(const QString& runId) {
+  if (runId.isEmpty())
+    return;
+#ifdef LATHE_HAVE_REPORT
+  m_overview->showRun(runId);
+  showTab("overview");
+#else
+  watch(runId);
+#endif
 }
 
 bool MainWindow::runCurrent(bool interactive) {
@@ -155,16 +184,18 @@ void MainWindow::sweep() {
     QMessageBox::warning(this, "The experiment has errors", "Fix the fields marked in red before queuing a sweep.");
     return;
   }
-  ui::SweepDialog dialog(this);
+  const nlohmann::json base = m_designer->form()->config();
+  ui::SweepDialog dialog(base, this);
   if (dialog.exec() != QDialog::Accepted)
     return;
   try {
-    const auto runs = ui::expand_sweep(dialog.axes());
-    for (const auto& sets : runs) {
+    // Each run is named by its values ("mlp-fashion lr=0.02"), so the runs of a sweep tell apart.
+    const std::vector<ui::SweepRun> runs = ui::plan_sweep(base, dialog.axes());
+    for (const ui::SweepRun& run : runs) {
       QStringList list;
-      for (const auto& s : sets)
+      for (const auto& s : run.sets)
         list << QString::fromStdString(s);
-      m_queue->enqueue(m_designer->form()->config(), list);
+      m_queue->enqueue(run.config, list, QString::fromStdString(run.name));
     }
     statusBar()->showMessage(QString("Queued %1 runs").arg(runs.size()), 5000);
     showTab("live");
@@ -178,10 +209,18 @@ void MainWindow::stop() {
   statusBar()->showMessage("Stopping: the run finishes its step and saves", 5000);
 }
 
-void MainWindow::watch(const QString& runId) {
+void MainWindow::follow(const QString& runId) {
   if (runId.isEmpty())
     return;
   m_feed->watch(runId);
+  if (m_liveOverview && m_liveOverview->runId() != runId)
+    m_liveOverview->hide();  // a new run: its charts, until it ends
+}
+
+void MainWindow::watch(const QString& runId) {
+  if (runId.isEmpty())
+    return;
+  follow(runId);
   showTab("live");
 }
 
@@ -196,13 +235,17 @@ void MainWindow::onRunsChanged(qint64, const QString& newestRunning) {
   m_browser->reload();
   // A run started elsewhere (a terminal, another app) is shown when ours is not running.
   if (!newestRunning.isEmpty() && newestRunning != m_feed->watched() && !m_queue->busy())
-    watch(newestRunning);
+    follow(newestRunning);
 }
 
 void MainWindow::onRunEnded(const ui::QueuedRun& entry) {
   m_browser->reload();
   m_feed->pollNow();
   updateActions();
+  // The Live tab shows what the run produced: every stage's results, events and files.
+  if (m_liveOverview && !entry.runId.isEmpty() && entry.runId == m_feed->watched() &&
+      m_liveOverview->showRun(entry.runId))
+    m_liveOverview->show();
   if (entry.state != ui::QueuedRun::State::failed) {
     statusBar()->showMessage(entry.label + ": " + ui::stateName(entry.state), 8000);
     return;

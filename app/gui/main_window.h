@@ -21,6 +21,8 @@
 
 namespace lathe::app {
 
+class RunOverview;
+
 struct WindowOptions {
   QString dbPath;
   QString cliPath;
@@ -42,9 +44,15 @@ class MainWindow : public QMainWindow {
   ui::RunProgress* progress() const { return m_progress; }
   ui::LiveFeed* feed() const { return m_feed; }
   QTabWidget* tabs() const { return m_tabs; }
+  /// The Overview tab's run overview and the one the Live tab shows when its run ends (nullptr
+  /// without the report library).
+  RunOverview* overview() const { return m_overview; }
+  RunOverview* liveOverview() const { return m_liveOverview; }
+  /// Shows the run's overview in the Overview tab.
+  void showOverview(const QString& runId);
   /// false: no modal dialogs (tests, --screenshot); messages go to the status bar only.
   void setInteractive(bool interactive) { m_interactive = interactive; }
-  /// "live", "runs" or "compare".
+  /// "live", "runs", "compare" or "overview".
   void showTab(const QString& name);
 
  public slots:
@@ -54,6 +62,8 @@ class MainWindow : public QMainWindow {
   void sweep();
   void stop();
   void watch(const QString& runId);
+  /// Shows the run in the Live tab without switching to it (a queued run starting).
+  void follow(const QString& runId);
   void compareRuns(const QStringList& runIds);
   void exportRuns(const QStringList& runIds);
 
@@ -73,6 +83,8 @@ class MainWindow : public QMainWindow {
   ui::RunProgress* m_progress;
   ui::LiveFeed* m_feed;
   QTabWidget* m_tabs;
+  RunOverview* m_overview = nullptr;
+  RunOverview* m_liveOverview = nullptr;
   QLabel* m_storeLabel;
   QAction *m_runAction, *m_sweepAction, *m_stopAction, *m_exportAction;
   bool m_interactive = true;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "engine/core/rng.h"
 
@@ -28,6 +29,7 @@ std::vector<LatencyResult> measure_latency(Backend& be, const std::vector<int64_
     for (int i = 0; i < options.warmup; ++i)
       forward(input);
     be.synchronize();
+    const LoadMeter load;
     std::vector<double> times;
     double total = 0;
     while ((total < options.min_seconds || static_cast<int>(times.size()) < options.min_reps) &&
@@ -39,9 +41,15 @@ std::vector<LatencyResult> measure_latency(Backend& be, const std::vector<int64_
       times.push_back(s);
       total += s;
     }
+    const double others = load.others_share();
     std::sort(times.begin(), times.end());
     const double median = times[times.size() / 2];
-    out.push_back({batch, median * 1000.0, static_cast<double>(batch) / median, static_cast<int>(times.size())});
+    const auto at = [&](double q) { return times[static_cast<size_t>(q * static_cast<double>(times.size() - 1))]; };
+    LatencyResult r{batch, median * 1000.0, static_cast<double>(batch) / median, static_cast<int>(times.size())};
+    r.p10_ms = at(0.1) * 1000.0;
+    r.p90_ms = at(0.9) * 1000.0;
+    r.others_cpu_share = others;
+    out.push_back(r);
   }
   return out;
 }
@@ -59,15 +67,26 @@ void log_latency(MetricsSink& sink, int64_t step, double wall_ms, const std::str
   for (const LatencyResult& r : results) {
     const std::string b = 'b' + std::to_string(r.batch);  // (not "b" + ...: GCC 12's false -Wrestrict, PR 105329)
     sink.sample("latency/" + label + "/" + b + "_ms", step, wall_ms, r.ms_per_batch);
+    sink.sample("latency/" + label + "/" + b + "_spread_pct", step, wall_ms, r.spread_pct());
     sink.sample("throughput/" + label + "/" + b + "_samples_per_s", step, wall_ms, r.samples_per_s);
-    measured.push_back({{"batch", r.batch},
-                        {"ms_per_batch", r.ms_per_batch},
-                        {"samples_per_s", r.samples_per_s},
-                        {"repetitions", r.repetitions}});
+    if (!std::isnan(r.others_cpu_share))
+      sink.sample("latency/" + label + "/" + b + "_others_cpu_share", step, wall_ms, r.others_cpu_share);
+    measured.push_back(
+        {{"batch", r.batch},
+         {"ms_per_batch", r.ms_per_batch},
+         {"p10_ms", r.p10_ms},
+         {"p90_ms", r.p90_ms},
+         {"samples_per_s", r.samples_per_s},
+         {"repetitions", r.repetitions},
+         {"others_cpu_share", std::isnan(r.others_cpu_share) ? nlohmann::json() : nlohmann::json(r.others_cpu_share)},
+         {"contended", r.contended()}});
   }
   sink.event("latency", {{"label", label},
                          {"device", device},
-                         {"what", "median wall time of an evaluation-mode forward pass of random inputs"},
+                         {"what",
+                          "median wall time of an evaluation-mode forward pass of random inputs, with the "
+                          "10th and 90th percentiles of the repetitions; contended: other processes used "
+                          "more than 20% of the CPUs meanwhile"},
                          {"results", measured}});
 }
 

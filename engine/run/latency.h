@@ -3,6 +3,7 @@
 // random images of the dataset's shape; timings are the median of repeated runs after warm-up.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "engine/core/tensor.h"
 #include "engine/nn/model.h"
 #include "engine/run/metrics_sink.h"
+#include "engine/run/telemetry.h"
 
 namespace lathe {
 
@@ -19,6 +21,13 @@ struct LatencyResult {
   double ms_per_batch = 0;   ///< median over the timed repetitions
   double samples_per_s = 0;  ///< batch / median seconds
   int repetitions = 0;
+  double p10_ms = 0, p90_ms = 0;  ///< the spread of the repetitions around the median
+  /// Other processes' share of the machine's CPUs while this batch size was timed (LoadMeter);
+  /// NaN when unknown. Above kContendedShare the figure is marked contended.
+  double others_cpu_share = NAN;
+  bool contended() const { return others_cpu_share > kContendedShare; }
+  /// (p90 - p10) / median, in percent.
+  double spread_pct() const { return ms_per_batch > 0 ? 100.0 * (p90_ms - p10_ms) / ms_per_batch : 0; }
 };
 
 struct LatencyOptions {
@@ -40,8 +49,9 @@ std::vector<LatencyResult> measure_latency(Backend& be, const std::vector<int64_
 std::vector<LatencyResult> measure_model_latency(Model& model, Backend& be, const std::vector<int64_t>& sample_shape,
                                                  const LatencyOptions& options = {});
 
-/// Logs latency/<label>/b<N>_ms and throughput/<label>/b<N>_samples_per_s for each result at
-/// `step`, plus an event saying what was measured on which device.
+/// Logs latency/<label>/b<N>_ms (median), latency/<label>/b<N>_spread_pct, throughput/<label>/
+/// b<N>_samples_per_s and latency/<label>/b<N>_others_cpu_share for each result at `step`, plus an
+/// event saying what was measured on which device, with p10/p90 and whether it was contended.
 void log_latency(MetricsSink& sink, int64_t step, double wall_ms, const std::string& label,
                  const std::vector<LatencyResult>& results, const std::string& device);
 

@@ -75,6 +75,10 @@ TrainPhase fine_tuning_phase(const StageContext& ctx, const std::string& name, i
   return p;
 }
 
+void begin_phase(StageContext& ctx, const std::string& name) {
+  ctx.sink.event("phase", {{"phase", name}, {"epochs", 0}, {"first_step", ctx.step}, {"steps", 0}});
+}
+
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks) {
   Backend& be = ctx.be;
   Model& model = *ctx.model;
@@ -184,8 +188,22 @@ PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainH
           sink.sample("device/util", step, ms, g->util_percent / 100.0);
           sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(be.device()).peak_bytes()));
         }
-        if (ctx.peak_flops_per_s > 0)
-          sink.sample("device/mfu", step, ms, sps * train_flops / ctx.peak_flops_per_s);
+        if (ctx.peak_flops_per_s > 0) {
+          // The peak cannot be below what the run achieves (a peak measured on a busy machine):
+          // raise it to the achieved rate, say so once, and never log an MFU above 1.
+          const double achieved = sps * train_flops;
+          if (achieved > ctx.peak_flops_per_s) {
+            sink.event("note",
+                       {{"text", "device/mfu: the run achieved " + std::to_string(achieved / 1e9) +
+                                     " GFLOP/s, above the peak of " + std::to_string(ctx.peak_flops_per_s / 1e9) +
+                                     " GFLOP/s measured at the start (under load?): the peak is raised to it"},
+                        {"kind", "mfu_peak_raised"},
+                        {"peak_flops_per_s", ctx.peak_flops_per_s},
+                        {"achieved_flops_per_s", achieved}});
+            ctx.peak_flops_per_s = achieved;
+          }
+          sink.sample("device/mfu", step, ms, achieved / ctx.peak_flops_per_s);
+        }
         if (hooks.on_log)
           hooks.on_log(sink, step, ms);
         // The run's cost at its very last step is written once, at the end, by run_experiment (a

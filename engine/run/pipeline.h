@@ -105,6 +105,10 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o);
 /// test/accuracy after evaluations; progress to options.on_progress. Advances ctx.step.
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks = {});
 
+/// Says that a phase without training steps starts (prune, calibrate, benchmark): a "phase" event
+/// like train_phase's, with steps 0, so progress shows what the run is doing.
+void begin_phase(StageContext& ctx, const std::string& name);
+
 /// Evaluates ctx.model on the test set and logs test/loss and test/accuracy at ctx.step (and, with a
 /// non-empty prefix, `<prefix>/test_accuracy` too).
 EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix = "");

@@ -211,6 +211,7 @@ void run_unstructured(StageContext& ctx) {
                   static_cast<double>(file.file_bytes) / static_cast<double>(dense_file.file_bytes));
 
   SparseDeployment deployed(model);
+  begin_phase(ctx, "benchmark");
   const auto latency = measure_model_latency(model, ctx.be, sample_shape(ctx));
   const EvalResult deployed_eval = evaluate(model, ctx.be, ctx.data.test, 500);
   log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "pruned", latency, ctx.be.device_name());
@@ -254,6 +255,7 @@ void run_prune_stage(StageContext& ctx) {
   const std::string& method = ctx.cfg.prune.method;
   if (method == "none")
     return;
+  begin_phase(ctx, "prune");
   if (is_structured(method)) {
     run_structured_prune_stage(ctx);  // stage_prune_structured.cpp
     return;

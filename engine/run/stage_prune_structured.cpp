@@ -182,6 +182,7 @@ void run_structured_prune_stage(StageContext& ctx) {
                   static_cast<double>(bytes) / static_cast<double>(dense_bytes));
 
   // ---- dense vs pruned latency, measured now, on this device ----
+  begin_phase(ctx, "benchmark");
   measure_both(ctx, *dense, *ctx.model);
 }
 

@@ -242,6 +242,7 @@ void run_quantize_stage(StageContext& ctx) {
   const QuantConfig& qc = ctx.cfg.quant;
   if (qc.mode == "none" || ctx.stop_requested())
     return;
+  begin_phase(ctx, "calibrate");
   Model& model = *ctx.model;
   Backend& be = ctx.be;
   int64_t step = ++ctx.step;
@@ -320,6 +321,7 @@ void run_quantize_stage(StageContext& ctx) {
     return;
 
   // 4. latency side by side, same process, same inputs' shape
+  begin_phase(ctx, "benchmark");
   const std::vector<int64_t> sample{1, ctx.data.test.rows, ctx.data.test.cols};
   const auto lat_f32 = measure_model_latency(model, be, sample);
   log_latency(ctx.sink, step, ctx.wall_ms(), "f32", lat_f32, be.device_name());

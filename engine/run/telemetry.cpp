@@ -4,10 +4,12 @@
 #include <omp.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.h>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -50,6 +52,28 @@ double CpuUtilMeter::sample() {
   m_last_cpu_s = cpu;
   m_last_wall_s = wall;
   return std::clamp(util, 0.0, 1.0);
+}
+
+double machine_busy_cpu_seconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu")
+    return NAN;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return (user + nice + system + irq + softirq + steal) / (tick > 0 ? tick : 100.0);
+}
+
+LoadMeter::LoadMeter()
+    : m_busy_s(machine_busy_cpu_seconds()), m_own_s(process_cpu_seconds()), m_wall_s(wall_seconds()) {}
+
+double LoadMeter::others_share() const {
+  const double busy = machine_busy_cpu_seconds(), own = process_cpu_seconds(), wall = wall_seconds() - m_wall_s;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (std::isnan(busy) || std::isnan(m_busy_s) || wall <= 0 || cores <= 0)
+    return NAN;
+  const double others = (busy - m_busy_s) - (own - m_own_s);  // /proc/stat ticks are coarse: clamp
+  return std::clamp(others / (wall * static_cast<double>(cores)), 0.0, 1.0);
 }
 
 int64_t process_peak_rss_bytes() {

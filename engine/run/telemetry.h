@@ -21,6 +21,22 @@ class CpuUtilMeter {
   int m_cores;
 };
 
+/// How busy the rest of the machine is while this process measures something: the CPU time
+/// every process spent (/proc/stat) minus this process's own, as a share of all online cores.
+/// A share above kContendedShare marks a measurement as taken under contention.
+class LoadMeter {
+ public:
+  LoadMeter();  ///< starts the window
+  /// Other processes' CPU share since construction, in [0, 1]; NaN where /proc/stat is unreadable.
+  double others_share() const;
+
+ private:
+  double m_busy_s, m_own_s, m_wall_s;
+};
+constexpr double kContendedShare = 0.2;
+/// CPU seconds all processes have spent since boot (/proc/stat: everything but idle and iowait); NaN if unreadable.
+double machine_busy_cpu_seconds();
+
 /// Peak resident set of this process, in bytes (getrusage).
 int64_t process_peak_rss_bytes();
 double process_cpu_seconds();

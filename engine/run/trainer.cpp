@@ -16,6 +16,7 @@
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/cost_model.h"
+#include "engine/run/phase_plan.h"
 #include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
 #include "engine/run/stage_distill.h"
@@ -163,6 +164,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
                    .progress = {}};
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
+  // Every phase's planned steps (phase_plan.h): progress and ETA count the whole pipeline.
+  const std::vector<PlannedPhase> plan = plan_phases(cfg, ctx.steps_per_epoch(phase.loader));
 
   nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
   if (file_sink)
@@ -184,7 +187,9 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
                          {"price_usd_per_hour", instance.usd_per_hour(spot)},
                          {"price_source", spot ? instance.spot_source : instance.source},
                          {"price_date", instance.price_date},
-                         {"total_steps", ctx.total_steps}});
+                         {"total_steps", planned_steps(plan)},
+                         {"train_steps", ctx.total_steps},
+                         {"plan", plan_json(plan)}});
   sink.sample("model/params", 0, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
   sink.sample("model/flops_per_sample", 0, ctx.wall_ms(), static_cast<double>(ctx.model->flops_per_sample()));
 

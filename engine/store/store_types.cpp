@@ -33,7 +33,27 @@ RunStatus parse_status(std::string_view s) {
 Direction default_direction(std::string_view metric) {
   std::string lower(metric);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  return lower.find("loss") != std::string::npos ? Direction::minimize : Direction::maximize;
+  const auto has = [&](std::string_view word) { return lower.find(word) != std::string::npos; };
+  const auto ends = [&](std::string_view tail) {
+    return lower.size() >= tail.size() && lower.compare(lower.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  // A drop or a gap is lost quality, whatever it is a drop of ("prune/accuracy_drop_pt").
+  if (has("drop") || has("gap"))
+    return Direction::minimize;
+  // Rates and quality first: "throughput/dense/b1_samples_per_s" is a rate, not a time.
+  for (std::string_view higher : {"accuracy", "samples_per_s", "throughput", "speedup", "mfu", "/util", "goal_met"})
+    if (has(higher))
+      return Direction::maximize;
+  if (ends("_per_s"))  // a rate ("flops_per_sample" is a size)
+    return Direction::maximize;
+  // Sizes, times, money and errors are costs.
+  for (std::string_view lower_word : {"loss", "bytes", "latency", "cost", "usd", "params", "flops", "mem/", "memory",
+                                      "seconds", "time", "skipped", "outliers", "f32_layers", "error"})
+    if (has(lower_word))
+      return Direction::minimize;
+  if (ends("_ms") || ends("_s") || ends("ratio"))
+    return Direction::minimize;
+  return Direction::maximize;
 }
 
 const MetricSummary* RunListItem::metric(std::string_view name) const {

@@ -28,9 +28,13 @@ std::string_view status_name(RunStatus s);
 /// Throws DataError naming the allowed spellings.
 RunStatus parse_status(std::string_view s);
 
-/// Which way is better for a metric: decides metric_summary's "best". Default rule (see
-/// default_direction): a name containing "loss" is minimized, everything else maximized; a run can
-/// override per metric (RunWriter::set_direction, Store::set_direction).
+/// Which way is better for a metric: decides metric_summary's "best", the bold "best run" of the
+/// reports and the compare view, `lathe-cli list --sort best:` and the Pareto defaults. The declared
+/// direction of every metric is default_direction(name): lower is better for losses, sizes (bytes,
+/// params, FLOPs, memory), times (latency, seconds, *_ms), cost, skipped steps, accuracy drops and
+/// ratios (compressed / dense); higher for accuracy, rates (samples/s, throughput), speedups, MFU and
+/// utilisation, and for any other name. A run can override per metric (RunWriter::set_direction,
+/// Store::set_direction).
 enum class Direction { minimize = -1, maximize = 1 };
 Direction default_direction(std::string_view metric);
 

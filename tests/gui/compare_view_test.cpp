@@ -13,7 +13,9 @@ namespace lathe::ui {
 namespace {
 
 nlohmann::json config(int seed, int epochs, double lr) {
-  return {{"name", "cmp"}, {"seed", seed}, {"model", {{"zoo", "cnn"}}},
+  return {{"name", "cmp"},
+          {"seed", seed},
+          {"model", {{"zoo", "cnn"}}},
           {"train", {{"epochs", epochs}, {"batch_size", 128}, {"optimizer", {{"lr", lr}}}}}};
 }
 
@@ -28,12 +30,12 @@ std::set<std::string> column0(QTableWidget* t) {
 
 TEST(GuiCompare, DiffMetricsAndParetoFront) {
   test::GuiTempDir dir;
-  const std::string a = test::write_run(dir.db(), "small", config(0, 1, 0.02),
-                                        {{"test/accuracy", {0.5, 0.80}}, {"model/bytes", {100}}});
+  const std::string a =
+      test::write_run(dir.db(), "small", config(0, 1, 0.02), {{"test/accuracy", {0.5, 0.80}}, {"model/bytes", {100}}});
   const std::string b = test::write_run(dir.db(), "big", config(1, 1, 0.02),
                                         {{"test/accuracy", {0.6, 0.95, 0.90}}, {"model/bytes", {200}}});
-  const std::string c = test::write_run(dir.db(), "worse", config(2, 3, 0.02),
-                                        {{"test/accuracy", {0.7, 0.85}}, {"model/bytes", {300}}});
+  const std::string c =
+      test::write_run(dir.db(), "worse", config(2, 3, 0.02), {{"test/accuracy", {0.7, 0.85}}, {"model/bytes", {300}}});
   CompareView view(dir.qdb());
   QString error = "not loaded";
   QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
@@ -66,6 +68,54 @@ TEST(GuiCompare, DiffMetricsAndParetoFront) {
   view.setScatterAxes("model/bytes", "test/accuracy");
   EXPECT_EQ(view.paretoRuns(), (std::vector<int>{0, 1}));
   EXPECT_EQ(view.curvePlot()->graphCount(), 3);
+}
+
+/// The item of `run`'s column in the row (metric, stat) of the metric table.
+QTableWidgetItem* metric_item(QTableWidget* m, const QString& metric, const QString& stat, int run) {
+  for (int r = 0; r < m->rowCount(); ++r)
+    if (m->item(r, 0)->text() == metric && m->item(r, 1)->text() == stat)
+      return m->item(r, run + 2);
+  return nullptr;
+}
+
+TEST(GuiCompare, BoldsTheBestRunByTheMetricsDirection) {
+  test::GuiTempDir dir;
+  // b has the smallest bytes, latency and cost, c the highest accuracy and throughput.
+  const auto run = [&](const char* name, double bytes, double ms, double usd, double acc, double rate) {
+    return test::write_run(dir.db(), name, config(0, 1, 0.02),
+                           {{"model/bytes", {bytes}},
+                            {"latency/dense/b1_ms", {ms}},
+                            {"cost/usd", {usd}},
+                            {"test/accuracy", {acc}},
+                            {"throughput/dense/b1_samples_per_s", {rate}}});
+  };
+  const std::string a = run("a", 300, 2.5, 0.03, 0.80, 100);
+  const std::string b = run("b", 100, 0.5, 0.01, 0.85, 200);
+  const std::string c = run("c", 200, 1.5, 0.02, 0.90, 300);
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(a), QString::fromStdString(b), QString::fromStdString(c)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  const std::vector<std::pair<QString, int>> winners = {{"model/bytes", 1},
+                                                        {"latency/dense/b1_ms", 1},
+                                                        {"cost/usd", 1},
+                                                        {"test/accuracy", 2},
+                                                        {"throughput/dense/b1_samples_per_s", 2}};
+  for (const auto& [metric, winner] : winners)
+    for (const QString stat : {"last", "best"})
+      for (int i = 0; i < 3; ++i) {
+        QTableWidgetItem* item = metric_item(view.metricTable(), metric, stat, i);
+        ASSERT_NE(item, nullptr) << metric.toStdString();
+        EXPECT_EQ(item->font().bold(), i == winner)
+            << metric.toStdString() << " " << stat.toStdString() << " run " << i;
+      }
+  // Pareto defaults follow the same directions: lower latency and cost are better, accuracy higher.
+  view.setScatterAxes("latency/dense/b1_ms", "test/accuracy");
+  EXPECT_EQ(view.paretoRuns(), (std::vector<int>{1, 2}));
+  view.setScatterAxes("cost/usd", "throughput/dense/b1_samples_per_s");
+  EXPECT_EQ(view.paretoRuns(), (std::vector<int>{1, 2}));
 }
 
 TEST(GuiCompare, TooFewRunsSaysWhatToDo) {

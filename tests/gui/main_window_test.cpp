@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
 #include <set>
 
 #include "app/gui/export_action.h"
 #include "app/gui/main_window.h"
+#include "app/gui/run_overview.h"
 #include "engine/run/config.h"
 #include "engine/store/store.h"
 #include "gui_test_util.h"
@@ -81,12 +83,56 @@ TEST(GuiMainWindow, ShortRealRunAppearsLive) {
   Store store = Store::open(dir.db());
   const auto series = store.series(entry.runId.toStdString(), "train/loss");
   ASSERT_FALSE(series.empty());
-  ASSERT_TRUE(test::wait_until([&]() { return loss->pointCount("train/loss") == static_cast<int>(series.size()); }, 5000));
+  ASSERT_TRUE(
+      test::wait_until([&]() { return loss->pointCount("train/loss") == static_cast<int>(series.size()); }, 5000));
   ui::LiveChart* acc = w.charts()->chartFor("test/accuracy");
   ASSERT_TRUE(test::wait_until([&]() { return acc->pointCount("test/accuracy") > 0; }, 5000));
   EXPECT_EQ(store.run(entry.runId.toStdString()).status, RunStatus::finished);
   EXPECT_EQ(w.progress()->step(), w.progress()->totalSteps());
   EXPECT_GT(w.progress()->totalSteps(), 0);
+}
+
+TEST(GuiMainWindow, PruneInt8RunEndsWithItsOverviewAndWholePipelineProgress) {
+  if (!test::fashion_mnist_present())
+    GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+  test::GuiTempDir dir;
+  MainWindow w(options(dir));
+  w.setInteractive(false);
+  w.show();
+  nlohmann::json cfg = tiny_config(dir, 1, 1024);
+  cfg["name"] = "gui-prune-int8";
+  cfg["prune"]["method"] = "l1-unstructured";
+  cfg["prune"]["finetune_epochs"] = 1;
+  cfg["quant"]["mode"] = "ptq-static";
+  w.designer()->form()->setConfig(cfg);
+  ASSERT_NE(w.liveOverview(), nullptr);
+  ASSERT_TRUE(w.runCurrent(false));
+  ASSERT_TRUE(w.queue()->waitIdle(240000));
+  const ui::QueuedRun& entry = w.queue()->entries().back();
+  ASSERT_EQ(entry.state, ui::QueuedRun::State::finished) << entry.stderrTail.toStdString();
+  // Progress counted every phase: 32 steps of training, 32 of fine-tuning, the INT8 step.
+  ASSERT_TRUE(test::wait_until([&]() { return w.progress()->text().contains("finished"); }, 5000));
+  EXPECT_EQ(w.progress()->totalSteps(), 65) << w.progress()->text().toStdString();
+  EXPECT_EQ(w.progress()->step(), 65);
+  EXPECT_TRUE(w.progress()->text().contains("step 65 of 65")) << w.progress()->text().toStdString();
+  // The Live tab shows the run's overview: every stage's results side by side, with units.
+  ASSERT_TRUE(test::wait_until([&]() { return w.liveOverview()->isVisible(); }, 5000));
+  const QString html = w.liveOverview()->html();
+  for (const char* s :
+       {"Stage results", ">dense<", ">pruned ", ">INT8 ", " ms", "samples/s", "x<", "Config", "Events", "Artifacts"})
+    EXPECT_TRUE(html.contains(s)) << s;
+  EXPECT_TRUE(w.liveOverview()->openFolderButton()->isEnabled());
+  EXPECT_TRUE(QFileInfo(w.liveOverview()->folder()).isDir());
+  // Runs -> double-click shows the same overview in its own tab.
+  emit w.browser()->showRun(entry.runId);
+  EXPECT_EQ(w.tabs()->tabText(w.tabs()->currentIndex()), "Overview");
+  EXPECT_EQ(w.overview()->runId(), entry.runId);
+  EXPECT_TRUE(w.overview()->html().contains("Stage results"));
+  if (qEnvironmentVariableIsSet("LATHE_KEEP_OVERVIEW")) {  // a screenshot to look at
+    w.resize(1400, 900);
+    test::wait_until([]() { return false; }, 300);
+    w.grab().save(qEnvironmentVariable("LATHE_KEEP_OVERVIEW"), "PNG");
+  }
 }
 
 TEST(GuiMainWindow, StopCancelsAndFailuresAreReported) {

@@ -2,6 +2,12 @@
 // the right steps, a skipped update leaves the weights alone, the loss scale multiplies the
 // gradients exactly, a later phase continues the global step, and latency inputs are checked.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include "engine/nn/zoo.h"
 #include "engine/run/latency.h"
@@ -164,6 +170,74 @@ TEST_F(PipelineTest, LatencyIsMeasuredPerBatchAndBadShapesAreRejected) {
   log_latency(sink, 5, 0, "dense", results, backend->device_name());
   ASSERT_EQ(sink.samples["latency/dense/b8_ms"].size(), 1u);
   EXPECT_EQ(sink.samples["throughput/dense/b1_samples_per_s"][0].second, results[0].samples_per_s);
+}
+
+TEST_F(PipelineTest, LatencyReportsTheSpreadOfItsRepetitions) {
+  LatencyOptions lo;
+  lo.batches = {1};
+  lo.min_seconds = 0.0;
+  lo.min_reps = 20;
+  lo.warmup = 0;
+  int call = 0;
+  const auto results = measure_latency(
+      *backend, {1, 8, 8},
+      [&](const Tensor&) {  // 1 ms, and every fourth call 4 ms: a spread the percentiles must show
+        std::this_thread::sleep_for(std::chrono::microseconds(++call % 4 == 0 ? 4000 : 1000));
+      },
+      lo);
+  ASSERT_EQ(results.size(), 1u);
+  const LatencyResult& r = results[0];
+  EXPECT_LE(r.p10_ms, r.ms_per_batch);
+  EXPECT_GE(r.p90_ms, 3.9);
+  EXPECT_LT(r.ms_per_batch, 2.5);  // the median is the common 1 ms case
+  EXPECT_GT(r.spread_pct(), 100.0);
+  log_latency(sink, 5, 0, "dense", results, backend->device_name());
+  ASSERT_EQ(sink.samples["latency/dense/b1_spread_pct"].size(), 1u);
+  EXPECT_DOUBLE_EQ(sink.samples["latency/dense/b1_spread_pct"][0].second, r.spread_pct());
+}
+
+TEST_F(PipelineTest, LatencyUnderAnotherProcesssLoadIsMarkedContended) {
+  // A child process spins on every core while the latency is timed.
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<pid_t> children;
+  for (long i = 0; i < cores; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      volatile double x = 0;
+      while (std::chrono::steady_clock::now() < until)
+        x = x + 1;
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  LatencyOptions lo;
+  lo.batches = {1};
+  lo.min_seconds = 0.5;
+  const auto results = measure_latency(
+      *backend, {1, 8, 8}, [](const Tensor&) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }, lo);
+  for (pid_t pid : children) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_EQ(results.size(), 1u);
+  if (std::isnan(results[0].others_cpu_share))
+    GTEST_SKIP() << "/proc/stat is not readable here";
+  EXPECT_GT(results[0].others_cpu_share, kContendedShare);
+  EXPECT_TRUE(results[0].contended());
+}
+
+TEST_F(PipelineTest, MfuIsNeverAboveOneWhenThePeakWasMeasuredLow) {
+  ctx->peak_flops_per_s = 1.0;  // far below anything the run achieves (a peak taken on a busy machine)
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  const auto& mfu = sink.samples["device/mfu"];
+  ASSERT_FALSE(mfu.empty());
+  for (const auto& [step, v] : mfu)
+    EXPECT_LE(v, 1.0) << "step " << step;
+  EXPECT_GT(ctx->peak_flops_per_s, 1.0);  // raised to the achieved rate
+  EXPECT_NE(std::find(sink.events.begin(), sink.events.end(), "note"), sink.events.end());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <qcustomplot.h>
 #include <QApplication>
 #include <QBuffer>
+#include <QFontMetrics>
 #include <QThread>
 #include <algorithm>
 #include <cmath>
@@ -74,6 +75,46 @@ void require_widget_application(const char* what) {
     throw Error(std::string(what) + " must run on the thread of the QApplication (the GUI thread)");
 }
 
+std::string wrap_legend_label(const std::string& label, int width) {
+  const QFontMetrics metrics(QFont("DejaVu Sans", 8));
+  const int room = std::max(40, width - 16 - 10 - 30);  // icon, spacing, the item's and the layout's margins
+  const QStringList words = QString::fromStdString(label).split(' ', Qt::SkipEmptyParts);
+  QString out, line;
+  for (const QString& word : words) {
+    const QString candidate = line.isEmpty() ? word : line + ' ' + word;
+    if (!line.isEmpty() && metrics.horizontalAdvance(candidate) > room) {
+      out += (out.isEmpty() ? "" : "\n") + line;
+      line = word;
+    } else {
+      line = candidate;
+    }
+  }
+  out += (out.isEmpty() ? "" : "\n") + line;
+  return out.toStdString();
+}
+
+int legend_columns(const std::vector<std::string>& labels, int width) {
+  const QFontMetrics metrics(QFont("DejaVu Sans", 8));
+  int widest = 0;  // whole labels: columns only while every label fits on one line
+  for (const std::string& label : labels)
+    widest = std::max(widest, metrics.horizontalAdvance(QString::fromStdString(label)));
+  const int entry = widest + 16 + 10 + 30;  // text, icon, column spacing, the margins
+  return std::clamp(width / std::max(1, entry), 1, 3);
+}
+
+int legend_lines(const std::vector<std::string>& labels, int width) {
+  const size_t columns = static_cast<size_t>(legend_columns(labels, width));
+  int lines = 0;
+  for (size_t row = 0; row < labels.size(); row += columns) {
+    int tallest = 1;
+    for (size_t i = row; i < std::min(labels.size(), row + columns); ++i)
+      tallest = std::max(tallest,
+                         static_cast<int>(QString::fromStdString(wrap_legend_label(labels[i], width)).count('\n')) + 1);
+    lines += tallest;
+  }
+  return lines;
+}
+
 QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double scale) {
   require_widget_application("an html or pdf report");
   QCustomPlot plot;
@@ -100,7 +141,7 @@ QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double
       x_hi = std::max(x_hi, static_cast<double>(p.step));
     }
     QCPGraph* graph = plot.addGraph();
-    graph->setName(QString::fromStdString(line.label));
+    graph->setName(QString::fromStdString(spec.legend ? wrap_legend_label(line.label, width) : line.label));
     const QColor color(QString::fromStdString(line.color));
     graph->setPen(QPen(color, 1.6));
     if (line.points->size() <= 40)
@@ -126,8 +167,12 @@ QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double
     plot.legend->setIconSize(16, 8);
     plot.legend->setRowSpacing(0);
     plot.legend->setColumnSpacing(10);
-    plot.legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
-    plot.legend->setWrap(3);
+    std::vector<std::string> labels;
+    for (const ChartLine& line : spec.lines)
+      labels.push_back(line.label);
+    // The wrap first: setFillOrder rearranges the items already in the legend by it.
+    plot.legend->setWrap(legend_columns(labels, width));
+    plot.legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
     auto* holder = new QCPLayoutGrid;
     plot.plotLayout()->addElement(2, 0, holder);
     holder->addElement(0, 0, plot.legend);

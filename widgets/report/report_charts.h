@@ -26,6 +26,18 @@ struct ChartSpec {
 /// The color of the index-th run (Tableau 10, repeating), also used for the runs' swatches.
 std::string run_color(size_t index);
 
+/// `label` broken into lines ("\n") at spaces so that each fits a legend entry of a chart `width`
+/// pixels wide (a word longer than that stays whole).
+std::string wrap_legend_label(const std::string& label, int width);
+
+/// How many legend entries fit side by side in `width` logical pixels (1 to 3): every label is
+/// shown whole, so long run names take a row each instead of being cut at the chart's edge.
+int legend_columns(const std::vector<std::string>& labels, int width);
+
+/// Text lines the legend of these labels takes in a chart `width` pixels wide (rows of
+/// legend_columns() entries, each as tall as its most wrapped label).
+int legend_lines(const std::vector<std::string>& labels, int width);
+
 /// Renders the chart at width x height logical pixels, `scale` times as many device pixels (2 for
 /// crisp print), as PNG. lathe::Error when there is no QApplication or it is not this thread's.
 QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double scale);

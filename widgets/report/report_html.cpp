@@ -9,6 +9,7 @@
 #include "widgets/report/report_charts.h"
 #include "widgets/report/report_events.h"
 #include "widgets/report/report_html_parts.h"
+#include "widgets/report/report_stages.h"
 #include "widgets/report/report_text.h"
 
 namespace lathe::report {
@@ -173,6 +174,11 @@ std::string cost_text(const ReportRun& r) { return r.cost_usd ? esc(format_headl
 
 // ---- header ---------------------------------------------------------------------------------
 
+/// What "best" means, under every table that bolds one (default_direction in engine/store).
+const char* const kDirectionNote =
+    "Lower is better for losses, bytes, params, FLOPs, memory, latency, time and cost; higher for accuracy, "
+    "samples/s, throughput, speedup and MFU.";
+
 const char* const kHeadline[] = {"test/accuracy", "test/loss",  "train/samples_per_s",
                                  "model/bytes",   "device/mfu", "cost/usd"};
 
@@ -276,6 +282,15 @@ int best_run(const ReportData& data, const std::string& metric, bool use_last) {
   return -1;
 }
 
+/// The headline metrics, then every latency the runs measured (dense, pruned, f32, int8 ...).
+std::vector<std::string> glance_metrics(const ReportData& data) {
+  std::vector<std::string> out(std::begin(kHeadline), std::end(kHeadline));
+  for (const std::string& m : data.metrics)
+    if (m.rfind("latency/", 0) == 0 && m.size() > 3 && m.compare(m.size() - 3, 3, "_ms") == 0)
+      out.push_back(m);
+  return out;
+}
+
 void write_glance(std::string& out, const ReportData& data) {
   std::vector<std::string> headers{"Metric (last value)"};
   std::vector<bool> numeric{false};
@@ -285,7 +300,7 @@ void write_glance(std::string& out, const ReportData& data) {
   }
   out += html::section("Results at a glance");
   Table t(out, headers, numeric);
-  for (const char* m : kHeadline) {
+  for (const std::string& m : glance_metrics(data)) {
     const int best = best_run(data, m, true);
     std::vector<std::string> cells{"<span class=\"key\">" + esc(m) + "</span>"};
     bool any = false;
@@ -299,7 +314,7 @@ void write_glance(std::string& out, const ReportData& data) {
       t.row(cells);
   }
   t.close();
-  out += "<p class=\"sub\">Bold: the best run for that metric (lowest loss or cost, highest otherwise).</p>\n";
+  out += std::string("<p class=\"sub\">Bold: the best run for that metric. ") + kDirectionNote + "</p>\n";
 }
 
 // ---- metric summary ---------------------------------------------------------------------------
@@ -351,8 +366,8 @@ void write_metric_summary(std::string& out, const ReportData& data) {
     t.raw_row(rows);
   }
   t.close();
-  out += "<p class=\"sub\">Best: the minimum for losses (metrics named *loss*), the maximum otherwise";
-  out += data.comparison() ? "; bold: the best run.</p>\n" : ".</p>\n";
+  out += std::string("<p class=\"sub\">Best: the minimum or the maximum, by the metric's direction. ") + kDirectionNote;
+  out += data.comparison() ? " Bold: the best run.</p>\n" : "</p>\n";
 }
 
 // ---- charts -----------------------------------------------------------------------------------
@@ -405,8 +420,12 @@ std::vector<ChartImage> render_report_charts(const ReportData& data, HtmlFlavor 
       if (it != data.runs[i].series.end())
         spec.lines.push_back({data.runs[i].label, run_color(i), &it->second});
     }
-    // A comparison chart is taller when its legend needs more than one row (3 entries a row).
-    const int legend_rows = spec.legend ? static_cast<int>((spec.lines.size() + 2) / 3) : 0;
+    // A comparison chart is taller when its legend needs more than one row (1-3 entries a row, by
+    // the longest run label: labels wrap to more rows, never cut).
+    std::vector<std::string> labels;
+    for (const ChartLine& line : spec.lines)
+      labels.push_back(line.label);
+    const int legend_rows = spec.legend ? legend_lines(labels, width) : 0;
     const int h = height + legend_rows * (print ? 12 : 16);
     charts.push_back({metric, render_chart_png(spec, width, h, scale), width, h});
   }
@@ -434,6 +453,7 @@ std::string build_report_html(const ReportData& data, const std::vector<ChartIma
     write_cards(out, data.runs[0]);
     out += html::section("Run");
     write_run_facts(out, data.runs[0]);
+    html::write_stage_results(out, data.runs[0]);
   }
   write_metric_summary(out, data);
   write_charts(out, data, charts, flavor);

@@ -39,8 +39,12 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   int i = 0;
   for (const auto& [title, metrics] : layout) {
     auto* chart = new LiveChart(title, metrics, this);
-    if (metrics.contains("mem/peak_bytes"))
+    if (metrics.contains("mem/peak_bytes")) {
       chart->setValueScale(1 << 20, "MiB");
+      chart->setMinimumSpan(0.2);  // a few MiB on a 330 MiB process is flat, and looks it
+    }
+    if (metrics.contains("cost/usd"))
+      chart->setUnsmoothed("cost/usd");  // cumulative: an average of money spent means nothing
     chart->setMinimumSize(260, 170);
     grid->addWidget(chart, i / 3, i % 3);
     m_charts.push_back(chart);
@@ -101,7 +105,8 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
   }
   for (const EventRecord& e : batch.events)
     if (e.kind == "started") {
-      m_totalSteps = e.fields.value("total_steps", 0.0);
+      // The main training's steps (total_steps counts every phase of the pipeline since the plan).
+      m_totalSteps = e.fields.value("train_steps", e.fields.value("total_steps", 0.0));
       m_map.usdPerHour = e.fields.value("price_usd_per_hour", 0.0);
       remap = true;
     }

@@ -2,6 +2,7 @@
 #include "widgets/ui/compare_data.h"
 
 #include <QStringList>
+#include <cmath>
 #include <set>
 
 #include "engine/store/store.h"
@@ -58,12 +59,33 @@ CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, 
 }
 
 bool lower_is_better(const std::string& metric, const MetricSummary* summary) {
-  if (summary && summary->direction == Direction::minimize)
-    return true;
-  for (const char* cost : {"loss", "bytes", "params", "flops", "latency", "seconds", "usd", "mem/", "time"})
-    if (metric.find(cost) != std::string::npos)
-      return true;
-  return false;
+  return (summary ? summary->direction : default_direction(metric)) == Direction::minimize;
+}
+
+int best_run(const CompareData& data, const std::string& metric, bool use_last) {
+  int best = -1, with_metric = 0;
+  double best_value = 0;
+  bool tie = true;
+  for (size_t i = 0; i < data.runs.size(); ++i) {
+    const MetricSummary* s = data.summary(i, metric);
+    if (!s)
+      continue;
+    const double v = use_last ? s->last : s->best();
+    if (std::isnan(v))
+      continue;
+    ++with_metric;
+    if (best < 0) {
+      best = static_cast<int>(i);
+      best_value = v;
+      continue;
+    }
+    tie = tie && v == best_value;
+    if (s->direction == Direction::minimize ? v < best_value : v > best_value) {
+      best = static_cast<int>(i);
+      best_value = v;
+    }
+  }
+  return with_metric >= 2 && !tie ? best : -1;
 }
 
 }  // namespace lathe::ui

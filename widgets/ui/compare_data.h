@@ -27,8 +27,12 @@ struct CompareData {
 /// Reads CompareData. Never throws: a problem goes to `error` with what to do.
 CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, int buckets = 1000);
 
-/// Whether smaller is better for a metric on a scatter axis: the store's direction for losses,
-/// and sizes, times and money (bytes, params, flops, latency, seconds, usd, mem) are costs.
+/// Whether smaller is better for a metric: the store's direction of the summary, else the declared
+/// direction (default_direction) of its name.
 bool lower_is_better(const std::string& metric, const MetricSummary* summary);
+
+/// The run with the best value of `metric` by its direction (last or best value); -1 when fewer
+/// than two runs have it or all tie.
+int best_run(const CompareData& data, const std::string& metric, bool use_last);
 
 }  // namespace lathe::ui

@@ -3,6 +3,7 @@
 
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
 #include <cmath>
@@ -18,7 +19,7 @@ const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14), QColor(4
                            QColor(148, 103, 189), QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
                            QColor(188, 189, 34),  QColor(23, 190, 207)};
 
-QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 5) : QString("-"); }
+QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v, 5)) : QString("-"); }
 
 QTableWidgetItem* cell(const QString& text) {
   auto* item = new QTableWidgetItem(text);
@@ -121,6 +122,13 @@ CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   connect(m_scatterX, &QComboBox::currentTextChanged, this, axisChanged);
   connect(m_scatterY, &QComboBox::currentTextChanged, this, axisChanged);
   connect(m_scatterStat, &QComboBox::currentTextChanged, this, &CompareView::drawScatter);
+  connect(m_scatter, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+    const QString tip = scatterTooltipAt(e->position());
+    if (tip.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(e->globalPosition().toPoint(), tip, m_scatter);
+  });
   connect(m_lowerX, &QCheckBox::toggled, this, &CompareView::drawScatter);
   connect(m_lowerY, &QCheckBox::toggled, this, &CompareView::drawScatter);
   connect(&m_watcher, &QFutureWatcher<CompareData>::finished, this, [this]() { showData(m_watcher.result()); });
@@ -230,6 +238,7 @@ void CompareView::fillMetrics() {
   m_metrics->setHorizontalHeaderLabels(headers);
   m_metrics->setRowCount(0);
   for (const std::string& metric : m_data.metricNames()) {
+    const int bestLast = best_run(m_data, metric, true), bestBest = best_run(m_data, metric, false);
     for (const char* stat : {"last", "best", "min", "max"}) {
       const int r = m_metrics->rowCount();
       m_metrics->insertRow(r);
@@ -242,7 +251,14 @@ void CompareView::fillMetrics() {
           const std::string st = stat;
           v = st == "last" ? s->last : st == "best" ? s->best() : st == "min" ? s->min : s->max;
         }
-        m_metrics->setItem(r, static_cast<int>(i + 2), cell(num(v)));
+        QTableWidgetItem* item = cell(num(v));
+        const int best = std::string(stat) == "last" ? bestLast : std::string(stat) == "best" ? bestBest : -1;
+        if (static_cast<int>(i) == best) {  // the best run of this metric, by its direction
+          QFont bold = item->font();
+          bold.setBold(true);
+          item->setFont(bold);
+        }
+        m_metrics->setItem(r, static_cast<int>(i + 2), item);
       }
     }
   }
@@ -289,10 +305,32 @@ void CompareView::setScatterAxes(const QString& xMetric, const QString& yMetric)
   drawScatter();
 }
 
+QString CompareView::scatterTooltipAt(const QPointF& pixel) const {
+  int best = -1;
+  double best_d2 = 12.0 * 12.0;
+  for (size_t k = 0; k < m_scatterPoints.size(); ++k) {
+    const XY& p = m_scatterPoints[k].second;
+    const double dx = m_scatter->xAxis->coordToPixel(p.x) - pixel.x();
+    const double dy = m_scatter->yAxis->coordToPixel(p.y) - pixel.y();
+    if (dx * dx + dy * dy <= best_d2) {
+      best_d2 = dx * dx + dy * dy;
+      best = static_cast<int>(k);
+    }
+  }
+  if (best < 0)
+    return {};
+  const auto& [run, p] = m_scatterPoints[best];
+  const bool front = std::find(m_front.begin(), m_front.end(), run) != m_front.end();
+  return QString("%1\n%2: %3\n%4: %5%6")
+      .arg(runLabel(run), m_scatterX->currentText(), num(p.x), m_scatterY->currentText(), num(p.y),
+           front ? QString("\non the Pareto front") : QString());
+}
+
 void CompareView::drawScatter() {
   m_scatter->clearGraphs();
   m_scatter->clearItems();
   m_front.clear();
+  m_scatterPoints.clear();
   const std::string xm = m_scatterX->currentText().toStdString(), ym = m_scatterY->currentText().toStdString();
   const bool best = m_scatterStat->currentText() == "best";
   std::vector<XY> points;
@@ -312,6 +350,7 @@ void CompareView::drawScatter() {
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, kPalette[i % 10], 9));
     g->setName(runLabel(i));
     g->addData(points[i].x, points[i].y);
+    m_scatterPoints.emplace_back(static_cast<int>(i), points[i]);
   }
   if (!m_front.empty()) {
     QCPGraph* front = m_scatter->addGraph();

@@ -4,16 +4,17 @@
 // Pareto front drawn). Data comes from load_compare_data() on a worker thread.
 #pragma once
 
+#include <qcustomplot.h>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFutureWatcher>
 #include <QLabel>
-#include <QTableWidget>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QWidget>
-#include <qcustomplot.h>
 
 #include "widgets/ui/compare_data.h"
+#include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
 
@@ -41,6 +42,9 @@ class CompareView : public QWidget {
   void setScatterAxes(const QString& xMetric, const QString& yMetric);
   /// Run indices on the Pareto front of the current scatter, by x.
   std::vector<int> paretoRuns() const { return m_front; }
+  /// The tooltip of the scatter point nearest to `pixel` (within 12 px): the run and both values;
+  /// "" when no point is that close. Shown as the mouse moves over the scatter.
+  QString scatterTooltipAt(const QPointF& pixel) const;
 
  signals:
   void loaded(const QString& error);
@@ -64,6 +68,7 @@ class CompareView : public QWidget {
   QCheckBox *m_lowerX, *m_lowerY;
   QCustomPlot *m_curves, *m_scatter;
   std::vector<int> m_front;
+  std::vector<std::pair<int, XY>> m_scatterPoints;  ///< run index, (x, y) of each drawn point
 };
 
 }  // namespace lathe::ui

@@ -7,7 +7,9 @@
 #include <QHBoxLayout>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSaveFile>
+#include <QStandardPaths>
 #include <QVBoxLayout>
 
 #include "engine/core/error.h"
@@ -15,7 +17,8 @@
 
 namespace lathe::ui {
 
-DesignerPanel::DesignerPanel(QString presetsDir, QWidget* parent) : QWidget(parent), m_presetsDir(std::move(presetsDir)) {
+DesignerPanel::DesignerPanel(QString presetsDir, QWidget* parent)
+    : QWidget(parent), m_presetsDir(std::move(presetsDir)) {
   auto* column = new QVBoxLayout(this);
   column->setContentsMargins(4, 4, 4, 4);
   auto* row = new QHBoxLayout;
@@ -43,13 +46,20 @@ DesignerPanel::DesignerPanel(QString presetsDir, QWidget* parent) : QWidget(pare
     m_presets->setCurrentIndex(0);
   });
   connect(open, &QPushButton::clicked, this, [this]() {
-    const QString path = QFileDialog::getOpenFileName(this, "Open experiment", m_presetsDir, "Experiment JSON (*.json)");
+    const QString path =
+        QFileDialog::getOpenFileName(this, "Open experiment", m_presetsDir, "Experiment JSON (*.json)");
     if (!path.isEmpty())
       loadFile(path);
   });
+  connect(m_form, &ExperimentForm::edited, this, [this]() {
+    if (!m_modified) {
+      m_modified = true;
+      updateLabel();
+    }
+  });
   connect(save, &QPushButton::clicked, this, [this]() {
-    const QString path = QFileDialog::getSaveFileName(this, "Save experiment", m_file.isEmpty() ? m_presetsDir : m_file,
-                                                      "Experiment JSON (*.json)");
+    const QString path =
+        QFileDialog::getSaveFileName(this, "Save experiment", saveAsDefaultPath(), "Experiment JSON (*.json)");
     if (path.isEmpty())
       return;
     const QString err = saveFile(path);
@@ -58,16 +68,58 @@ DesignerPanel::DesignerPanel(QString presetsDir, QWidget* parent) : QWidget(pare
   });
 }
 
+void DesignerPanel::updateLabel() {
+  const QString where = m_file.isEmpty() ? m_origin : QDir::toNativeSeparators(m_file);
+  m_fileLabel->setText(m_modified ? where + "  (modified, not saved)" : where);
+}
+
+bool DesignerPanel::mayDiscardEdits(bool interactive) {
+  if (!m_modified || !interactive)
+    return true;
+  return QMessageBox::question(this, "Discard your edits?",
+                               "The experiment in the designer has edits that are not saved. Load another one and "
+                               "discard them?",
+                               QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Cancel) == QMessageBox::Discard;
+}
+
+QString DesignerPanel::saveAsDefaultPath() const {
+  const QString name = m_file.isEmpty()
+                           ? QString::fromStdString(m_form->config().value("name", std::string("experiment")))
+                           : QFileInfo(m_file).completeBaseName();
+  const bool preset = !m_file.isEmpty() && !m_presetsDir.isEmpty() &&
+                      QFileInfo(m_file).absolutePath() == QFileInfo(m_presetsDir).absoluteFilePath();
+  if (!m_file.isEmpty() && !preset)
+    return m_file;  // the user's own file: saving over it is what Save as usually means
+  QString folder = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+  if (folder.isEmpty() || !QDir(folder).exists())
+    folder = QDir::homePath();
+  QString safe = name;
+  safe.replace(QRegularExpression("[^A-Za-z0-9._=-]+"), "-");
+  return QDir(folder).filePath(safe + (preset ? "-copy" : "") + ".json");
+}
+
+void DesignerPanel::setConfig(const nlohmann::json& config, const QString& origin) {
+  m_form->setConfig(config);
+  m_file.clear();
+  m_origin = origin;
+  m_modified = false;
+  updateLabel();
+}
+
 QString DesignerPanel::loadFile(const QString& path, bool interactive) {
+  if (!mayDiscardEdits(interactive))
+    return "kept the edits";
   try {
     m_form->setConfig(load_config_file(path.toStdString()));
     m_file = path;
-    m_fileLabel->setText(QDir::toNativeSeparators(path));
+    m_modified = false;
+    updateLabel();
     emit message("Loaded " + path);
     return {};
   } catch (const std::exception& e) {
-    const QString text = QString("%1\n\nPick another file, or fix this one in a text editor (it must be a JSON object).")
-                             .arg(QString::fromUtf8(e.what()));
+    const QString text =
+        QString("%1\n\nPick another file, or fix this one in a text editor (it must be a JSON object).")
+            .arg(QString::fromUtf8(e.what()));
     if (interactive)
       QMessageBox::warning(this, "Cannot open the experiment", text);
     return text;
@@ -82,7 +134,8 @@ QString DesignerPanel::saveFile(const QString& path) {
   if (!f.commit())
     return QString("Cannot write %1: %2.").arg(path, f.errorString());
   m_file = path;
-  m_fileLabel->setText(QDir::toNativeSeparators(path));
+  m_modified = false;
+  updateLabel();
   emit message("Saved " + path);
   return {};
 }

@@ -21,13 +21,25 @@ class DesignerPanel : public QWidget {
   QString loadFile(const QString& path, bool interactive = true);
   QString saveFile(const QString& path);
   QString currentFile() const { return m_file; }
+  /// Shows a config that comes from no file (a run's): the label says where it is from.
+  void setConfig(const nlohmann::json& config, const QString& origin);
+  /// Edited since it was loaded or saved (the label says "modified"; loading another prompts).
+  bool isModified() const { return m_modified; }
+  QString fileLabel() const { return m_fileLabel->text(); }
+  /// Where Save as starts: never a preset itself (one Enter from overwriting it), but a new file
+  /// of the same name in the user's documents folder.
+  QString saveAsDefaultPath() const;
   QString presetsDir() const { return m_presetsDir; }
 
  signals:
   void message(const QString& text);
 
  private:
-  QString m_presetsDir, m_file;
+  void updateLabel();
+  /// false when the user keeps the edits (asked only when `interactive` and modified).
+  bool mayDiscardEdits(bool interactive);
+  QString m_presetsDir, m_file, m_origin = "(new experiment)";
+  bool m_modified = false;
   QComboBox* m_presets;
   QLabel* m_fileLabel;
   ExperimentForm* m_form;

@@ -1,6 +1,8 @@
 // ExperimentForm: the schema-generated designer form (see experiment_form.h).
 #include "widgets/ui/experiment_form.h"
 
+#include "engine/run/cost_model.h"
+
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QScrollArea>
@@ -35,6 +37,7 @@ QString titleOf(const QString& section) {
 
 ExperimentForm::ExperimentForm(QWidget* parent) : QWidget(parent) {
   build();
+  applyDependencies();
   m_validateTimer.setSingleShot(true);
   m_validateTimer.setInterval(250);
   connect(&m_validateTimer, &QTimer::timeout, this, [this]() { validate(); });
@@ -70,7 +73,19 @@ void ExperimentForm::build() {
       m_sections << section;
       column->addWidget(box);
     }
-    auto editor = std::make_unique<FieldEditor>(field, body);
+    nlohmann::json spec = field;
+    if (spec.value("path", std::string()) == "cost.instance") {  // the catalog's names, not free text
+      try {
+        const PriceCatalog catalog = PriceCatalog::load(PriceCatalog::default_path());
+        spec["suggestions"] = catalog.names();
+        for (const InstancePrice& p : catalog.instances())
+          if (p.gpus > 0)
+            m_gpuInstances[QString::fromStdString(p.name)] = p.gpus;
+      } catch (const Error&) {
+        // no catalog: free text, and validate() names the problem
+      }
+    }
+    auto editor = std::make_unique<FieldEditor>(spec, body);
     QString label = editor->path();
     if (label.startsWith(section + "."))
       label = label.mid(section.size() + 1);
@@ -82,6 +97,7 @@ void ExperimentForm::build() {
     editor->onEdited(this, [this]() {
       if (m_loading)
         return;
+      applyDependencies();
       emit edited();
       m_validateTimer.start();
     });
@@ -102,8 +118,65 @@ void ExperimentForm::setConfig(const nlohmann::json& cfg) {
     f->setValue(m_base.contains(ptr) ? m_base.at(ptr) : f->spec().value("default", nlohmann::json()));
   }
   m_loading = false;
+  applyDependencies();
   clearErrors();
   m_validateTimer.start();
+}
+
+namespace {
+/// Knobs that only mean something for one value of another field.
+struct Dependency {
+  const char* path;
+  const char* on;
+  const char* value;
+};
+constexpr Dependency kDependencies[] = {
+    {"train.optimizer.momentum", "train.optimizer.type", "sgd"},
+    {"train.optimizer.nesterov", "train.optimizer.type", "sgd"},
+    {"train.optimizer.beta1", "train.optimizer.type", "adamw"},
+    {"train.optimizer.beta2", "train.optimizer.type", "adamw"},
+    {"train.optimizer.eps", "train.optimizer.type", "adamw"},
+};
+}  // namespace
+
+bool ExperimentForm::applies(const QString& path) const {
+  for (const Dependency& d : kDependencies)
+    if (path == d.path) {
+      const FieldEditor* on = field(d.on);
+      return !on || on->value() == nlohmann::json(d.value);
+    }
+  return true;
+}
+
+QString ExperimentForm::note(const QString& path) const { return m_notes.value(path); }
+
+void ExperimentForm::applyDependencies() {
+  // A GPU instance priced for a CPU run: allowed (a CPU run on a GPU box), but worth a note.
+  if (FieldEditor* inst = field("cost.instance")) {
+    const FieldEditor* backend = field("compute.backend");
+    const QString name = QString::fromStdString(inst->value().get<std::string>());
+    const bool cpu = backend && backend->value() == nlohmann::json("cpu");
+    QString text;
+    if (cpu && m_gpuInstances.contains(name))
+      text = QString("Note: %1 has %2 GPU(s), and this run uses the CPU only: the price counts GPUs that stay idle.")
+                 .arg(name)
+                 .arg(m_gpuInstances.value(name));
+    m_notes["cost.instance"] = text;
+    if (inst->error().isEmpty()) {
+      inst->widget()->setStyleSheet(text.isEmpty() ? QString() : QString("border: 1px solid #e0a800;"));
+      inst->widget()->setToolTip(text.isEmpty() ? inst->baseToolTip() : text + "\n\n" + inst->baseToolTip());
+    }
+  }
+  for (const Dependency& d : kDependencies) {
+    FieldEditor* f = field(d.path);
+    if (!f || !f->spec().value("supported", true))
+      continue;
+    const bool on = applies(d.path);
+    f->widget()->setEnabled(on);
+    m_labels[f->path()]->setEnabled(on);
+    f->widget()->setToolTip(on ? f->baseToolTip()
+                               : f->baseToolTip() + QString("\n\nOnly used when %1 is %2.").arg(d.on, d.value));
+  }
 }
 
 nlohmann::json ExperimentForm::config() const {
@@ -130,6 +203,7 @@ void ExperimentForm::clearErrors() {
 nlohmann::json ExperimentForm::validate() {
   m_validateTimer.stop();
   clearErrors();
+  applyDependencies();
   try {
     nlohmann::json valid = validate_config(config());
     emit validated(true, {});

@@ -35,6 +35,12 @@ class ExperimentForm : public QWidget {
   QStringList sections() const { return m_sections; }
   /// The last validation's lines, all of them (mapped to a field or not).
   QStringList errors() const { return m_errors; }
+  /// Whether a field applies to the config as it is now (AdamW's betas and eps under SGD, SGD's
+  /// momentum and Nesterov under AdamW do not: their editors are disabled, saying why).
+  bool applies(const QString& path) const;
+  /// A note on a field that is valid but probably not meant ("" when none): a GPU instance priced
+  /// for a CPU run.
+  QString note(const QString& path) const;
 
  signals:
   /// After every edit (validation follows on a short timer).
@@ -44,6 +50,7 @@ class ExperimentForm : public QWidget {
  private:
   void build();
   void clearErrors();
+  void applyDependencies();
 
   std::vector<std::unique_ptr<FieldEditor>> m_fields;
   QMap<QString, FieldEditor*> m_byPath;
@@ -53,6 +60,8 @@ class ExperimentForm : public QWidget {
   QTimer m_validateTimer;
   nlohmann::json m_base = nlohmann::json::object();
   bool m_loading = false;
+  QMap<QString, QString> m_notes;
+  QMap<QString, int> m_gpuInstances;  ///< catalog instances with GPUs, and how many
 };
 
 }  // namespace lathe::ui

@@ -37,6 +37,12 @@ FieldEditor::FieldEditor(const nlohmann::json& field, QWidget* parent)
     for (const auto& c : field.value("choices", nlohmann::json::array()))
       combo->addItem(QString::fromStdString(c.get<std::string>()));
     m_widget = combo;
+  } else if (m_kind == "string" && field.contains("suggestions")) {  // a list to pick from (cost.instance)
+    auto* combo = new QComboBox(parent);
+    combo->setEditable(true);
+    for (const auto& c : field["suggestions"])
+      combo->addItem(QString::fromStdString(c.get<std::string>()));
+    m_widget = combo;
   } else if (m_kind == "object_list") {
     auto* text = new QPlainTextEdit(parent);
     text->setMaximumHeight(90);
@@ -62,12 +68,11 @@ QString FieldEditor::baseToolTip() const {
     tip += "\nAllowed: " + QString::fromStdString(m_spec["allowed"].get<std::string>());
   else if (m_spec.contains("choices"))
     tip += "\nAllowed: " + fromJsonText(m_spec["choices"]);
-  tip += "\nDefault: " + (m_spec.value("default", nlohmann::json()).is_null()
-                              ? QString("derived")
-                              : fromJsonText(m_spec["default"]));
+  tip += "\nDefault: " +
+         (m_spec.value("default", nlohmann::json()).is_null() ? QString("derived") : fromJsonText(m_spec["default"]));
   if (!m_spec.value("supported", true))
-    tip = "Not available yet: " + QString::fromStdString(m_spec.value("unsupported_reason", std::string("not built yet"))) +
-          "\n" + tip;
+    tip = "Not available yet: " +
+          QString::fromStdString(m_spec.value("unsupported_reason", std::string("not built yet"))) + "\n" + tip;
   return tip;
 }
 

@@ -9,7 +9,7 @@ namespace {
 const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),
                            QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75)};
 
-QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 4) : QString("-"); }
+QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v)) : QString("-"); }
 
 }  // namespace
 
@@ -55,6 +55,7 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   legend->setBorderPen(Qt::NoPen);
   legend->setMargins(QMargins(4, 0, 4, 2));
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  axisRect()->setRangeZoom(Qt::Horizontal);  // the wheel zooms the steps; y keeps the curve in view
   setNoAntialiasingOnDrag(true);
   // Hundreds of thousands of points per curve: fast polylines, no antialiasing on lines and grid
   // (text stays smooth), cached tick labels.
@@ -95,10 +96,18 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   setSmoothing(0);
 }
 
+void LiveChart::setUnsmoothed(const std::string& metric) {
+  auto it = m_series.find(metric);
+  if (it == m_series.end())
+    return;
+  it->second.smoothable = false;
+  setSmoothing(m_alpha);
+}
+
 void LiveChart::clear() {
   for (auto& [name, s] : m_series) {
     s.points.clear();
-    s.ema = Ema(m_alpha);
+    s.ema = Ema(alphaOf(s));
     s.min = s.max = qQNaN();
     s.raw->data()->clear();
     s.smooth->data()->clear();
@@ -141,7 +150,7 @@ void LiveChart::append(const std::string& metric, const std::vector<Point>& poin
   if (keys.isEmpty())
     return;
   s.raw->addData(keys, raw, true);
-  if (m_alpha > 0)
+  if (alphaOf(s) > 0)
     s.smooth->addData(keys, smooth, true);
   m_dirty = true;
 }
@@ -150,15 +159,15 @@ void LiveChart::rebuild(Series& s) {
   QVector<double> keys, raw, smooth;
   keys.reserve(static_cast<int>(s.points.size()));
   raw.reserve(keys.capacity());
-  s.ema = Ema(m_alpha);
+  s.ema = Ema(alphaOf(s));
   for (const Point& p : s.points) {
     keys.push_back(m_map.x(p));
     raw.push_back(p.value);
-    if (m_alpha > 0)
+    if (alphaOf(s) > 0)
       smooth.push_back(s.ema.push(p.value));
   }
   s.raw->setData(keys, raw, true);
-  if (m_alpha > 0)
+  if (alphaOf(s) > 0)
     s.smooth->setData(keys, smooth, true);
   else
     s.smooth->data()->clear();
@@ -177,7 +186,7 @@ void LiveChart::setSmoothing(double alpha) {
   m_alpha = std::clamp(alpha, 0.0, 0.999);
   for (auto& [name, s] : m_series) {
     QColor c = s.smooth->pen().color();
-    c.setAlpha(m_alpha > 0 ? 70 : 255);
+    c.setAlpha(alphaOf(s) > 0 ? 70 : 255);
     s.raw->setPen(QPen(c, 1));
     rebuild(s);
   }
@@ -197,8 +206,14 @@ QString LiveChart::legendText(const std::string& metric) const {
 void LiveChart::refresh() {
   if (!m_dirty)
     return;
-  for (auto& [name, s] : m_series)
+  for (auto& [name, s] : m_series) {
     s.raw->setName(legendText(name));
+    // A series of one or a few points (test loss after the first epochs) shows each point.
+    QColor c = s.smooth->pen().color();
+    c.setAlpha(255);
+    s.raw->setScatterStyle(s.points.size() <= 30 ? QCPScatterStyle(QCPScatterStyle::ssDisc, c, c, 5)
+                                                 : QCPScatterStyle(QCPScatterStyle::ssNone));
+  }
   if (m_follow) {  // from the kept extremes: O(1), never a pass over 200k points per frame
     bool any = false;
     double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
@@ -220,8 +235,19 @@ void LiveChart::refresh() {
       yAxis->setRange(0, 1);
     } else {  // a little headroom; a flat series gets a visible band around its value
       const double pad = y1 > y0 ? (y1 - y0) * 0.05 : std::abs(y0) * 0.05;
+      double lo = y0 - pad, hi = y1 + pad;
+      const double min_span = m_minSpanFraction * std::max(std::abs(y0), std::abs(y1));
+      if (hi - lo < min_span) {
+        const double mid = 0.5 * (y0 + y1);
+        lo = mid - 0.5 * min_span;
+        hi = mid + 0.5 * min_span;
+        if (y0 >= 0 && lo < 0) {  // sizes never go below 0
+          hi -= lo;
+          lo = 0;
+        }
+      }
       xAxis->setRange(x0, x1 > x0 ? x1 : x0 + 1);
-      yAxis->setRange(y0 - pad, y1 + pad);
+      yAxis->setRange(lo, hi);
     }
   }
   m_dirty = false;
@@ -255,22 +281,51 @@ void LiveChart::mouseMoveEvent(QMouseEvent* event) {
     leaveEvent(event);
     return;
   }
-  const double key = xAxis->pixelToCoord(event->pos().x());
-  QStringList lines{QString("%1 = %2").arg(xAxis->label().section(' ', 0, 1), num(key))};
-  for (const auto& [name, s] : m_series) {
-    if (s.raw->data()->isEmpty())
-      continue;
-    auto it = s.raw->data()->findBegin(key, true);
-    if (it == s.raw->data()->constEnd())
-      --it;
-    lines << QString("%1: %2").arg(s.name, num(it->value));
+  const auto [key, text] = crosshairAt(xAxis->pixelToCoord(event->pos().x()));
+  if (text.isEmpty()) {
+    leaveEvent(event);
+    return;
   }
   m_cross->point1->setCoords(key, 0);
   m_cross->point2->setCoords(key, 1);
   m_cross->setVisible(true);
-  m_crossText->setText(lines.join("\n"));
+  m_crossText->setText(text);
   m_crossText->setVisible(true);
   replot(QCustomPlot::rpQueuedReplot);
+}
+
+std::pair<double, QString> LiveChart::crosshairAt(double key) const {
+  // The sample of a curve nearest to x.
+  const auto nearest = [](const QCPGraph* g, double x) {
+    auto it = g->data()->findBegin(x, false);  // first key >= x
+    if (it == g->data()->constEnd())
+      return std::prev(it);
+    if (it != g->data()->constBegin() && std::abs(std::prev(it)->key - x) <= std::abs(it->key - x))
+      return std::prev(it);
+    return it;
+  };
+  double snapped = qQNaN();
+  for (const auto& [name, s] : m_series) {
+    if (s.raw->data()->isEmpty())
+      continue;
+    const double k = nearest(s.raw, key)->key;
+    if (std::isnan(snapped) || std::abs(k - key) < std::abs(snapped - key))
+      snapped = k;
+  }
+  if (std::isnan(snapped))
+    return {key, QString()};
+  const QString axis = xAxis->label().section(' ', 0, 1);
+  QStringList lines{QString("%1 %2").arg(axis, num(snapped))};
+  for (const auto& [name, s] : m_series) {
+    if (s.raw->data()->isEmpty())
+      continue;
+    const auto it = nearest(s.raw, snapped);
+    if (it->key == snapped)
+      lines << QString("%1: %2").arg(s.name, num(it->value));
+    else  // no sample of this curve here: its nearest one, and where it is
+      lines << QString("%1: %2 (at %3 %4)").arg(s.name, num(it->value), axis, num(it->key));
+  }
+  return {snapped, lines.join("\n")};
 }
 
 void LiveChart::leaveEvent(QEvent* event) {

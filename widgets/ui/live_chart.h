@@ -50,6 +50,14 @@ class LiveChart : public QCustomPlot {
   QCPGraph* rawGraph(const std::string& metric) const;
   QCPGraph* smoothGraph(const std::string& metric) const;
   void setFollowing(bool follow);
+  /// A cumulative metric (cost/usd) is drawn raw only, whatever the smoothing slider says.
+  void setUnsmoothed(const std::string& metric);
+  /// While following, the y axis spans at least `fraction` of the largest |value| (memory: 1.5 MiB
+  /// of 329 MiB must not look like a climb).
+  void setMinimumSpan(double fraction) { m_minSpanFraction = fraction; }
+  /// The crosshair at x = `key`: snapped to the nearest real sample of any curve; returns the
+  /// snapped x and the text (each curve's value at that x, or its nearest sample and where it is).
+  std::pair<double, QString> crosshairAt(double key) const;
   bool following() const { return m_follow; }
 
  protected:
@@ -65,13 +73,16 @@ class LiveChart : public QCustomPlot {
     Ema ema;
     double min = qQNaN(), max = qQNaN();
     QString name;
+    bool smoothable = true;
   };
   void rebuild(Series& s);
+  double alphaOf(const Series& s) const { return s.smoothable ? m_alpha : 0; }
   QStringList m_metricNames;
   std::map<std::string, Series> m_series;
   XMapping m_map;
   double m_alpha = 0;
   double m_divisor = 1;  // values are shown divided by this (setValueScale)
+  double m_minSpanFraction = 0;
   bool m_dirty = false, m_follow = true;
   QCPItemStraightLine* m_cross = nullptr;
   QCPItemText* m_crossText = nullptr;

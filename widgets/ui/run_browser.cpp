@@ -69,7 +69,7 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   connect(m_model, &RunTableModel::loaded, this, &RunBrowser::updatePager);
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunBrowser::updateButtons);
   connect(m_table, &QTableView::doubleClicked, this,
-          [this](const QModelIndex& i) { emit watchRun(m_model->runId(i.row())); });
+          [this](const QModelIndex& i) { emit showRun(m_model->runId(i.row())); });
   connect(m_watch, &QPushButton::clicked, this, [this]() {
     const QStringList ids = selectedRunIds();
     if (!ids.isEmpty())

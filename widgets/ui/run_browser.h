@@ -35,6 +35,8 @@ class RunBrowser : public QWidget {
 
  signals:
   void watchRun(const QString& runId);
+  /// A row was double-clicked: show that run's overview.
+  void showRun(const QString& runId);
   void compareRuns(const QStringList& runIds);
   void openConfig(const nlohmann::json& config, const QString& runId);
   void rerun(const nlohmann::json& config, const QString& runId);

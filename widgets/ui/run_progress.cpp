@@ -2,6 +2,7 @@
 #include "widgets/ui/run_progress.h"
 
 #include <QHBoxLayout>
+#include <algorithm>
 
 #include "widgets/ui/series_math.h"
 
@@ -14,7 +15,7 @@ RunProgress::RunProgress(QWidget* parent) : QWidget(parent) {
   m_bar->setObjectName("runProgress");
   m_bar->setRange(0, 1000);
   m_bar->setValue(0);
-  m_bar->setMaximumWidth(220);
+  m_bar->setMaximumWidth(240);
   m_bar->setTextVisible(true);
   m_label = new QLabel("no active run", this);
   m_label->setObjectName("runEta");
@@ -25,7 +26,7 @@ RunProgress::RunProgress(QWidget* parent) : QWidget(parent) {
 std::optional<double> RunProgress::etaSeconds() const {
   if (m_status != "running")
     return std::nullopt;
-  return eta_seconds(m_step, m_total, m_wallMs / 1000.0);
+  return eta_seconds(m_step, totalSteps(), m_wallMs / 1000.0);
 }
 
 void RunProgress::applyBatch(const TailBatch& batch) {
@@ -33,13 +34,36 @@ void RunProgress::applyBatch(const TailBatch& batch) {
     m_runId = batch.runId;
     m_step = m_total = 0;
     m_wallMs = 0;
+    m_phase.clear();
+    m_plan.clear();
+    m_phaseIndex = -1;
   }
-  for (const EventRecord& e : batch.events)
-    if (e.kind == "started")
+  for (const EventRecord& e : batch.events) {
+    if (e.kind == "started") {
       m_total = e.fields.value("total_steps", int64_t{0});
+      m_plan.clear();
+      if (e.fields.contains("plan") && e.fields["plan"].is_array())
+        for (const auto& p : e.fields["plan"])
+          m_plan.emplace_back(QString::fromStdString(p.value("phase", std::string())), p.value("steps", int64_t{0}));
+    } else if (e.kind == "phase") {
+      m_phase = QString::fromStdString(e.fields.value("phase", std::string()));
+      // The main training of a distillation run is planned as "distill" (its phase event says "train").
+      const bool distilling =
+          std::any_of(m_plan.begin(), m_plan.end(), [](const auto& p) { return p.first == "distill"; });
+      if (m_phase == "train" && distilling)
+        m_phase = "distill";
+      // The plan's next entry of that name (a benchmark follows each compression stage).
+      for (size_t i = static_cast<size_t>(std::max(0, m_phaseIndex)); i < m_plan.size(); ++i)
+        if (m_plan[i].first == m_phase) {
+          m_phaseIndex = static_cast<int>(i);
+          break;
+        }
+    }
+  }
+  // Every phase advances the one global step: the teacher's, fine-tuning's and the stages' samples count.
   for (const auto& [metric, points] : batch.series)
-    if (!points.empty() && metric.rfind("train/", 0) == 0) {
-      m_step = std::max(m_step, points.back().step);
+    if (!points.empty() && points.back().step >= m_step) {
+      m_step = points.back().step;
       m_wallMs = std::max(m_wallMs, points.back().wall_ms);
     }
   if (batch.run)
@@ -48,15 +72,30 @@ void RunProgress::applyBatch(const TailBatch& batch) {
 }
 
 void RunProgress::update() {
-  const double fraction = m_total > 0 ? std::min(1.0, static_cast<double>(m_step) / static_cast<double>(m_total)) : 0;
-  m_bar->setValue(m_status == "finished" ? 1000 : static_cast<int>(fraction * 1000));
-  m_bar->setFormat(m_status == "finished" ? QString("done") : QString("%1%").arg(fraction * 100, 0, 'f', 0));
-  QString text = QString("%1: %2, step %3").arg(m_runId, m_status).arg(m_step);
-  if (m_total > 0)
-    text += QString(" of %1").arg(m_total);
+  const int64_t total = totalSteps();
+  const bool done = m_status == "finished";
+  const double fraction = total > 0 ? std::min(1.0, static_cast<double>(m_step) / static_cast<double>(total)) : 0;
+  m_bar->setValue(done ? 1000 : static_cast<int>(fraction * 1000));
+  const QString percent = QString("%1%").arg(fraction * 100, 0, 'f', 0);
+  m_bar->setFormat(done ? QString("done") : m_phase.isEmpty() ? percent : m_phase + " " + percent);
+  QString text = QString("%1: %2").arg(m_runId, m_status);
+  if (!m_phase.isEmpty() && !done) {
+    text += ", " + m_phase;
+    if (m_phaseIndex >= 0 && m_plan[m_phaseIndex].first == m_phase)
+      text += QString(" (phase %1 of %2)").arg(m_phaseIndex + 1).arg(m_plan.size());
+  }
+  text += QString(", step %1").arg(m_step);
+  if (total > 0)
+    text += QString(" of %1").arg(total);
   if (auto eta = etaSeconds())
     text += ", ETA " + QString::fromStdString(format_duration(*eta));
   m_label->setText(text);
+  m_label->setToolTip(m_plan.empty() ? QString() : [this]() {
+    QStringList parts;
+    for (const auto& [name, steps] : m_plan)
+      parts << (steps > 0 ? QString("%1 (%2 steps)").arg(name).arg(steps) : name);
+    return "Pipeline: " + parts.join(" -> ");
+  }());
 }
 
 }  // namespace lathe::ui

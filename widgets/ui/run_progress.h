@@ -1,12 +1,15 @@
-// RunProgress: a progress bar with ETA for the watched run, computed from what the store tail
-// delivers: total_steps from the run's "started" event, the highest step and wall time seen in
-// its samples, the run's status from its row.
+// RunProgress: a progress bar with the phase and the ETA of the whole pipeline for the watched run,
+// computed from what the store tail delivers: the phase plan and total_steps (every phase's planned
+// steps) from the run's "started" event, the current phase from its "phase" events, the highest step
+// and wall time seen in any of its samples, the run's status from its row.
 #pragma once
 
 #include <QLabel>
 #include <QProgressBar>
 #include <QWidget>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "widgets/ui/store_tailer.h"
 
@@ -18,15 +21,22 @@ class RunProgress : public QWidget {
   explicit RunProgress(QWidget* parent = nullptr);
   void applyBatch(const TailBatch& batch);
   int64_t step() const { return m_step; }
-  int64_t totalSteps() const { return m_total; }
+  /// Planned steps of the whole pipeline (never below the steps done).
+  int64_t totalSteps() const { return std::max(m_total, m_step); }
+  /// The phase the run is in (train, distill, teacher, prune, finetune, calibrate, qat, benchmark); "" before one.
+  QString phase() const { return m_phase; }
   std::optional<double> etaSeconds() const;
   QString text() const { return m_label->text(); }
+  QString barText() const { return m_bar->format(); }
+  int barValue() const { return m_bar->value(); }  ///< 0..1000
 
  private:
   void update();
   QProgressBar* m_bar;
   QLabel* m_label;
-  QString m_runId, m_status;
+  QString m_runId, m_status, m_phase;
+  std::vector<std::pair<QString, int64_t>> m_plan;  ///< phase, planned steps
+  int m_phaseIndex = -1;                            ///< index into m_plan of the current phase
   int64_t m_step = 0, m_total = 0;
   double m_wallMs = 0;
 };

@@ -6,18 +6,33 @@
 #include <cmath>
 
 #include "engine/store/store.h"
+#include "widgets/ui/series_math.h"
+#include "widgets/ui/sweep.h"
 
 namespace lathe::ui {
 namespace {
 
-enum Column { kName, kStatus, kStarted, kDuration, kBackend, kModel, kEpochs, kTestAccLast, kTestAccBest,
-              kTrainLossLast, kBytes, kId, kColumns };
-const char* kHeaders[] = {"Name", "Status", "Started", "Duration", "Backend", "Model", "Epochs", "Test acc (final)",
-                          "Test acc (best)", "Train loss (final)", "Model bytes", "Id"};
+enum Column {
+  kName,
+  kStatus,
+  kStarted,
+  kDuration,
+  kBackend,
+  kModel,
+  kEpochs,
+  kTestAccLast,
+  kTestAccBest,
+  kTrainLossLast,
+  kBytes,
+  kId,
+  kColumns
+};
+const char* kHeaders[] = {"Name",   "Status",           "Started",         "Duration",           "Backend",     "Model",
+                          "Epochs", "Test acc (final)", "Test acc (best)", "Train loss (final)", "Model bytes", "Id"};
 const std::vector<std::string> kKeyParams = {"model.zoo", "train.epochs"};
 const std::vector<std::string> kMetrics = {"test/accuracy", "train/loss", "model/bytes"};
 
-QString num(double v) { return std::isfinite(v) ? QString::number(v, 'g', 4) : QString(); }
+QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v)) : QString(); }
 
 QString duration(const RunRecord& r) {
   if (!r.started_ms)
@@ -37,6 +52,7 @@ RunTableModel::RunTableModel(QString dbPath, QObject* parent) : QAbstractTableMo
     beginResetModel();
     if (r.error.isEmpty()) {
       m_rows = std::move(r.rows);
+      m_knobs = std::move(r.knobs);
       m_total = r.total;
     }
     endResetModel();
@@ -58,9 +74,15 @@ RunPageResult RunTableModel::readPage(const QString& dbPath, const RunQuery& que
     out.total = page.total;
     for (auto& item : page.runs) {
       RunRow row;
-      for (auto& [k, v] : store.params(item.run.id))
-        if (std::find(kKeyParams.begin(), kKeyParams.end(), k) != kKeyParams.end())
+      const auto knobs = sweep_name_knobs(item.run.name);
+      for (auto& [k, v] : store.params(item.run.id)) {
+        const bool knob = std::any_of(knobs.begin(), knobs.end(),
+                                      [&, key = k](const auto& kv) { return knob_matches(key, kv.first); });
+        if (knob && std::find(out.knobs.begin(), out.knobs.end(), k) == out.knobs.end())
+          out.knobs.push_back(k);
+        if (knob || std::find(kKeyParams.begin(), kKeyParams.end(), k) != kKeyParams.end())
           row.params.emplace_back(k, v);
+      }
       row.item = std::move(item);
       out.rows.push_back(std::move(row));
     }
@@ -86,10 +108,22 @@ void RunTableModel::setPage(int64_t offset) {
 int RunTableModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
 }
-int RunTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumns; }
+int RunTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumns + static_cast<int>(m_knobs.size());
+}
+
+int RunTableModel::baseColumn(int column) const {
+  const int knobs = static_cast<int>(m_knobs.size());
+  if (column <= kName)
+    return column;
+  if (column <= knobs)
+    return -1;  // a knob column
+  return column - knobs;
+}
 
 QString RunTableModel::runId(int row) const {
-  return row >= 0 && row < static_cast<int>(m_rows.size()) ? QString::fromStdString(m_rows[row].item.run.id) : QString();
+  return row >= 0 && row < static_cast<int>(m_rows.size()) ? QString::fromStdString(m_rows[row].item.run.id)
+                                                           : QString();
 }
 
 const RunRow* RunTableModel::row(int r) const {
@@ -124,7 +158,10 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
     const MetricSummary* s = r->item.metric(name);
     return s ? num(best ? s->best() : s->last) : QString();
   };
-  switch (index.column()) {
+  const int column = baseColumn(index.column());
+  if (column < 0)
+    return param(m_knobs[index.column() - 1]);
+  switch (column) {
     case kName:
       return QString::fromStdString(run.name);
     case kStatus:
@@ -158,13 +195,16 @@ QVariant RunTableModel::headerData(int section, Qt::Orientation orientation, int
     return {};
   if (orientation == Qt::Vertical)
     return QString::number(m_query.offset + section + 1);
-  return section >= 0 && section < kColumns ? QString(kHeaders[section]) : QString();
+  const int column = baseColumn(section);
+  if (column < 0)
+    return QString::fromStdString(m_knobs[section - 1]);
+  return column >= 0 && column < kColumns ? QString(kHeaders[column]) : QString();
 }
 
 void RunTableModel::sort(int column, Qt::SortOrder order) {
   using Sort = RunQuery::Sort;
   m_query.sort_metric.clear();
-  switch (column) {
+  switch (baseColumn(column)) {
     case kName:
       m_query.sort = Sort::name;
       break;

@@ -1,7 +1,8 @@
 // RunTableModel: one page of Store::list_runs() as a Qt table (name, status, started, duration,
-// backend, key params, final and best metrics). Pages are read on a worker thread with their own
-// Store connection (QtConcurrent), so a 10,000-run store never stalls the GUI; sorting maps the
-// clicked column to RunQuery::Sort and is done by SQLite, not in memory.
+// backend, key params, final and best metrics), with a column for each sweep knob that the page's
+// run names carry ("mlp-fashion lr=0.02" -> a train.optimizer.lr column). Pages are read on a worker thread with their
+// own Store connection (QtConcurrent), so a 10,000-run store never stalls the GUI; sorting maps the clicked column to
+// RunQuery::Sort and is done by SQLite, not in memory.
 #pragma once
 
 #include <QAbstractTableModel>
@@ -15,11 +16,14 @@ namespace lathe::ui {
 
 struct RunRow {
   RunListItem item;
-  std::vector<std::pair<std::string, std::string>> params;  ///< the key params shown
+  std::vector<std::pair<std::string, std::string>> params;  ///< the key params and sweep knobs shown
 };
 
 struct RunPageResult {
   std::vector<RunRow> rows;
+  /// The sweep knobs of the page's runs (config keys named in "name knob=value" run names), in the
+  /// order they first appear: one column each, right after Name.
+  std::vector<std::string> knobs;
   int64_t total = 0;
   QString error;
 };
@@ -43,6 +47,8 @@ class RunTableModel : public QAbstractTableModel {
   int64_t offset() const { return m_query.offset; }
   int64_t pageSize() const { return m_query.limit; }
   QString runId(int row) const;
+  /// The sweep knob columns of this page (see RunPageResult::knobs).
+  const std::vector<std::string>& knobColumns() const { return m_knobs; }
   const RunRow* row(int r) const;
   bool loading() const { return m_watcher.isRunning(); }
 
@@ -53,9 +59,12 @@ class RunTableModel : public QAbstractTableModel {
   void loaded(qint64 total, const QString& error);
 
  private:
+  /// The fixed column (Column enum) a view column shows, -1 for a knob column.
+  int baseColumn(int column) const;
   QString m_db;
   RunQuery m_query;
   std::vector<RunRow> m_rows;
+  std::vector<std::string> m_knobs;
   int64_t m_total = 0;
   QFutureWatcher<RunPageResult> m_watcher;
   bool m_reloadAgain = false;

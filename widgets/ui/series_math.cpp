@@ -56,6 +56,38 @@ std::optional<double> eta_seconds(int64_t done, int64_t total, double elapsed_s)
   return elapsed_s * static_cast<double>(total - done) / static_cast<double>(done);
 }
 
+std::string plain_number(double v, int digits) {
+  if (std::isnan(v))
+    return "-";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
+  const double mag = std::fabs(v);
+  char buf[64];
+  if (mag >= 1e4) {
+    std::snprintf(buf, sizeof buf, "%.0f", std::fabs(std::round(v)));
+    std::string d = buf, out = v < 0 ? "-" : "";
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (i > 0 && (d.size() - i) % 3 == 0)
+        out += ',';
+      out += d[i];
+    }
+    return out;
+  }
+  if (mag == 0)
+    return "0";
+  // Enough decimals for `digits` significant digits, then trailing zeros dropped.
+  const int decimals = std::clamp(digits - 1 - static_cast<int>(std::floor(std::log10(mag))), 0, 12);
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string out = buf;
+  if (out.find('.') != std::string::npos) {
+    while (out.back() == '0')
+      out.pop_back();
+    if (out.back() == '.')
+      out.pop_back();
+  }
+  return out == "-0" ? "0" : out;
+}
+
 std::string format_duration(double seconds) {
   char buf[64];
   const long s = std::lround(std::max(0.0, seconds));

@@ -38,6 +38,10 @@ std::vector<int> pareto_front(const std::vector<XY>& points, bool maximize_x, bo
 /// average rate so far; nullopt when it cannot be told (no progress yet, unknown total).
 std::optional<double> eta_seconds(int64_t done, int64_t total, double elapsed_s);
 
+/// A number as tables and legends show it, never in scientific notation: 46,940 / 0.8125 / 0.00003
+/// ("-" for NaN). `digits` significant digits below 10,000; whole numbers with thousands separators above.
+std::string plain_number(double v, int digits = 4);
+
 /// "42 s", "3 min 05 s", "1 h 02 min".
 std::string format_duration(double seconds);
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/run/config.h"
 #include "engine/run/config_schema.h"
 
 namespace lathe::ui {
@@ -31,9 +32,11 @@ std::vector<std::vector<std::string>> expand_sweep(const std::vector<SweepAxis>&
     if (axis.knob.empty())
       continue;
     if (!find_field(axis.knob))
-      throw ConfigError("sweep knob: \"" + axis.knob + "\" is not a config field; allowed: a path from `lathe-cli schema`");
+      throw ConfigError("sweep knob: \"" + axis.knob +
+                        "\" is not a config field; allowed: a path from `lathe-cli schema`");
     if (axis.values.empty())
-      throw ConfigError("sweep values for " + axis.knob + ": none given; allowed: one or more values separated by commas");
+      throw ConfigError("sweep values for " + axis.knob +
+                        ": none given; allowed: one or more values separated by commas");
     std::vector<std::vector<std::string>> next;
     for (const auto& prefix : runs)
       for (const std::string& v : axis.values) {
@@ -46,6 +49,74 @@ std::vector<std::vector<std::string>> expand_sweep(const std::vector<SweepAxis>&
   if (runs.size() == 1 && runs[0].empty())
     return {};
   return runs;
+}
+
+namespace {
+std::string leaf(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+}  // namespace
+
+std::string sweep_run_name(const std::string& base, const std::vector<std::string>& sets) {
+  std::string name = base;
+  for (const std::string& set : sets) {
+    const size_t eq = set.find('=');
+    const std::string path = set.substr(0, eq), value = eq == std::string::npos ? "" : set.substr(eq + 1);
+    int same_leaf = 0;
+    for (const std::string& other : sets)
+      same_leaf += leaf(other.substr(0, other.find('='))) == leaf(path);
+    name += (name.empty() ? "" : " ") + (same_leaf > 1 ? path : leaf(path)) + "=" + value;
+  }
+  return name;
+}
+
+std::vector<SweepRun> plan_sweep(const nlohmann::json& base, const std::vector<SweepAxis>& axes) {
+  std::vector<SweepRun> out;
+  const std::string base_name = base.is_object() ? base.value("name", std::string("experiment")) : "experiment";
+  for (auto& sets : expand_sweep(axes)) {
+    SweepRun run;
+    run.name = sweep_run_name(base_name, sets);
+    run.config = base;
+    run.config["name"] = run.name;
+    run.sets = std::move(sets);
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> sweep_name_knobs(const std::string& name) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(name);
+  std::string token;
+  bool first = true;
+  while (in >> token) {
+    const size_t eq = token.find('=');
+    if (!first && eq != std::string::npos && eq > 0)
+      out.emplace_back(token.substr(0, eq), token.substr(eq + 1));
+    first = false;
+  }
+  return out;
+}
+
+bool knob_matches(const std::string& param, const std::string& knob) {
+  return param == knob || (knob.find('.') == std::string::npos && leaf(param) == knob);
+}
+
+std::string check_sweep_value(const nlohmann::json& config, const std::string& knob, const std::string& value) {
+  try {
+    nlohmann::json c = config;
+    apply_override(c, knob + "=" + value);
+    validate_config(c);
+    return {};
+  } catch (const Error& e) {
+    // Only this knob's lines: the base config's own problems are the designer's to show.
+    std::string mine;
+    for (const FieldMessage& m : split_config_errors(e.what()))
+      if (m.path == knob || m.path.empty())
+        mine += (mine.empty() ? "" : "\n") + m.message;
+    return mine.empty() ? std::string(e.what()) : mine;
+  }
 }
 
 std::vector<FieldMessage> split_config_errors(const std::string& text) {

@@ -3,6 +3,7 @@
 // form marks at its fields. No Qt.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,30 @@ struct SweepAxis {
 /// Axes with an empty knob are ignored. ConfigError for an axis with a knob and no values, or a
 /// knob that is not a schema field (naming the field).
 std::vector<std::vector<std::string>> expand_sweep(const std::vector<SweepAxis>& axes);
+
+/// The name of one sweep run: the base name and its values, "mlp-fashion lr=0.02 ratio=0.5", each
+/// knob by its last path part (the whole path when two knobs share it). `sets` are "path=value".
+std::string sweep_run_name(const std::string& base, const std::vector<std::string>& sets);
+
+/// One run of a sweep: the base config named by its values, and its --set list.
+struct SweepRun {
+  nlohmann::json config;
+  std::vector<std::string> sets;
+  std::string name;
+};
+/// expand_sweep() of `axes`, each run's config named sweep_run_name(base's name, its sets).
+std::vector<SweepRun> plan_sweep(const nlohmann::json& base, const std::vector<SweepAxis>& axes);
+
+/// The knob=value tokens of a sweep run's name ("mlp-fashion lr=0.02" -> {{"lr", "0.02"}}).
+std::vector<std::pair<std::string, std::string>> sweep_name_knobs(const std::string& name);
+
+/// Whether `param` (a flattened config key, e.g. "train.optimizer.lr") is the knob a sweep name
+/// calls `knob` ("lr" or the whole path).
+bool knob_matches(const std::string& param, const std::string& knob);
+
+/// Checks one sweep value as `knob=value` would be applied to `config`: "" when it is accepted,
+/// else the validator's message (the value and what is allowed).
+std::string check_sweep_value(const nlohmann::json& config, const std::string& knob, const std::string& value);
 
 /// "0.3, 0.5 ,0.7" -> {"0.3", "0.5", "0.7"} (commas or whitespace separate).
 std::vector<std::string> split_values(const std::string& text);

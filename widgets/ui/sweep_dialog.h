@@ -1,11 +1,15 @@
-// SweepDialog: asks for one or two knobs (schema paths, with completion) and their values, shows
-// how many runs that makes, and returns the sweep axes (expanded by expand_sweep()).
+// SweepDialog: asks for one or two knobs (schema paths, with completion) and their values, checks
+// every value at its field against the schema as the run would apply it (a bad value is marked with
+// the form allowed, and OK stays disabled), shows how many runs that makes, and returns the sweep
+// axes (expanded by expand_sweep()).
 #pragma once
 
 #include <QComboBox>
 #include <QDialog>
+#include <QDialogButtonBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "widgets/ui/sweep.h"
@@ -15,15 +19,22 @@ namespace lathe::ui {
 class SweepDialog : public QDialog {
   Q_OBJECT
  public:
-  explicit SweepDialog(QWidget* parent = nullptr);
+  /// `base`: the designer's config the sweep values are applied to (null: only the schema is checked).
+  explicit SweepDialog(const nlohmann::json& base = nullptr, QWidget* parent = nullptr);
   std::vector<SweepAxis> axes() const;
   void setAxes(const std::vector<SweepAxis>& axes);
+  /// The message shown under the values of knob 1 or 2 ("" when they are all accepted).
+  QString valueError(int axis) const;
+  bool acceptable() const;
+  QLabel* countLabel() const { return m_count; }
 
  private:
   void updateCount();
+  nlohmann::json m_base;
   QComboBox *m_knob1, *m_knob2;
   QLineEdit *m_values1, *m_values2;
-  QLabel* m_count;
+  QLabel *m_error1, *m_error2, *m_count;
+  QDialogButtonBox* m_buttons;
 };
 
 }  // namespace lathe::ui
