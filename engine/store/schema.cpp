@@ -3,6 +3,9 @@
 // uses, runs.id the public text id.
 #include "engine/store/schema.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <chrono>
 #include <string>
 
@@ -211,6 +214,28 @@ CREATE VIEW metric_summary_view AS
 
 void apply_v3(sql::Db& db) { db.exec(kV3); }
 
+// ---- v4: metric directions from the one declared rule ----------------------------------------
+
+/// Keys written before default_direction() knew that bytes, latency, cost... are lower-is-better
+/// still carry the old rule (minimize only for "loss"). Those get today's direction; a key whose
+/// direction differs from the old rule was set on purpose (Store::set_direction) and stays.
+void apply_v4(sql::Db& db) {
+  std::vector<std::pair<int64_t, std::string>> keys;
+  sql::Stmt q = db.prepare("SELECT id, name, direction FROM metric_keys");
+  while (q.step()) {
+    std::string lower = q.col_text(1);
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    const int64_t old_rule = lower.find("loss") != std::string::npos ? -1 : 1;
+    if (q.col_int(2) == old_rule)
+      keys.emplace_back(q.col_int(0), q.col_text(1));
+  }
+  sql::Stmt u = db.prepare("UPDATE metric_keys SET direction = ? WHERE id = ?");
+  for (const auto& [id, name] : keys) {
+    u.bind(1, static_cast<int64_t>(default_direction(name))).bind(2, id).run();
+    u.reset();
+  }
+}
+
 struct Migration {
   int version;
   const char* description;
@@ -221,6 +246,7 @@ constexpr Migration kMigrations[] = {
     {1, "runs, params, metric keys, samples, summaries, events, artifacts", apply_v1},
     {2, "writer heartbeat, metric directions, min/max steps, sample blocks, telemetry, indexes", apply_v2},
     {3, "the incomplete run status (samples left in metrics.jsonl for lathe-cli repair)", apply_v3},
+    {4, "metric directions from the declared rule (bytes, latency, cost... lower is better)", apply_v4},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 

@@ -11,7 +11,7 @@
 namespace lathe::store_detail {
 
 /// The version this code writes and reads.
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 /// Per-connection settings: WAL (persistent in the file), synchronous=NORMAL (a commit survives a
 /// process crash; a power loss may drop the last commits but never corrupts), foreign keys off

@@ -30,7 +30,7 @@ TEST(Schema, NewStoreIsCurrentAndUsesWal) {
                             "artifacts", "sample_blocks", "schema_version"})
     EXPECT_EQ(s.db().query_int(std::string("SELECT count(*) FROM sqlite_schema WHERE name='") + table + "'"), 1)
         << table;
-  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 3);  // v1, v2 and v3 applied in order
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 4);  // v1 to v4 applied in order
   // samples is keyed (run, metric, step) without a rowid.
   EXPECT_NE(s.db().query_text("SELECT sql FROM sqlite_schema WHERE name='samples'")->find("WITHOUT ROWID"),
             std::string::npos);
@@ -40,8 +40,8 @@ TEST(Schema, OpeningAgainChangesNothing) {
   StoreDir dir;
   { Store::open(dir.db()); }
   Store s = Store::open(dir.db());
-  EXPECT_EQ(s.schema_version(), 3);
-  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 3);
+  EXPECT_EQ(s.schema_version(), 4);
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 4);
 }
 
 /// A v1 file as lathe v1 would have left it, with data typed in by hand.
@@ -184,7 +184,7 @@ TEST(Schema, MigratesV2ToV3KeepingRunsAndAllowingIncomplete) {
     EXPECT_THROW(raw.exec("UPDATE runs SET status = 'incomplete'"), sql::SqliteError);  // v2's CHECK
   }
   Store s = Store::open(dir.db());
-  EXPECT_EQ(s.schema_version(), 3);
+  EXPECT_EQ(s.schema_version(), store_detail::kSchemaVersion);
   const RunRecord r = s.run("v2run");
   EXPECT_EQ(r.status, RunStatus::finished);
   EXPECT_EQ(r.pid, 42);
@@ -202,13 +202,18 @@ TEST(Schema, MigratesV2ToV3KeepingRunsAndAllowingIncomplete) {
 
 TEST(Schema, RefusesNewerStore) {
   StoreDir dir;
-  { Store::open(dir.db()).db().exec("INSERT INTO schema_version VALUES(4, 0, 'from the future')"); }
+  {
+    Store::open(dir.db()).db().exec("INSERT INTO schema_version VALUES(" +
+                                    std::to_string(store_detail::kSchemaVersion + 1) + ", 0, 'from the future')");
+  }
   try {
     Store::open(dir.db());
-    FAIL() << "a v4 store must be refused";
+    FAIL() << "a store from a newer version must be refused";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("version 4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("version " + std::to_string(store_detail::kSchemaVersion + 1)),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -258,6 +263,37 @@ TEST(Schema, DefaultLocationIsCreatedOnFirstUse) {
     setenv("XDG_DATA_HOME", saved_xdg.c_str(), 1);
   else
     unsetenv("XDG_DATA_HOME");
+}
+
+}  // namespace
+}  // namespace lathe
+
+namespace lathe {
+namespace {
+
+TEST(Schema, MigrationV4GivesOldKeysTheDeclaredDirectionAndKeepsChosenOnes) {
+  test::StoreDir dir;
+  {
+    sql::Db raw(dir.db());
+    store_detail::configure_connection(raw);
+    store_detail::migrate(raw, 3);
+    // As v2/v3 writers left them: minimize only for "loss", maximize for the rest, except one key
+    // a user set on purpose (test/accuracy to minimize, against the old rule).
+    raw.exec(
+        "INSERT INTO metric_keys(id, name, direction) VALUES(1, 'model/bytes', 1), (2, 'cost/usd', 1),"
+        " (3, 'train/loss', -1), (4, 'test/accuracy', -1), (5, 'latency/dense/b1_ms', 1),"
+        " (6, 'train/samples_per_s', 1)");
+  }
+  Store s = Store::open(dir.db());
+  auto dir_of = [&](const char* name) {
+    return s.db().query_int(std::string("SELECT direction FROM metric_keys WHERE name = '") + name + "'");
+  };
+  EXPECT_EQ(dir_of("model/bytes"), -1);  // lower is better now
+  EXPECT_EQ(dir_of("cost/usd"), -1);
+  EXPECT_EQ(dir_of("latency/dense/b1_ms"), -1);
+  EXPECT_EQ(dir_of("train/loss"), -1);
+  EXPECT_EQ(dir_of("train/samples_per_s"), 1);
+  EXPECT_EQ(dir_of("test/accuracy"), -1);  // chosen on purpose: kept
 }
 
 }  // namespace
