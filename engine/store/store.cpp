@@ -153,6 +153,8 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
   } catch (const sql::SqliteError& e) {
     if ((e.code() & 0xff) == SQLITE_NOTADB)
       throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
+    if ((e.code() & 0xff) == SQLITE_CORRUPT)
+      throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
     throw;
   }
   Store store(std::move(db));
