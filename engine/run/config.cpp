@@ -300,6 +300,8 @@ json load_config_file(const std::string& path) {
       what = what.substr(colon + 2);
     throw ConfigError("config file " + path + ":" + std::to_string(line) + ":" + std::to_string(column) +
                       ": JSON syntax error: " + what);
+  } catch (const json::exception& e) {  // e.g. out_of_range.406: a number such as 1e999 that no double holds
+    throw ConfigError("config file " + path + ": cannot read it as JSON: " + e.what());
   }
   if (!cfg.is_object())
     throw ConfigError("config file " + path + ": expected a JSON object at the top level, got " + json_type_name(cfg));
@@ -352,8 +354,13 @@ void apply_override(json& cfg, const std::string& assignment) {
   json value;
   try {
     value = json::parse(text);
-  } catch (const json::parse_error&) {
+  } catch (const json::exception&) {  // not JSON, or a number no double holds (1e999): the text itself
     value = text;
+  }
+  try {
+    (void)json(text).dump();  // every later message dumps the value: it must be UTF-8
+  } catch (const json::type_error&) {
+    throw ConfigError("--set " + key + ": the value is not valid UTF-8 text");
   }
   if ((field->kind == Kind::string || field->kind == Kind::enumeration) && !value.is_string())
     value = text;
