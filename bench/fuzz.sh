@@ -21,7 +21,9 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DLATHE_SANITIZE=address,undefined -DLATHE_FUZZ=ON \
     -DLATHE_CUDA=OFF -DLATHE_GUI=OFF -DLATHE_BUILD_BENCH=OFF >/dev/null || exit 1
 fi
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null || exit 1
+if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then  # FUZZ_NO_BUILD=1: run the binaries as they are
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null || exit 1
+fi
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
