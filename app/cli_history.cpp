@@ -5,14 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/core/file_write.h"
 #include "engine/store/store.h"
 
 #ifdef LATHE_HAVE_REPORT
@@ -44,8 +47,36 @@ std::string fmt_duration(const RunRecord& r) {
   return buf;
 }
 
-/// Prints rows as an aligned text table.
-void print_table(const std::vector<std::vector<std::string>>& rows) {
+/// `s` made safe for a terminal: control characters (which could move the cursor or forge table
+/// rows) shown as \xNN, and cut to `max` bytes on a UTF-8 boundary with "..." (a 1 MB name stays
+/// one cell).
+std::string printable(const std::string& s, size_t max = 64) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (out.size() >= max) {
+      while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80)
+        out.pop_back();  // a continuation byte: drop the partial character
+      if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0)
+        out.pop_back();
+      return out + "...";
+    }
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+/// Prints rows as an aligned text table; every cell goes through printable().
+void print_table(std::vector<std::vector<std::string>> rows) {
+  for (auto& r : rows)
+    for (std::string& cell : r)
+      cell = printable(cell);
   std::vector<size_t> width;
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) {
@@ -89,11 +120,46 @@ nlohmann::json run_json(const RunRecord& r) {
   return j;
 }
 
+/// The store for a command that only reads: opened normally (which also marks dead runs
+/// interrupted) when this process may write it, else read-only, so a store on a read-only mount
+/// or owned by another user can still be listed, shown, compared, exported and reported.
+Store open_for_reading(const std::string& db) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(db, ec))
+    return Store::open(db);
+  const fs::path dir = fs::absolute(db).parent_path();
+  const bool writable = access(db.c_str(), W_OK) == 0 && access(dir.c_str(), W_OK) == 0;
+  return writable ? Store::open(db) : Store::open(db, Store::read_only_options());
+}
+
+/// Refuses a --sort that names no column and no metric of this store, listing what is allowed.
+void check_sort_key(const Store& store, const std::string& sort) {
+  if (sort == "created" || sort == "name" || sort == "status" || sort == "started")
+    return;
+  std::string metric = sort;
+  for (const char* prefix : {"best:", "last:"})
+    if (sort.rfind(prefix, 0) == 0)
+      metric = sort.substr(5);
+  const std::vector<std::string> metrics = store.metric_names();
+  if (std::find(metrics.begin(), metrics.end(), metric) != metrics.end())
+    return;
+  std::string known;
+  for (size_t i = 0; i < metrics.size() && i < 12; ++i)
+    known += (i ? ", " : "") + metrics[i];
+  if (metrics.size() > 12)
+    known += ", ... (" + std::to_string(metrics.size()) + " in all)";
+  throw ConfigError(
+      "--sort " + printable(sort) + ": no metric '" + printable(metric) +
+      "' in this store; allowed: created, name, status, started, METRIC, last:METRIC or best:METRIC" +
+      (metrics.empty() ? std::string(" (the store has no metrics yet)") : ", where METRIC is one of: " + known));
+}
+
 const char* kListMetrics[] = {"test/accuracy", "test/loss", "train/samples_per_s", "model/bytes", "cost/usd"};
 
 int cmd_list(const std::string& db, const std::vector<std::string>& statuses, const std::string& glob,
              const std::vector<std::string>& params, const std::string& sort, int64_t limit, bool json) {
-  Store store = Store::open(db);
+  Store store = open_for_reading(db);
   RunQuery q;
   for (const std::string& s : statuses)
     q.statuses.push_back(parse_status(s));
@@ -106,6 +172,7 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
   }
   if (!sort.empty() && sort != "created") {
     // "test/accuracy" = by last value, "best:test/accuracy" = by best value, or name/status/started.
+    check_sort_key(store, sort);
     if (sort == "name")
       q.sort = RunQuery::Sort::name;
     else if (sort == "status")
@@ -148,11 +215,15 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
   }
   print_table(rows);
   std::cout << page.runs.size() << " of " << page.total << " run(s) in " << store.path() << "\n";
+  for (const RunListItem& item : page.runs)
+    if (item.run.status == RunStatus::incomplete)
+      std::cout << "run " << item.run.id << " is incomplete (samples missing): `lathe-cli repair " << item.run.id
+                << "` re-imports them\n";
   return 0;
 }
 
 int cmd_show(const std::string& db, const std::string& ref, bool json) {
-  Store store = Store::open(db);
+  Store store = open_for_reading(db);
   const std::string id = store.resolve_run(ref);
   const RunRecord r = store.run(id);
   const auto summaries = store.summaries(id);
@@ -172,14 +243,17 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << "run " << r.id << "  " << r.name << "  [" << status_name(r.status) << "]\n"
+  std::cout << "run " << printable(r.id) << "  " << printable(r.name, 200) << "  [" << status_name(r.status) << "]\n"
             << "  created " << format_local_time(r.created_ms) << ", duration " << fmt_duration(r) << ", host "
             << r.host << ", backend " << r.backend << ", lathe " << r.code_version << "\n";
   for (const std::string& d : r.devices)
     std::cout << "  device " << d << "\n";
+  if (r.status == RunStatus::incomplete || r.status == RunStatus::interrupted)
+    std::cout << "  " << (r.status == RunStatus::incomplete ? "some samples are not in the store" : "interrupted")
+              << ": `lathe-cli repair " << r.id << "` re-imports what the run logged to its metrics.jsonl\n";
   std::cout << "\nconfig:\n";
   for (const auto& [k, v] : store.params(id))
-    std::cout << "  " << k << " = " << v << "\n";
+    std::cout << "  " << printable(k, 200) << " = " << printable(v, 400) << "\n";
   std::cout << "\nmetrics:\n";
   std::vector<std::vector<std::string>> rows{{"  metric", "last", "min", "max", "best", "best step", "count"}};
   for (const MetricSummary& m : summaries)
@@ -195,14 +269,15 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
   }
   std::cout << "\nartifacts:\n";
   for (const ArtifactRecord& a : artifacts)
-    std::cout << "  " << a.kind << "  " << a.path << "  " << a.bytes << " bytes  sha256 " << a.sha256 << "\n";
+    std::cout << "  " << printable(a.kind) << "  " << printable(a.path, 400) << "  " << a.bytes << " bytes  sha256 "
+              << a.sha256 << "\n";
   return 0;
 }
 
 int cmd_compare(const std::string& db, const std::vector<std::string>& refs, bool diff_only, bool json) {
   if (refs.size() < 2)
     throw ConfigError("compare needs at least two runs");
-  Store store = Store::open(db);
+  Store store = open_for_reading(db);
   std::vector<std::string> ids;
   for (const std::string& r : refs)
     ids.push_back(store.resolve_run(r));
@@ -276,31 +351,59 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
 
 int cmd_export(const std::string& db, const std::vector<std::string>& refs, const std::string& format,
                const std::string& out_path) {
-  Store store = Store::open(db);
-  std::FILE* out = out_path.empty() || out_path == "-" ? stdout : std::fopen(out_path.c_str(), "w");
-  if (!out)
-    throw DataError("cannot write " + out_path);
+  Store store = open_for_reading(db);
+  std::vector<std::string> ids;
+  for (const std::string& ref : refs)
+    ids.push_back(store.resolve_run(ref));
+  // Every write is checked (engine/core/file_write.h): a full disk fails the export with the file
+  // named, and the partial file is removed, so a short file is never left looking like success.
+  const bool to_stdout = out_path.empty() || out_path == "-";
+  std::unique_ptr<FileWriter> file;
+  std::string buffer;  // stdout: written out in 64 KiB pieces, every write checked
+  const auto put = [&](const std::string& text) {
+    if (file) {
+      file->write(text);
+      return;
+    }
+    buffer += text;
+    if (buffer.size() >= 64 * 1024) {
+      write_all(STDOUT_FILENO, buffer, "stdout");
+      buffer.clear();
+    }
+  };
   int64_t n = 0;
-  if (format == "csv")
-    std::fprintf(out, "run,metric,step,wall_ms,value\n");
-  for (const std::string& ref : refs) {
-    const std::string id = store.resolve_run(ref);
-    store.for_each_sample(id, [&](const std::string& metric, const Point& p) {
-      if (format == "csv") {
-        std::fprintf(out, "%s,%s,%lld,%.3f,%.17g\n", id.c_str(), metric.c_str(), static_cast<long long>(p.step),
-                     p.wall_ms, p.value);
-      } else {
-        nlohmann::json j{{"run", id}, {"metric", metric}, {"step", p.step}, {"wall_ms", p.wall_ms}};
-        j["value"] = std::isnan(p.value) ? nlohmann::json(nullptr) : nlohmann::json(p.value);
-        std::fprintf(out, "%s\n", j.dump().c_str());
-      }
-      ++n;
-    });
+  try {
+    if (!to_stdout)
+      file = std::make_unique<FileWriter>(out_path);
+    if (format == "csv")
+      put("run,metric,step,wall_ms,value\n");
+    char line[512];
+    for (const std::string& id : ids) {
+      store.for_each_sample(id, [&](const std::string& metric, const Point& p) {
+        if (format == "csv") {
+          std::snprintf(line, sizeof(line), ",%lld,%.3f,%.17g\n", static_cast<long long>(p.step), p.wall_ms, p.value);
+          put(id + "," + metric + line);
+        } else {
+          nlohmann::json j{{"run", id}, {"metric", metric}, {"step", p.step}, {"wall_ms", p.wall_ms}};
+          j["value"] = std::isnan(p.value) ? nlohmann::json(nullptr) : nlohmann::json(p.value);
+          put(j.dump() + "\n");
+        }
+        ++n;
+      });
+    }
+    if (file)
+      file->close(/*fsync=*/true);
+    else
+      write_all(STDOUT_FILENO, buffer, "stdout");
+  } catch (...) {
+    file.reset();
+    struct stat st {};
+    if (!to_stdout && ::stat(out_path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      ::unlink(out_path.c_str());  // never leave a partial export behind (but never unlink a device)
+    throw;
   }
-  if (out != stdout) {
-    std::fclose(out);
+  if (!to_stdout)
     std::fprintf(stderr, "lathe-cli: exported %lld samples to %s\n", static_cast<long long>(n), out_path.c_str());
-  }
   return 0;
 }
 
@@ -328,7 +431,7 @@ int cmd_report(const std::string& db, const std::vector<std::string>& refs, cons
       "writes every sample without Qt.");
 #else
   const report::Format format = report::parse_format(report_format_text(format_arg, out_path));
-  Store store = Store::open(db);
+  Store store = open_for_reading(db);
   // Charts are drawn off screen: no display is needed or used (unless QT_QPA_PLATFORM says otherwise).
   std::unique_ptr<QApplication> app;
   if (format != report::Format::csv && !QCoreApplication::instance()) {
@@ -367,13 +470,22 @@ int cmd_delete(const std::string& db, const std::vector<std::string>& refs, bool
       return 1;
     }
   }
+  int status = 0;
   for (const std::string& id : ids) {
     const DeleteResult r = store.delete_run(id, true);
-    std::cout << "deleted " << id << ": " << r.samples << " samples, " << r.files_deleted.size() << " file(s)\n";
-    for (const std::string& f : r.files_failed)
-      std::cout << "  could not delete " << f << "\n";
+    std::cout << "deleted " << id << ": " << r.samples << " samples, " << r.files_deleted.size() << " file(s)";
+    if (r.folder_removed)
+      std::cout << " and the folder " << r.folder;
+    std::cout << "\n";
+    if (!r.files_missing.empty())
+      std::cout << "  " << r.files_missing.size() << " recorded file(s) were already gone\n";
+    // Files kept because they could not be proven the run's: the user has to look at them.
+    for (const std::string& f : r.files_failed) {
+      std::cerr << "lathe-cli delete: " << f << "\n";
+      status = 1;
+    }
   }
-  return 0;
+  return status;
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // validates the experiment before any work starts (exit 2 with the JSON path, the bad value and
 // what is allowed), then trains with a progress bar (or JSON lines), recording the run in the store
 // (--db, default ~/.local/share/lathe/lathe.db) and in runs/<id>/. list/show/compare/export/delete
-// read the store and `report` writes HTML/PDF/CSV reports of runs (app/cli_history.cpp).
+// read the store and `report` writes HTML/PDF/CSV reports of runs (app/cli_history.cpp); `repair`
+// re-imports samples a locked store kept out (app/cli_repair.cpp).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,7 +13,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/cli_cost.h"
 #include "app/cli_history.h"
+#include "app/cli_repair.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
@@ -121,14 +124,15 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   opts.extra_sink = &sinks;
   opts.store_path = db;
   opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
-    writer = std::make_unique<lathe::RunWriter>(db);
+    auto w = std::make_unique<lathe::RunWriter>(db);
     lathe::RunInfo info;
     info.id = id;
     info.name = exp.name;
     info.config = exp.raw;
     info.backend = backend;
     info.devices = {device};
-    writer->begin_run(info);
+    w->begin_run(info);  // only a begun run is recorded as failed if the run later throws
+    writer = std::move(w);
     sinks.add(writer.get());
   };
   if (!json)
@@ -150,8 +154,12 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     throw;
   }
   bar.finish();
-  if (writer)
-    writer->finish(s.status == "finished" ? lathe::RunStatus::finished : lathe::RunStatus::cancelled);
+  if (writer && writer->finish(s.status == "finished" ? lathe::RunStatus::finished : lathe::RunStatus::cancelled) ==
+                    lathe::RunStatus::incomplete)
+    std::fprintf(stderr,
+                 "lathe-cli: warning: the store stayed locked: %lld sample(s) of run %s are not in it (they are in "
+                 "its metrics.jsonl): run `lathe-cli repair %s`\n",
+                 static_cast<long long>(writer->unstored_samples()), s.run_id.c_str(), s.run_id.c_str());
   if (!json) {
     auto metric = [&](const char* k) {
       auto it = s.final_metrics.find(k);
@@ -210,6 +218,8 @@ int main(int argc, char** argv) {
   });
 
   lathe::cli::add_history_commands(app, db, exit_code);
+  lathe::cli::add_cost_commands(app, db, exit_code);
+  lathe::cli::add_repair_command(app, db, exit_code);
 
   // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {

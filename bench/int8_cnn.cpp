@@ -20,7 +20,7 @@
 #include "engine/data/loader.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 
 using namespace lathe;
 

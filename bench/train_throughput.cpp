@@ -21,7 +21,7 @@
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/telemetry.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 
 #ifdef LATHE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"

@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 bash scripts/install-deps.sh
 bash scripts/build.sh "$build"
+bash scripts/gpu-check.sh --dry-run "$build"  # the GPU check minus the device, so it cannot rot
 cd "$build"
 ctest --output-on-failure -j2 --timeout 900

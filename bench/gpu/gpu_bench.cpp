@@ -3,8 +3,12 @@
 // backward-data, backward-weights), the cnn's two convolutions (NCHW and NHWC, cuDNN heuristics and
 // cudnnFind), and a device-to-device copy (the bandwidth ceiling). Prints one table of median
 // milliseconds and achieved TFLOP/s (GB/s for the copy) with the device name. Exits 0 with
-// "no CUDA device: skipped" where there is none. Options: --reps N, --csv FILE.
+// "no CUDA device: skipped" where there is none. Options: --reps N, --csv FILE; --versions prints
+// the CUDA runtime, driver, cuDNN and NCCL versions (and the device, if any) and exits, device or not.
+// The last line, "peak: ...", is the highest arithmetic rate measured (scripts/gpu-check.sh records it).
 #include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <nccl.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -160,22 +164,54 @@ void bench_copy(CudaBackend& be, int reps, std::vector<Row>& rows) {
   rows.push_back({"copy d2d", "1 GiB", "-", ms, 2.0 * n * 4 / (ms * 1e6), "GB/s"});
 }
 
+/// "13.0" from 13000 (CUDA's encoding: 1000 * major + 10 * minor).
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+/// One line that gpu-check.sh parses: versions: cuda_runtime=.. cuda_driver=.. cudnn=.. nccl=..
+void print_versions() {
+  int runtime = 0, driver = 0, nccl = 0;
+  (void)cudaRuntimeGetVersion(&runtime);
+  if (cudaDriverGetVersion(&driver) != cudaSuccess)
+    driver = 0;
+  (void)cudaGetLastError();
+  const size_t cudnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
+  if (ncclGetVersion(&nccl) != ncclSuccess)
+    nccl = 0;
+  std::printf("versions: cuda_runtime=%s cuda_driver=%s cudnn=%zu.%zu.%zu nccl=%d.%d.%d\n",
+              cuda_version(runtime).c_str(), driver ? cuda_version(driver).c_str() : "none", cudnn / 10000,
+              cudnn % 10000 / 100, cudnn % 100, nccl / 10000, nccl % 10000 / 100, nccl % 100);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 30;
+  bool versions_only = false;
   std::string csv;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) {
       csv = argv[++i];
+    } else if (!std::strcmp(argv[i], "--versions")) {
+      versions_only = true;
     } else {
-      std::fprintf(stderr, "usage: gpu_bench [--reps N] [--csv FILE]\n");
+      std::fprintf(stderr, "usage: gpu_bench [--reps N] [--csv FILE] [--versions]\n");
       return 2;
     }
   }
   lathe::cuda::register_backend();
+  print_versions();
+  if (versions_only) {
+    if (lathe::cuda_device_count() > 0) {
+      cudaDeviceProp props{};
+      if (cudaGetDeviceProperties(&props, 0) == cudaSuccess)
+        std::printf("device: %s (sm_%d%d, %d SMs)\n", props.name, props.major, props.minor, props.multiProcessorCount);
+    } else {
+      std::printf("device: none (%s)\n", lathe::cuda::device_unavailable_reason().c_str());
+    }
+    return 0;
+  }
   if (lathe::cuda_device_count() == 0) {
     std::printf("no CUDA device: skipped (%s)\n", lathe::cuda::device_unavailable_reason().c_str());
     return 0;
@@ -193,6 +229,13 @@ int main(int argc, char** argv) {
     for (const Row& r : rows)
       std::printf("%-24s %-32s %-16s %10.4f %10.2f %s\n", r.name.c_str(), r.shape.c_str(), r.mode.c_str(), r.ms, r.rate,
                   r.unit.c_str());
+    const Row* peak = nullptr;
+    for (const Row& r : rows)
+      if (r.unit == "TFLOP/s" && (!peak || r.rate > peak->rate))
+        peak = &r;
+    if (peak)
+      std::printf("peak: %.2f TFLOP/s (%s %s %s)\n", peak->rate, peak->name.c_str(), peak->shape.c_str(),
+                  peak->mode.c_str());
     if (!csv.empty()) {
       FILE* f = std::fopen(csv.c_str(), "w");
       if (!f)

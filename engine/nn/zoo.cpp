@@ -1,6 +1,7 @@
 // Builders for the zoo models and the JSON layer list.
 #include "engine/nn/zoo.h"
 
+#include <cmath>
 #include <set>
 
 #include "engine/nn/add.h"
@@ -61,24 +62,52 @@ std::unique_ptr<Model> build_zoo_model(const std::string& name) {
 
 namespace {
 
-int64_t get_int(const nlohmann::json& spec, const std::string& where, const char* key, int64_t def, bool required) {
+/// An integer knob of a layer, at least `min` (1 for sizes, kernels and strides; 0 for padding).
+int64_t get_int(const nlohmann::json& spec, const std::string& where, const char* key, int64_t def, bool required,
+                int64_t min = 1) {
   if (!spec.contains(key)) {
     if (required)
-      throw ConfigError(where + ": missing \"" + key + "\" (a positive integer)");
+      throw ConfigError(where + ": missing \"" + key + "\" (an integer >= " + std::to_string(min) + ")");
     return def;
   }
   const auto& v = spec[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < 0)
-    throw ConfigError(where + "." + key + ": expected a non-negative integer, got " + v.dump());
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > (1ull << 31)) ||
+      v.get<int64_t>() < min || v.get<int64_t>() > (int64_t{1} << 31))
+    throw ConfigError(where + "." + key + ": expected an integer from " + std::to_string(min) + " to 2147483648, got " +
+                      v.dump());
   return v.get<int64_t>();
 }
 
-double get_number(const nlohmann::json& spec, const std::string& where, const char* key, double def) {
+/// A string knob of a layer ("name", "input").
+std::string get_string(const nlohmann::json& spec, const std::string& where, const char* key, std::string def) {
   if (!spec.contains(key))
     return def;
-  if (!spec[key].is_number())
-    throw ConfigError(where + "." + key + ": expected a number, got " + spec[key].dump());
-  return spec[key].get<double>();
+  if (!spec[key].is_string() || spec[key].get<std::string>().empty())
+    throw ConfigError(where + "." + key + ": expected a non-empty string (a layer name), got " + spec[key].dump());
+  return spec[key].get<std::string>();
+}
+
+/// A number knob of a layer within [lo, hi] (hi excluded when `hi_open`).
+double get_number(const nlohmann::json& spec, const std::string& where, const char* key, double def, double lo,
+                  double hi, bool hi_open = false) {
+  if (!spec.contains(key))
+    return def;
+  const auto& v = spec[key];
+  const double x = v.is_number() ? v.get<double>() : NAN;
+  if (!v.is_number() || !(x >= lo) || (hi_open ? !(x < hi) : !(x <= hi)))
+    throw ConfigError(where + "." + key + ": expected a number from " + nlohmann::json(lo).dump() + " to " +
+                      nlohmann::json(hi).dump() + (hi_open ? " (excluded)" : "") + ", got " + v.dump());
+  return x;
+}
+
+/// A window of `kernel` (with `padding` each side) must fit the `current` [N, C, H, W] input.
+void check_window(const Shape& current, int64_t kernel, int64_t padding, const std::string& where,
+                  const std::string& what) {
+  if (current.size() == 4 && (current[2] + 2 * padding < kernel || current[3] + 2 * padding < kernel))
+    throw ConfigError(where + ": " + what + " kernel " + std::to_string(kernel) + " is larger than its input " +
+                      std::to_string(current[2]) + "x" + std::to_string(current[3]) +
+                      (padding ? " with padding " + std::to_string(padding) : std::string()) +
+                      "; use a smaller kernel or remove a pooling layer before it");
 }
 
 bool get_bool(const nlohmann::json& spec, const std::string& where, const char* key, bool def) {
@@ -115,10 +144,10 @@ std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, con
     if (!spec.is_object() || !spec.contains("type") || !spec["type"].is_string())
       throw ConfigError(where + ": expected an object with a string \"type\"");
     const std::string type = spec["type"].get<std::string>();
-    const std::string name = spec.contains("name") ? spec["name"].get<std::string>() : std::to_string(i);
+    const std::string name = get_string(spec, where, "name", std::to_string(i));
     std::vector<std::string> inputs;
     if (spec.contains("input"))
-      inputs.push_back(spec["input"].get<std::string>());
+      inputs.push_back(get_string(spec, where, "input", ""));
     // The input shape of this layer, for inferring sizes.
     if (!inputs.empty()) {
       const int j = model->find(inputs[0]);
@@ -141,24 +170,32 @@ std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, con
       check_keys(spec, where, {"out", "kernel", "stride", "padding", "bias"});
       if (current.size() != 4)
         throw ConfigError(where + ": conv2d needs an image input [N, C, H, W], got " + shape_str(current));
-      layer =
-          std::make_unique<Conv2d>(current[1], get_int(spec, where, "out", 0, true),
-                                   get_int(spec, where, "kernel", 3, false), get_int(spec, where, "stride", 1, false),
-                                   get_int(spec, where, "padding", 0, false), get_bool(spec, where, "bias", true));
+      const int64_t kernel = get_int(spec, where, "kernel", 3, false);
+      const int64_t padding = get_int(spec, where, "padding", 0, false, 0);
+      check_window(current, kernel, padding, where, "conv2d");
+      layer = std::make_unique<Conv2d>(current[1], get_int(spec, where, "out", 0, true), kernel,
+                                       get_int(spec, where, "stride", 1, false), padding,
+                                       get_bool(spec, where, "bias", true));
     } else if (type == "maxpool2d") {
       check_keys(spec, where, {"kernel", "stride", "padding"});
-      layer = std::make_unique<MaxPool2d>(get_int(spec, where, "kernel", 2, false),
-                                          get_int(spec, where, "stride", 0, false),
-                                          get_int(spec, where, "padding", 0, false));
+      if (current.size() != 4)
+        throw ConfigError(where + ": maxpool2d needs an image input [N, C, H, W], got " + shape_str(current));
+      const int64_t kernel = get_int(spec, where, "kernel", 2, false);
+      const int64_t padding = get_int(spec, where, "padding", 0, false, 0);
+      if (padding * 2 > kernel)
+        throw ConfigError(where + ".padding: " + std::to_string(padding) + " is more than half the kernel " +
+                          std::to_string(kernel) + "; allowed: 0 to " + std::to_string(kernel / 2));
+      check_window(current, kernel, padding, where, "maxpool2d");
+      layer = std::make_unique<MaxPool2d>(kernel, get_int(spec, where, "stride", kernel, false), padding);
     } else if (type == "batchnorm2d") {
       check_keys(spec, where, {"eps", "momentum"});
       if (current.size() != 4)
         throw ConfigError(where + ": batchnorm2d needs [N, C, H, W], got " + shape_str(current));
-      layer = std::make_unique<BatchNorm2d>(current[1], get_number(spec, where, "eps", 1e-5),
-                                            get_number(spec, where, "momentum", 0.1));
+      layer = std::make_unique<BatchNorm2d>(current[1], get_number(spec, where, "eps", 1e-5, 0, 1),
+                                            get_number(spec, where, "momentum", 0.1, 0, 1));
     } else if (type == "dropout") {
       check_keys(spec, where, {"p"});
-      layer = std::make_unique<Dropout>(get_number(spec, where, "p", 0.5), i + 1);
+      layer = std::make_unique<Dropout>(get_number(spec, where, "p", 0.5, 0, 1, /*hi_open=*/true), i + 1);
     } else if (type == "relu") {
       check_keys(spec, where, {});
       layer = std::make_unique<ReLU>();
@@ -169,6 +206,10 @@ std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, con
       check_keys(spec, where, {"inputs"});
       if (!spec.contains("inputs") || !spec["inputs"].is_array() || spec["inputs"].size() != 2)
         throw ConfigError(where + ": add needs \"inputs\": [\"<layer name>\", \"<layer name>\"]");
+      for (size_t k = 0; k < 2; ++k)
+        if (!spec["inputs"][k].is_string())
+          throw ConfigError(where + ".inputs[" + std::to_string(k) + "]: expected a layer name (a string), got " +
+                            spec["inputs"][k].dump());
       inputs = spec["inputs"].get<std::vector<std::string>>();
       layer = std::make_unique<Add>();
     } else {
@@ -183,6 +224,20 @@ std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, con
     current = model->layer_infos().back().output_shape;
   }
   return model;
+}
+
+void check_model_outputs(const Model& model, int num_classes) {
+  const std::vector<LayerInfo> infos = model.layer_infos();
+  if (infos.empty())
+    return;
+  const Shape& out = infos.back().output_shape;  // per sample, with a leading batch of 1
+  if (out.size() != 2)
+    throw ConfigError("model.layers: the last layer gives " + shape_str(out) +
+                      " per batch; a classifier must end with one score per class (add a flatten and a linear layer)");
+  if (out[1] < num_classes)
+    throw ConfigError("model.layers: the last layer gives " + std::to_string(out[1]) +
+                      " outputs, but the dataset has " + std::to_string(num_classes) +
+                      " classes; give the last linear layer \"out\": " + std::to_string(num_classes));
 }
 
 }  // namespace lathe

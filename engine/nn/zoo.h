@@ -21,5 +21,7 @@ std::vector<std::string> zoo_model_names();
 /// add {inputs: [a, b]}. Every layer may have "name" (default: its index) and "input" (default: the
 /// previous layer). Errors name the layer's position (model.layers[i]) and the allowed keys.
 std::unique_ptr<Model> build_model_from_layers(const nlohmann::json& layers, const Shape& input_shape);
+/// ConfigError unless the model ends in one flat score vector with at least `num_classes` entries.
+void check_model_outputs(const Model& model, int num_classes);
 
 }  // namespace lathe

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/nn/zoo.h"
 #include "engine/run/config_schema.h"
 #include "engine/run/cost_model.h"
 
@@ -237,6 +238,28 @@ void check_cross_fields(const json& out, Validator& val) {
     if (!custom && !model.at("layers").empty())
       val.problem("model.layers", "only used when model.zoo is \"custom\" (model.zoo is " + model.at("zoo").dump() +
                                       "); remove it or set model.zoo to \"custom\"");
+    // The layer list against the images it will see, so shapes that cannot work (a pool larger than
+    // its input, fewer outputs than classes) fail here and not mid-run. Only Fashion-MNIST's shape
+    // is known before the data is read; IDX files are checked the same way at set-up.
+    if (custom && !model.at("layers").empty() && ok("data.dataset") &&
+        out.at("data").at("dataset") == "fashion-mnist") {
+      try {
+        const std::unique_ptr<Model> m = build_model_from_layers(model.at("layers"), {1, 28, 28});
+        check_model_outputs(*m, 10);
+      } catch (const ConfigError& e) {  // its message starts with the layer's JSON path
+        val.problems.push_back(e.what());
+        val.bad_paths.insert("model.layers");
+      }
+    }
+  }
+  if (ok("name")) {
+    const std::string name = out.at("name").get<std::string>();
+    const bool control =
+        std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+    if (name.empty() || name.size() > 200 || control)
+      val.problem("name", "\"" + (name.size() > 40 ? name.substr(0, 40) + "..." : name) + "\" (" +
+                              std::to_string(name.size()) +
+                              " bytes) is not a usable run name; allowed: 1 to 200 bytes without control characters");
   }
   const json& data = out.at("data");
   if (ok("data.dataset")) {
@@ -272,43 +295,150 @@ void check_cross_fields(const json& out, Validator& val) {
 
 }  // namespace
 
+namespace {
+
+/// Byte offset -> "line:column" (both 1-based) in `text`.
+std::string line_column(const std::string& text, size_t byte) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < std::min(text.size(), byte); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
+/// nlohmann's message without its "[json.exception.x.N] parse error at line 1, column 2: " prefix.
+std::string bare_message(const json::exception& e) {
+  std::string what = e.what();
+  for (const char* marker : {": ", "] "}) {
+    const size_t at = what.find(marker, what.find(']'));
+    if (at != std::string::npos) {
+      what = what.substr(at + 2);
+      break;
+    }
+  }
+  return what;
+}
+
+/// Tracks where the parser is (a JSON path) and refuses a key that appears twice in one object,
+/// which nlohmann would silently resolve to the last value.
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(std::string source) : m_source(std::move(source)) {}
+
+  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        m_frames.push_back({true, {}, "", 0});
+        break;
+      case json::parse_event_t::array_start:
+        m_frames.push_back({false, {}, "", 0});
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = m_frames.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second)
+          throw ConfigError(m_source + ": duplicate key \"" + f.key + "\" in " +
+                            (path().empty() ? std::string("the top-level object") : path()) +
+                            " (JSON would keep only the last one; remove the other)");
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        m_frames.pop_back();
+        element_done();
+        break;
+      case json::parse_event_t::value:
+        element_done();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+    size_t index;
+  };
+  void element_done() {
+    if (!m_frames.empty() && !m_frames.back().object)
+      ++m_frames.back().index;
+  }
+  std::string path() const {
+    std::string p;
+    for (const Frame& f : m_frames) {
+      if (&f == &m_frames.back() && f.object)
+        break;  // the object holding the duplicate is the path so far
+      p += f.object ? (p.empty() ? "" : ".") + f.key : "[" + std::to_string(f.index) + "]";
+    }
+    return p;
+  }
+  std::string m_source;
+  std::vector<Frame> m_frames;
+};
+
+}  // namespace
+
+json parse_config_text(const std::string& text, const std::string& source) {
+  json cfg;
+  try {
+    cfg = json::parse(text, DuplicateKeyCheck(source));
+  } catch (const json::parse_error& e) {
+    // e.byte is 1-based: the byte at which parsing failed.
+    throw ConfigError(source + ":" + line_column(text, e.byte > 0 ? e.byte - 1 : 0) +
+                      ": JSON syntax error: " + bare_message(e));
+  } catch (const json::out_of_range& e) {  // 1e999: a number no double holds
+    throw ConfigError(source + ": " + bare_message(e) + " (JSON numbers must fit a 64-bit float or integer)");
+  } catch (const json::exception& e) {
+    throw ConfigError(source + ": cannot read it as JSON: " + bare_message(e));
+  }
+  if (!cfg.is_object())
+    throw ConfigError(source + ": expected a JSON object at the top level, got " + json_type_name(cfg));
+  return cfg;
+}
+
 json load_config_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ConfigError("config file " + path + ": cannot open it (does it exist?)");
   std::ostringstream buf;
   buf << in.rdbuf();
-  const std::string text = buf.str();
-  json cfg;
-  try {
-    cfg = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.byte is 1-based: the byte at which parsing failed.
-    size_t line = 1, column = 1;
-    const size_t end = std::min(text.size(), e.byte > 0 ? e.byte - 1 : 0);
-    for (size_t i = 0; i < end; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    std::string what = e.what();
-    const size_t colon = what.find(": ", what.find("parse error"));
-    if (colon != std::string::npos)
-      what = what.substr(colon + 2);
-    throw ConfigError("config file " + path + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                      ": JSON syntax error: " + what);
-  } catch (const json::exception& e) {  // e.g. out_of_range.406: a number such as 1e999 that no double holds
-    throw ConfigError("config file " + path + ": cannot read it as JSON: " + e.what());
-  }
-  if (!cfg.is_object())
-    throw ConfigError("config file " + path + ": expected a JSON object at the top level, got " + json_type_name(cfg));
-  return cfg;
+  return parse_config_text(buf.str(), "config file " + path);
 }
 
+namespace {
+
+/// The index of the first byte of `s` that is not part of well-formed UTF-8, or npos.
+size_t invalid_utf8_at(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size() || (n == 2 && c < 0xC2))
+      return i;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+        return i;
+    const unsigned char c1 = static_cast<unsigned char>(s[i + 1 < s.size() ? i + 1 : i]);
+    if ((n == 3 && c == 0xE0 && c1 < 0xA0) || (n == 3 && c == 0xED && c1 >= 0xA0) ||
+        (n == 4 && c == 0xF0 && c1 < 0x90) || (n == 4 && (c > 0xF4 || (c == 0xF4 && c1 >= 0x90))))
+      return i;  // overlong, surrogate or beyond U+10FFFF
+    i += n;
+  }
+  return std::string::npos;
+}
+
+}  // namespace
+
 void apply_override(json& cfg, const std::string& assignment) {
+  if (const size_t bad = invalid_utf8_at(assignment); bad != std::string::npos)
+    throw ConfigError("--set: the argument is not valid UTF-8 (byte " + std::to_string(bad + 1) + " of " +
+                      std::to_string(assignment.size()) + "); config values must be UTF-8 text");
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw ConfigError("--set " + assignment + ": expected key.path=value, e.g. train.optimizer.lr=0.1");
@@ -354,13 +484,10 @@ void apply_override(json& cfg, const std::string& assignment) {
   json value;
   try {
     value = json::parse(text);
-  } catch (const json::exception&) {  // not JSON, or a number no double holds (1e999): the text itself
+  } catch (const json::out_of_range&) {  // 1e999
+    throw ConfigError("--set " + key + ": " + text + " is not a number a 64-bit float or integer can hold");
+  } catch (const json::parse_error&) {
     value = text;
-  }
-  try {
-    (void)json(text).dump();  // every later message dumps the value: it must be UTF-8
-  } catch (const json::type_error&) {
-    throw ConfigError("--set " + key + ": the value is not valid UTF-8 text");
   }
   if ((field->kind == Kind::string || field->kind == Kind::enumeration) && !value.is_string())
     value = text;

@@ -16,6 +16,10 @@ namespace lathe {
 /// Reads a JSON config. ConfigError when the file is missing, not JSON (with line and column),
 /// or not a JSON object.
 nlohmann::json load_config_file(const std::string& path);
+/// Parses config text; `source` names it in errors ("config file x.json"). ConfigError, never a raw
+/// JSON exception: syntax errors with line and column, numbers out of range (1e999), keys that
+/// appear twice in one object (with their JSON path), a top level that is not an object.
+nlohmann::json parse_config_text(const std::string& text, const std::string& source);
 
 /// Applies one `--set key.path=value`. The value is parsed as JSON when it parses (numbers, true,
 /// null, [..], {..}, "quoted"), else taken as a string; for string and enumeration fields a value

@@ -73,6 +73,31 @@ InstancePrice parse_instance(const json& e, const std::string& path, size_t inde
     if (!p.peak_flops_per_device.empty())
       p.peak_flops_source = require_string(e, "peak_flops_source", path, where);
   }
+  if (e.contains("history")) {
+    const json& h = e.at("history");
+    if (!h.is_array())
+      bad_catalog(path, where +
+                            ": \"history\" must be a list of {date, source, on_demand_usd_per_hour and/or "
+                            "spot_usd_per_hour}");
+    for (size_t k = 0; k < h.size(); ++k) {
+      const std::string at = where + ".history[" + std::to_string(k) + "]";
+      if (!h[k].is_object())
+        bad_catalog(path, at + ": expected an object");
+      PastPrice past;
+      past.date = require_string(h[k], "date", path, at);
+      past.source = require_string(h[k], "source", path, at);
+      for (auto [key, field] : {std::pair{"on_demand_usd_per_hour", &past.on_demand_usd_per_hour},
+                                std::pair{"spot_usd_per_hour", &past.spot_usd_per_hour}})
+        if (h[k].contains(key)) {
+          if (!h[k].at(key).is_number() || h[k].at(key).get<double>() < 0)
+            bad_catalog(path, at + "." + key + ": must be a number >= 0");
+          *field = h[k].at(key).get<double>();
+        }
+      if (past.on_demand_usd_per_hour < 0 && past.spot_usd_per_hour < 0)
+        bad_catalog(path, at + ": gives no price (on_demand_usd_per_hour or spot_usd_per_hour)");
+      p.history.push_back(std::move(past));
+    }
+  }
   return p;
 }
 

@@ -9,6 +9,14 @@
 
 namespace lathe {
 
+/// An older figure for an instance's price, kept beside today's so a user sees that prices move.
+struct PastPrice {
+  std::string date;                    ///< when it was read ("YYYY-MM") or where it is undated
+  double on_demand_usd_per_hour = -1;  ///< -1: not given
+  double spot_usd_per_hour = -1;       ///< -1: not given
+  std::string source;
+};
+
 /// One priced machine type. Prices are for the whole instance, per hour, in USD.
 struct InstancePrice {
   std::string name;       ///< "p4d.24xlarge", "local", ...
@@ -23,6 +31,7 @@ struct InstancePrice {
   /// Empty when unknown.
   std::map<std::string, double> peak_flops_per_device;
   std::string peak_flops_source;
+  std::vector<PastPrice> history;  ///< older figures where they differ from today's
 
   double usd_per_hour(bool spot) const { return spot ? spot_usd_per_hour : on_demand_usd_per_hour; }
   /// Peak FLOP/s of one device at `precision`, or 0 when the catalog does not know it.

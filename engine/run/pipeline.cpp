@@ -5,16 +5,12 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/core/timing.h"
 #include "engine/nn/model_io.h"
 #include "engine/run/nvml.h"
 #include "engine/run/telemetry.h"
 
 namespace lathe {
-
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-}  // namespace
 
 LoaderOptions StageContext::loader_options() const {
   LoaderOptions lo;

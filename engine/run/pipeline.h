@@ -17,7 +17,7 @@
 #include "engine/run/config.h"
 #include "engine/run/cost_model.h"
 #include "engine/run/metrics_sink.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 #include "engine/run/trainer.h"
 
 namespace lathe {

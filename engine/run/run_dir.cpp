@@ -1,4 +1,4 @@
-// Run ids, run folders and atomic small-file writes.
+// Run ids and run folders (atomic small-file writes: engine/core/file_write.h).
 #include "engine/run/run_dir.h"
 
 #include <unistd.h>
@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 #include "engine/core/error.h"
@@ -36,24 +35,8 @@ std::string create_run_dir(const std::string& root, const std::string& id) {
   const fs::path dir = fs::path(root) / id;
   if (!fs::create_directory(dir, ec) || ec)
     throw DataError("cannot create run folder " + dir.string() + (ec ? ": " + ec.message() : ": it already exists"));
-  return dir.string();
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw DataError("cannot write " + tmp);
-    out << text;
-    out.flush();
-    if (!out)
-      throw DataError("cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    throw DataError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  // Absolute, so the artifact paths recorded under it mean the same file from any folder.
+  return fs::absolute(dir).lexically_normal().string();
 }
 
 }  // namespace lathe

@@ -6,13 +6,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/core/file_write.h"  // write_file_atomic, used for config.json
+
 namespace lathe {
 
 /// A new id: local time to the second plus 6 random hex digits.
 std::string make_run_id();
-/// Creates `<root>/<id>/` (and `root`); throws DataError when it cannot, or when it already exists.
+/// Creates `<root>/<id>/` (and `root`) and returns its absolute path; throws DataError when it cannot,
+/// or when it already exists.
 std::string create_run_dir(const std::string& root, const std::string& id);
-/// Writes `text` to `path` atomically (temp file + rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace lathe

@@ -4,7 +4,7 @@
 
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
-#include "engine/store/sha256.h"
+#include "engine/core/sha256.h"
 
 namespace lathe {
 

@@ -10,6 +10,7 @@
 #include "engine/compress/quant/int8_model.h"
 #include "engine/compress/quant/mixed_precision_search.h"
 #include "engine/compress/quant/qat.h"
+#include "engine/core/timing.h"
 #include "engine/run/latency.h"
 
 namespace lathe {
@@ -33,36 +34,10 @@ struct Int8Placement {
 /// GPU the device executor's logits are scored by the GPU backend.
 EvalResult evaluate_int8(Int8Model& q, Int8Placement& at, const Dataset& data, int64_t batch_size) {
   Backend& be = *at.be;
-  LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.shuffle = false;
-  DataLoader loader(data, lo);
-  loader.start_epoch(0);
-  Batch b;
-  EvalResult r;
-  double loss = 0;
   std::unique_ptr<Int8DeviceExecutor> device = at.on_device ? make_int8_device_executor(be, q) : nullptr;
-  DeviceBatch db;
-  while (loader.next(b)) {
-    LossResult l;
-    if (device) {
-      db.load(be, b);
-      l = be.softmax_cross_entropy(device->forward(db.images), db.labels, nullptr, 1.0);
-    } else {
-      l = be.softmax_cross_entropy(q.forward(b.images), b.labels, nullptr, 1.0);
-    }
-    loss += l.loss_sum;
-    r.correct += l.correct;
-    r.samples += b.labels.dim(0);
-  }
-  const double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
-  r.loss = loss / n;
-  r.accuracy = static_cast<double>(r.correct) / n;
-  return r;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  return evaluate_logits(be, data, batch_size, [&](const Batch& b, DeviceBatch& db) {
+    return device ? device->forward(db.images) : q.forward(b.images);
+  });
 }
 
 const LatencyResult* at_batch(const std::vector<LatencyResult>& v, int64_t b) {

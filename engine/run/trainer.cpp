@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/backend/backend.h"
+#include "engine/core/timing.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/nn/model_io.h"
@@ -28,10 +29,6 @@ namespace lathe {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 TrainTest load_data(const DataConfig& d) {
   TrainTest tt;
   if (d.dataset == DatasetKind::fashion_mnist) {
@@ -50,8 +47,11 @@ TrainTest load_data(const DataConfig& d) {
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data) {
-  if (m.zoo == ModelZoo::custom)
-    return build_model_from_layers(m.layers, {1, data.rows, data.cols});
+  if (m.zoo == ModelZoo::custom) {
+    auto model = build_model_from_layers(m.layers, {1, data.rows, data.cols});
+    check_model_outputs(*model, data.num_classes);
+    return model;
+  }
   auto model = build_zoo_model(std::string(enum_name(m.zoo)));
   if (data.rows * data.cols != 784 || data.num_classes > 10)
     throw ConfigError("model.zoo: '" + std::string(enum_name(m.zoo)) +
@@ -118,14 +118,31 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.backend = be.name();
   summary.device = be.device_name();
 
-  if (options.on_start)
-    options.on_start(summary.run_id, summary.backend, summary.device);
+  // The folder first: a bad output.dir is bad input and must leave no run in the store either.
+  if (options.write_run_dir)
+    summary.run_dir = create_run_dir(cfg.output.dir, summary.run_id);
+  if (options.on_start) {
+    try {
+      options.on_start(summary.run_id, summary.backend, summary.device);
+    } catch (...) {
+      if (!summary.run_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(summary.run_dir, ec);  // still empty
+      }
+      throw;
+    }
+  }
   std::unique_ptr<JsonlSink> file_sink;
   FanoutSink fanout;
   if (options.write_run_dir) {
-    summary.run_dir = create_run_dir(cfg.output.dir, summary.run_id);
     write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
     file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
+    // A full disk under metrics.jsonl: the run goes on (the store has every sample), and the store
+    // learns that the file is no longer a complete recovery source.
+    if (MetricsSink* store_sink = options.extra_sink)
+      file_sink->on_failure([store_sink](const std::string& message) {
+        store_sink->event("metrics_file_failed", {{"error", message}});
+      });
     fanout.add(file_sink.get());
   }
   if (options.extra_sink)
@@ -149,8 +166,13 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
 
+  nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
+  if (file_sink)
+    metrics_file = std::filesystem::absolute(file_sink->path()).string();
   sink.event("started", {{"run_id", summary.run_id},
+                         {"metrics_file", metrics_file},
                          {"name", cfg.name},
+                         {"run_dir", summary.run_dir},
                          {"backend", be.name()},
                          {"device", be.device_name()},
                          {"threads", threads},

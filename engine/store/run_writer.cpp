@@ -9,7 +9,7 @@
 
 #include "engine/store/aggregate.h"
 #include "engine/store/process_info.h"
-#include "engine/store/sha256.h"
+#include "engine/core/sha256.h"
 #include "engine/store/sqlite_util.h"
 #include "engine/store/store_sql.h"
 
@@ -82,7 +82,7 @@ RunWriter::~RunWriter() {
 
 std::string RunWriter::begin_run(const RunInfo& info) {
   LATHE_CHECK(m_rid < 0, "RunWriter::begin_run: this writer already writes run ", m_run_id);
-  m_run_id = m_store.create_run(info, RunStatus::running);
+  m_run_id = sql::retry_busy(m_opt.give_up_after_ms, [&] { return m_store.create_run(info, RunStatus::running); });
   sql::Stmt q = m_store.db().prepare("SELECT rid FROM runs WHERE id = ?");
   q.bind(1, m_run_id).step();
   m_rid = q.col_int(0);
@@ -97,7 +97,9 @@ ResumePoint RunWriter::resume(const std::string& run_id) {
   sql::Db& db = m_store.db();
   ResumePoint point;
   const int64_t now = unix_ms();
-  sql::Txn txn(db, sql::Txn::Kind::write);
+  const auto txn_ptr =
+      sql::retry_busy(m_opt.give_up_after_ms, [&] { return std::make_unique<sql::Txn>(db, sql::Txn::Kind::write); });
+  sql::Txn& txn = *txn_ptr;
   int64_t rid = 0;
   sql::Stmt q = db.prepare(std::string("SELECT ") + kRunColumns + " FROM runs r WHERE r.id = ?");
   if (!q.bind(1, run_id).step())
@@ -133,35 +135,75 @@ ResumePoint RunWriter::resume(const std::string& run_id) {
   return point;
 }
 
-void RunWriter::finish(RunStatus status, const nlohmann::json& fields) {
-  LATHE_CHECK(status != RunStatus::queued && status != RunStatus::running, "RunWriter::finish(", status_name(status),
+RunStatus RunWriter::finish(RunStatus status, const nlohmann::json& fields) {
+  LATHE_CHECK(status != RunStatus::queued && status != RunStatus::running && status != RunStatus::incomplete,
+              "RunWriter::finish(", status_name(status),
               "): the final status must be finished, failed, cancelled or interrupted");
   {
     std::lock_guard lock(m_mutex);
     LATHE_CHECK(m_rid >= 0 && !m_finished, "RunWriter::finish: no run begun, or finish() already called");
   }
-  stop_thread();  // drains the queue
+  stop_thread();  // drains the queue, or gives up after final_retry_ms
+  std::string recovery, error;
+  bool fatal = false;
   {
     std::lock_guard lock(m_mutex);
     m_finished = true;
+    recovery = m_recovery_file;
+    error = m_error;
+    fatal = m_fatal;
+  }
+  const int64_t unstored = m_unstored.load(), lost = m_lost.load();
+  const RunStatus final_status = unstored + lost > 0 ? RunStatus::incomplete : status;
+  nlohmann::json e = fields.is_object() ? fields : nlohmann::json::object();
+  e["from"] = "running";
+  e["to"] = status_name(final_status);
+  if (final_status == RunStatus::incomplete) {
+    e["ended"] = status_name(status);
+    e["missing_samples"] = unstored + lost;
+    e["recoverable_samples"] = unstored;
+    if (m_unstored_events > 0)
+      e["missing_events"] = m_unstored_events.load();
+    e["metrics_file"] = recovery.empty() ? nlohmann::json(nullptr) : nlohmann::json(recovery);
+    e["reason"] = error.empty() ? std::string("the store was locked") : error;
+    e["recover"] = "lathe-cli repair " + m_run_id;
   }
   sql::Db& db = m_store.db();
-  const int64_t now = unix_ms();
-  sql::Txn txn(db, sql::Txn::Kind::write);
-  sql::Stmt up = db.prepare(
-      "UPDATE runs SET status = ?2, finished_ms = ?3, heartbeat_ms = ?3 WHERE rid = ?1 AND pid IS ?4 AND host = ?5");
-  up.bind(1, m_rid).bind(2, status_name(status)).bind(3, now).bind(4, m_pid).bind(5, m_host).run();
-  const bool ours = db.changes() > 0;
-  if (ours) {
-    nlohmann::json e = fields.is_object() ? fields : nlohmann::json::object();
-    e["from"] = "running";
-    e["to"] = status_name(status);
-    insert_event(db, m_rid, "status", e, now);
+  // The lock that kept the samples out may still be held: wait out what is left of the final
+  // period, but try at least once (each try waits the connection's busy timeout).
+  const int64_t waited = m_stop_requested_ms > 0 ? unix_ms() - m_stop_requested_ms : 0;
+  try {
+    sql::retry_busy(std::max<int64_t>(m_opt.final_retry_ms - waited, 0), [&] {
+      const int64_t now = unix_ms();
+      sql::Txn txn(db, sql::Txn::Kind::write);
+      sql::Stmt up = db.prepare(
+          "UPDATE runs SET status = ?2, finished_ms = ?3, heartbeat_ms = ?3 WHERE rid = ?1 AND pid IS ?4 AND host = "
+          "?5");
+      up.bind(1, m_rid).bind(2, status_name(final_status)).bind(3, now).bind(4, m_pid).bind(5, m_host).run();
+      if (db.changes() > 0)
+        insert_event(db, m_rid, "status", e, now);
+      txn.commit();
+    });
+  } catch (const sql::SqliteError& busy) {
+    if (!busy.busy())
+      throw;
+    std::string msg = "run " + m_run_id + ": the store " + m_store.path() + " stayed locked by another process";
+    if (unstored + lost > 0)
+      msg += "; " + std::to_string(unstored + lost) + " sample(s)";
+    msg += std::string(unstored + lost > 0 ? " and" : ";") + " the final status (" + std::string(status_name(status)) +
+           ") could not be stored";
+    if (!recovery.empty())
+      msg += ". The samples are in " + recovery + ": run `lathe-cli repair " + m_run_id + "` once the lock is gone";
+    throw Error(msg);
   }
-  txn.commit();
+  if (fatal)
+    throw Error("run " + m_run_id + ": the store writer failed: " + error);
+  return final_status;
+}
+
+void RunWriter::set_recovery_file(const std::string& path) {
   std::lock_guard lock(m_mutex);
-  if (m_fatal)
-    throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
+  m_recovery_file = path;
 }
 
 // ---- producer side -----------------------------------------------------------------------------
@@ -218,6 +260,10 @@ void RunWriter::event(const std::string& kind, const nlohmann::json& fields) {
   LATHE_CHECK(m_rid >= 0 && !m_finished, "RunWriter::event(", kind, "): no run begun, or already finished");
   if (m_fatal)
     return;
+  if (kind == "started" && fields.is_object() && fields.contains("metrics_file") && fields["metrics_file"].is_string())
+    m_recovery_file = fields["metrics_file"].get<std::string>();
+  else if (kind == "metrics_file_failed")
+    m_recovery_file.clear();  // what is dropped from now on is lost: keep it in memory instead
   m_queue.events.push_back({unix_ms(), kind, fields});
   ++m_seq;
 }
@@ -246,7 +292,13 @@ void RunWriter::flush() {
   const uint64_t target = m_seq;
   m_flush_requested = true;
   m_wake.notify_one();
-  m_committed.wait(lock, [&] { return m_committed_seq >= target || m_fatal; });
+  // A store locked for longer leaves the rows queued: finish() has the last word on them, and
+  // its final period counts from here (the end of a run waits final_retry_ms once, not twice).
+  const int64_t started = unix_ms();
+  if (!m_committed.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(m_opt.final_retry_ms, 0)),
+                            [&] { return m_committed_seq >= target || m_fatal; }) &&
+      m_stop_requested_ms == 0)
+    m_final_wait_from_ms = started;
   if (m_fatal)
     throw Error("run " + m_run_id + ": the store writer failed: " + m_error);
 }
@@ -267,6 +319,8 @@ void RunWriter::stop_thread() {
   {
     std::lock_guard lock(m_mutex);
     m_stop = true;
+    if (m_stop_requested_ms == 0)
+      m_stop_requested_ms = m_final_wait_from_ms > 0 ? m_final_wait_from_ms : unix_ms();
   }
   m_wake.notify_one();
   m_committed.notify_all();
@@ -286,29 +340,52 @@ void append(std::vector<T>& to, std::vector<T>& from) {
 }
 }  // namespace
 
+void RunWriter::abandon(Batch& batch) {
+  const auto n = static_cast<int64_t>(batch.samples.size());
+  (m_recovery_file.empty() ? m_lost : m_unstored) += n;
+  m_unstored_events += static_cast<int64_t>(batch.events.size());
+  batch = Batch{};
+}
+
 void RunWriter::thread_main() {
   Batch pending;
   int64_t failing_since = 0;
+  int pause_ms = 50;  // after a failed commit, growing to 1 s
+  bool failing = false, stop_seen = false;
   for (;;) {
     bool stopping = false;
     {
       std::unique_lock lock(m_mutex);
       const int tick_ms = std::min(m_opt.commit_interval_ms, m_opt.heartbeat_interval_ms);
-      m_wake.wait_for(lock, std::chrono::milliseconds(tick_ms),
-                      [&] { return m_stop || m_flush_requested || m_queue.rows() >= m_opt.batch_rows; });
-      append(pending.samples, m_queue.samples);
-      append(pending.telemetry, m_queue.telemetry);
-      append(pending.events, m_queue.events);
-      append(pending.directions, m_queue.directions);
-      pending.seq = m_seq;
+      if (failing)
+        m_wake.wait_for(lock, std::chrono::milliseconds(pause_ms), [&] { return m_stop && !stop_seen; });
+      else
+        m_wake.wait_for(lock, std::chrono::milliseconds(tick_ms),
+                        [&] { return m_stop || m_flush_requested || m_queue.rows() >= m_opt.batch_rows; });
+      // Bounded memory while the store is locked: samples that are in the recovery file can go
+      // (the store is then behind; repair re-imports them); without one, producers wait.
+      const bool full = pending.rows() >= m_opt.max_queued_rows;
+      if (full && !m_recovery_file.empty()) {
+        m_unstored += static_cast<int64_t>(pending.samples.size());
+        pending.samples.clear();
+        pending.samples.shrink_to_fit();
+        pending.telemetry.clear();  // device telemetry is not in the file: the gap stays
+      }
+      if (!full || !m_recovery_file.empty()) {
+        append(pending.samples, m_queue.samples);
+        append(pending.telemetry, m_queue.telemetry);
+        append(pending.events, m_queue.events);
+        append(pending.directions, m_queue.directions);
+        pending.seq = m_seq;
+      }
       m_flush_requested = false;
-      stopping = m_stop;
+      stopping = stop_seen = m_stop;
     }
     m_committed.notify_all();  // producers waiting for queue room
 
     const int64_t now = unix_ms();
     const bool due = now - m_last_heartbeat_ms >= m_opt.heartbeat_interval_ms;
-    bool fatal = false;
+    bool fatal = false, give_up = false;
     if (pending.rows() > 0 || due || pending.seq > m_committed_seq) {
       std::string error;
       try {
@@ -322,13 +399,20 @@ void RunWriter::thread_main() {
         error = e.what();
         if (failing_since == 0)
           failing_since = now;
-        const int64_t limit = stopping ? std::min<int64_t>(m_opt.give_up_after_ms, 5000) : m_opt.give_up_after_ms;
-        fatal = now - failing_since >= limit;
+        const auto* sqlite = dynamic_cast<const sql::SqliteError*>(&e);
+        const bool busy = sqlite && sqlite->busy();
+        // A lock is waited out for as long as the run lasts, then final_retry_ms after finish();
+        // any other error is fatal after give_up_after_ms.
+        fatal = !busy && now - failing_since >= m_opt.give_up_after_ms;
+        std::lock_guard lock(m_mutex);
+        give_up = stopping && now - m_stop_requested_ms >= m_opt.final_retry_ms;
       }
       std::lock_guard lock(m_mutex);
       if (error.empty()) {
         m_committed_seq = pending.seq;
         m_error.clear();
+        if (!stopping)
+          m_final_wait_from_ms = 0;  // the lock went: a later one gets a whole final period
         pending = Batch{};
       } else {
         m_error = error;
@@ -337,14 +421,22 @@ void RunWriter::thread_main() {
           m_dropped += static_cast<int64_t>(pending.samples.size() + m_queue.samples.size());
           pending = Batch{};
           m_queue = Batch{};
+        } else if (give_up) {
+          abandon(pending);
+          abandon(m_queue);
         }
       }
       m_committed.notify_all();
     }
-    if (fatal || (stopping && pending.rows() == 0))
+    failing = !m_error.empty();
+    pause_ms = failing ? std::min(pause_ms * 2, 1000) : 50;
+    if (fatal || give_up)
       break;
-    if (!m_error.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (stopping && pending.rows() == 0) {
+      std::lock_guard lock(m_mutex);
+      if (m_queue.rows() == 0)  // (rows held back while pending was full still go in)
+        break;
+    }
   }
 }
 

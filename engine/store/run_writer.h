@@ -14,9 +14,18 @@
 // resumed run continues its numbering and nothing is written twice. A repeated (metric, step)
 // within a run keeps the first value.
 //
+// A locked store (another process in a write transaction) never loses a sample: the writer keeps
+// its queue and retries with a growing pause. Memory is bounded: past max_queued_rows, samples
+// that are also in the run's metrics.jsonl (the recovery file, named by the trainer's "started"
+// event) are dropped from memory and counted as unstored; without a recovery file producers wait
+// instead. finish() waits up to final_retry_ms for the lock; a run that still could not store
+// every sample ends `incomplete`, its status event naming the missing count, the status it really
+// ended with and the file, and `lathe-cli repair` (engine/store/repair.h) re-imports them.
+//
 // Recognised events: besides storing every event, "started" fills runs.backend / runs.devices
-// when begin_run() left them empty, and "artifact" {kind, path, [step]} records an artifact row
-// (size and sha256 computed on the writer thread).
+// when begin_run() left them empty and its "metrics_file" field names the recovery file;
+// "metrics_file_failed" says that file stopped being written; and "artifact" {kind, path, [step]}
+// records an artifact row (size and sha256 computed on the writer thread).
 #pragma once
 
 #include <atomic>
@@ -38,11 +47,15 @@
 namespace lathe {
 
 struct WriterOptions {
-  int commit_interval_ms = 250;       ///< commit at least this often while there is data
-  size_t batch_rows = 4096;           ///< ... or as soon as this many rows are queued
-  size_t max_queued_rows = 1 << 20;   ///< producers wait beyond this (the disk cannot keep up)
+  int commit_interval_ms = 250;  ///< commit at least this often while there is data
+  size_t batch_rows = 4096;      ///< ... or as soon as this many rows are queued
+  /// Rows held in memory at most: beyond, samples in the recovery file are dropped from memory
+  /// (the store is then behind: unstored_samples()), or producers wait when there is no such file.
+  size_t max_queued_rows = 1 << 20;
   int heartbeat_interval_ms = 2000;   ///< an idle writer still beats this often
-  int64_t give_up_after_ms = 30'000;  ///< a commit failing this long is fatal: rows are then dropped
+  int64_t give_up_after_ms = 30'000;  ///< an error other than "locked" lasting this long is fatal
+  /// finish() (and flush()) wait this long for a locked store; then the run ends incomplete.
+  int64_t final_retry_ms = 30'000;
   Store::OpenOptions open;
 };
 
@@ -70,8 +83,9 @@ class RunWriter final : public MetricsSink {
   // ---- MetricsSink: thread-safe, cheap, never block on the database ----
   void sample(const std::string& metric, int64_t step, double wall_ms, double value) override;
   void event(const std::string& kind, const nlohmann::json& fields) override;
-  /// Waits until everything queued so far is committed. Throws lathe::Error when the writer has
-  /// failed for good (the message says why).
+  /// Waits until everything queued so far is committed, or final_retry_ms while the store is
+  /// locked (the rows then stay queued). Throws lathe::Error when the writer has failed for good
+  /// (the message says why).
   void flush() override;
 
   /// A device sample (GPU utilisation, memory, power...), kept apart from training metrics.
@@ -82,15 +96,22 @@ class RunWriter final : public MetricsSink {
   /// Overrides which way is better for `metric` (metric_keys.direction, shared by all runs).
   void set_direction(const std::string& metric, Direction direction);
 
-  /// Commits what is queued, sets the final status (finished, failed, cancelled or interrupted)
-  /// and finished_ms, and stops the writer thread. Throws like flush().
-  void finish(RunStatus status, const nlohmann::json& fields = nlohmann::json::object());
+  /// Commits what is queued, sets the final status (finished, failed, cancelled or interrupted;
+  /// incomplete instead when samples could not all be stored) and finished_ms, and stops the
+  /// writer thread. Returns the status written. Throws like flush(), and when the store stayed
+  /// locked so long that even the status could not be written (the message says how to repair).
+  RunStatus finish(RunStatus status, const nlohmann::json& fields = nlohmann::json::object());
+  /// Names the recovery file (the run's metrics.jsonl) when no "started" event does.
+  void set_recovery_file(const std::string& path);
 
   const std::string& run_id() const { return m_run_id; }
   /// Rows committed so far (samples actually inserted; ignored repeats excluded).
   int64_t committed_samples() const { return m_committed_samples.load(); }
   /// Samples dropped: at or below a resume point, or after a fatal error.
   int64_t dropped_samples() const { return m_dropped.load(); }
+  /// Samples logged but not in the store: in the recovery file (repairable) or lost (not).
+  int64_t unstored_samples() const { return m_unstored.load() + m_lost.load(); }
+  int64_t lost_samples() const { return m_lost.load(); }
   /// The last commit error ("" when the last commit succeeded).
   std::string last_error() const;
 
@@ -125,6 +146,8 @@ class RunWriter final : public MetricsSink {
   };
   void write_batch(Batch& batch);
   void write_batch_once(const Batch& batch, const std::vector<FileFacts>& facts, bool safe);
+  /// The batch could not be stored: its samples are unstored (in the recovery file) or lost.
+  void abandon(Batch& batch);  // with m_mutex held
   void stop_thread();
 
   WriterOptions m_opt;
@@ -146,13 +169,17 @@ class RunWriter final : public MetricsSink {
   std::vector<std::string> m_metric_names;
   std::vector<int64_t> m_floor;  // per metric: drop steps <= this (resume point)
   std::map<std::string, int64_t> m_resume_floor;
+  std::string m_recovery_file;      // "" when none (or it stopped being written)
+  int64_t m_stop_requested_ms = 0;  // when the final period began (finish(), or a flush() that timed out)
+  int64_t m_final_wait_from_ms = 0;
 
   // Writer-thread state.
   std::vector<int64_t> m_metric_ids;  // per interned metric: metric_keys.id, -1 until resolved
   int64_t m_last_heartbeat_ms = 0;
   bool m_backend_known = false;
   std::thread m_thread;
-  std::atomic<int64_t> m_committed_samples{0}, m_dropped{0};
+  std::atomic<int64_t> m_committed_samples{0}, m_dropped{0}, m_unstored{0}, m_lost{0};
+  std::atomic<int64_t> m_unstored_events{0};
 };
 
 }  // namespace lathe

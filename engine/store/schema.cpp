@@ -171,6 +171,46 @@ void apply_v2(sql::Db& db) {
   db.exec("DROP TABLE metric_summary_v1");
 }
 
+// ---- v3: the `incomplete` status (SQLite cannot alter a CHECK: the runs table is rebuilt) -------
+
+const char* const kV3 = R"sql(
+DROP VIEW metric_summary_view;
+CREATE TABLE runs_v3(
+  rid INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  status TEXT NOT NULL
+    CHECK(status IN ('queued','running','finished','failed','cancelled','interrupted','incomplete')),
+  config TEXT NOT NULL DEFAULT '{}',
+  created_ms INTEGER NOT NULL,
+  started_ms INTEGER,
+  finished_ms INTEGER,
+  host TEXT NOT NULL DEFAULT '',
+  backend TEXT NOT NULL DEFAULT '',
+  devices TEXT NOT NULL DEFAULT '[]',
+  code_version TEXT NOT NULL DEFAULT '',
+  pid INTEGER,
+  heartbeat_ms INTEGER,
+  summary_pack BLOB);
+INSERT INTO runs_v3(rid, id, name, status, config, created_ms, started_ms, finished_ms, host, backend, devices,
+                    code_version, pid, heartbeat_ms, summary_pack)
+  SELECT rid, id, name, status, config, created_ms, started_ms, finished_ms, host, backend, devices,
+         code_version, pid, heartbeat_ms, summary_pack FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v3 RENAME TO runs;
+CREATE INDEX runs_by_created ON runs(created_ms);
+CREATE INDEX runs_by_name ON runs(name);
+CREATE INDEX runs_by_status ON runs(status);
+CREATE VIEW metric_summary_view AS
+  SELECT r.id AS run_id, k.name AS metric, s.count, s.first_step, s.last_step, s.last_value,
+         s.min_value, s.min_step, s.max_value, s.max_step,
+         iif(k.direction < 0, s.min_value, s.max_value) AS best_value,
+         iif(k.direction < 0, s.min_step, s.max_step) AS best_step
+  FROM metric_summary s JOIN runs r ON r.rid = s.run JOIN metric_keys k ON k.id = s.metric;
+)sql";
+
+void apply_v3(sql::Db& db) { db.exec(kV3); }
+
 struct Migration {
   int version;
   const char* description;
@@ -180,6 +220,7 @@ struct Migration {
 constexpr Migration kMigrations[] = {
     {1, "runs, params, metric keys, samples, summaries, events, artifacts", apply_v1},
     {2, "writer heartbeat, metric directions, min/max steps, sample blocks, telemetry, indexes", apply_v2},
+    {3, "the incomplete run status (samples left in metrics.jsonl for lathe-cli repair)", apply_v3},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 

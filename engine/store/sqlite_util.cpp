@@ -1,6 +1,8 @@
 // SQLite RAII wrappers: error formatting, connection set-up, statements and transactions.
 #include "engine/store/sqlite_util.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 namespace lathe::sql {
@@ -33,9 +35,25 @@ void throw_sqlite(sqlite3* db, int rc, const char* what, const char* file, int l
 
 // ---- Db ----------------------------------------------------------------------------------------
 
-Db::Db(const std::string& path, int busy_timeout_ms) : m_path(path) {
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &m_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+Db::Db(const std::string& path, int busy_timeout_ms, bool read_only) : m_path(path) {
+  const int flags =
+      (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr);
+  if (rc == SQLITE_OK && read_only && access(path.c_str(), R_OK) != 0)
+    rc = SQLITE_CANTOPEN;
+  if (rc == SQLITE_OK && read_only) {
+    // A read-only WAL connection needs the -shm file; probe with a read, and where it cannot be
+    // made (a folder we cannot write), reopen the file as immutable.
+    rc = sqlite3_exec(m_db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    if ((rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY) {
+      sqlite3_close(m_db);
+      m_db = nullptr;
+      const std::string uri = "file:" + path + "?immutable=1";
+      rc = sqlite3_open_v2(uri.c_str(), &m_db, flags | SQLITE_OPEN_URI, nullptr);
+    } else if ((rc & 0xff) == SQLITE_NOTADB) {
+      rc = SQLITE_OK;  // reported by the caller's schema check, with the file named
+    }
+  }
   if (rc != SQLITE_OK) {
     std::string msg = m_db ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
     sqlite3_close(m_db);

@@ -6,11 +6,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "engine/core/error.h"
 
@@ -53,7 +56,9 @@ class Db {
  public:
   /// Opens (creating if needed) `path` read-write with extended result codes and a busy timeout,
   /// so a writer waiting for another writer retries for `busy_timeout_ms` before SQLITE_BUSY.
-  explicit Db(const std::string& path, int busy_timeout_ms = 5000);
+  /// `read_only`: never creates or writes; a WAL store in a folder this process cannot write is
+  /// opened as immutable (nobody can be writing it then: a writer needs its -wal file there).
+  explicit Db(const std::string& path, int busy_timeout_ms = 5000, bool read_only = false);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -132,6 +137,25 @@ class Stmt {
   sqlite3_stmt* m_stmt = nullptr;
   sqlite3* m_db = nullptr;
 };
+
+/// Runs fn() and returns its result, retrying while it throws a busy SqliteError (another
+/// connection holds the write lock: each try already waits the connection's busy timeout), with a
+/// pause growing from 50 ms to 1 s, until `for_ms` have passed; then the last error propagates.
+template <class F>
+auto retry_busy(int64_t for_ms, F&& fn) -> decltype(fn()) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(for_ms);
+  int pause_ms = 50;
+  for (;;) {
+    try {
+      return fn();
+    } catch (const SqliteError& e) {
+      if (!e.busy() || std::chrono::steady_clock::now() >= end)
+        throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    pause_ms = std::min(pause_ms * 2, 1000);
+  }
+}
 
 /// BEGIN (deferred: a read snapshot) or BEGIN IMMEDIATE (takes the write lock now, so the
 /// transaction never fails half-way on lock upgrade). Rolls back in the destructor unless

@@ -18,6 +18,7 @@
 #include "engine/run/config.h"
 #include "engine/run/run_dir.h"
 #include "engine/store/process_info.h"
+#include "engine/store/run_files.h"
 #include "engine/store/schema.h"
 #include "engine/store/store_sql.h"
 
@@ -138,6 +139,8 @@ Store::~Store() = default;
 Store Store::open(const std::string& path, const OpenOptions& options) {
   if (path.empty())
     throw DataError("the store path is empty (give --db PATH)");
+  if (options.read_only)
+    return open_read_only(path, options);
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
@@ -158,9 +161,41 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
     throw;
   }
   Store store(std::move(db));
-  if (options.reap_stale)
-    store.reap_stale_runs(options.stale_after_ms);
+  if (options.reap_stale) {
+    try {
+      store.reap_stale_runs(options.stale_after_ms);
+    } catch (const sql::SqliteError& e) {
+      if (!e.busy())  // reaping is a courtesy: a store locked by another process still opens
+        throw;
+    }
+  }
   return store;
+}
+
+Store Store::open_read_only(const std::string& path, const OpenOptions& options) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw DataError("no store at " + path + (ec ? ": " + ec.message() : "") + " (give --db PATH)");
+  auto db = std::make_unique<sql::Db>(path, options.busy_timeout_ms, /*read_only=*/true);
+  int version = 0;
+  try {
+    version = store_detail::schema_version(*db);
+  } catch (const sql::SqliteError& e) {
+    if ((e.code() & 0xff) == SQLITE_NOTADB)
+      throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
+    if ((e.code() & 0xff) == SQLITE_CORRUPT)
+      throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
+    throw;
+  }
+  if (version < kSchemaVersion)
+    throw DataError("the store " + path + " has schema version " + std::to_string(version) +
+                    " and needs an upgrade to " + std::to_string(kSchemaVersion) +
+                    ", which a read-only open cannot do: run any lathe-cli command that " +
+                    "writes (e.g. lathe-cli run) on it once with write access");
+  if (version > kSchemaVersion)
+    throw DataError("the store " + path + " has schema version " + std::to_string(version) +
+                    ", newer than this lathe-cli understands (" + std::to_string(kSchemaVersion) + "): update Lathe");
+  return Store(std::move(db));
 }
 
 std::string Store::default_path() {
@@ -477,7 +512,9 @@ ConfigDiff Store::diff_configs(const std::vector<std::string>& run_ids) const {
 
 DeleteResult Store::delete_run(const std::string& run_id, bool delete_files) {
   DeleteResult result;
-  std::vector<std::string> files;
+  RunFileFacts facts;
+  facts.run_id = run_id;
+  facts.store_dir = fs::absolute(path()).parent_path().string();
   {
     sql::Txn txn(*m_db, sql::Txn::Kind::write);
     int64_t rid = 0;
@@ -489,10 +526,17 @@ DeleteResult Store::delete_run(const std::string& run_id, bool delete_files) {
     if (r.status == RunStatus::running && stale_reason(r, unix_ms(), kDefaultStaleAfterMs).empty())
       throw DataError("run " + run_id + " is still running (writer pid " + std::to_string(r.pid.value_or(0)) + " on " +
                       r.host + "): cancel it before deleting it");
-    sql::Stmt a = m_db->prepare("SELECT path FROM artifacts WHERE run = ?");
-    a.bind(1, rid);
-    while (a.step())
-      files.push_back(a.col_text(0));
+    sql::Stmt cfg = m_db->prepare("SELECT config FROM runs WHERE rid = ?");
+    if (cfg.bind(1, rid).step())
+      facts.config = nlohmann::json::parse(cfg.col_text(0), nullptr, false);
+    facts.artifacts = artifacts(run_id);
+    sql::Stmt started =
+        m_db->prepare("SELECT fields FROM events WHERE run = ? AND kind = 'started' ORDER BY id LIMIT 1");
+    if (started.bind(1, rid).step()) {
+      const nlohmann::json f = nlohmann::json::parse(started.col_text(0), nullptr, false);
+      if (f.is_object() && f.contains("run_dir") && f["run_dir"].is_string())
+        facts.recorded_dir = f["run_dir"].get<std::string>();
+    }
     for (const char* table :
          {"samples", "sample_blocks", "metric_summary", "params", "events", "artifacts", "telemetry"}) {
       sql::Stmt d = m_db->prepare(std::string("DELETE FROM ") + table + " WHERE run = ?");
@@ -504,19 +548,8 @@ DeleteResult Store::delete_run(const std::string& run_id, bool delete_files) {
     d.bind(1, rid).run();
     txn.commit();
   }
-  if (!delete_files)
-    return result;
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  for (const std::string& f : files) {
-    std::error_code ec;
-    if (fs::remove(f, ec))
-      result.files_deleted.push_back(f);
-    else if (ec)
-      result.files_failed.push_back(f + ": " + ec.message());
-    else
-      result.files_failed.push_back(f + ": no such file");
-  }
+  if (delete_files)
+    delete_run_files(facts, result);
   return result;
 }
 

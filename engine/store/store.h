@@ -36,7 +36,18 @@ class Store {
     bool reap_stale = true;  ///< mark runs with a dead writer interrupted
     int64_t stale_after_ms = kDefaultStaleAfterMs;
     int busy_timeout_ms = 5000;
+    /// Opens without writing anything (no folder, no migration, no reaping): for list, show,
+    /// compare, export and report on a store this process may not write. DataError when the file
+    /// does not exist or needs a migration first.
+    bool read_only = false;
   };
+  /// OpenOptions for read-only use.
+  static OpenOptions read_only_options() {
+    OpenOptions o;
+    o.read_only = true;
+    o.reap_stale = false;
+    return o;
+  }
 
   /// Opens `path`, creating it and its folder on first use, applying migrations and (unless
   /// options say otherwise) reaping stale runs. DataError for files that are not a lathe store, are
@@ -82,6 +93,8 @@ class Store {
   /// Summaries of every metric of the run, sorted by name.
   std::vector<MetricSummary> summaries(const std::string& run_id) const;
   std::optional<MetricSummary> summary(const std::string& run_id, const std::string& metric) const;
+  /// Every metric name any run of this store has written, sorted.
+  std::vector<std::string> metric_names() const;
   /// Sets which way is better for `metric` in every run (metric_keys.direction).
   void set_direction(const std::string& metric, Direction direction);
   /// Samples with step >= from_step in step order, at most max_points (<= 0: all). The live tail:
@@ -110,6 +123,7 @@ class Store {
 
  private:
   explicit Store(std::unique_ptr<sql::Db> db);
+  static Store open_read_only(const std::string& path, const OpenOptions& options);
   int64_t rid_of(const std::string& run_id) const;
   /// (metric id, direction), nullopt when the name was never written.
   std::optional<std::pair<int64_t, Direction>> metric_key(const std::string& metric) const;

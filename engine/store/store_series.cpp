@@ -218,6 +218,14 @@ std::vector<EventRecord> Store::events(const std::string& run_id, int64_t after_
   return out;
 }
 
+std::vector<std::string> Store::metric_names() const {
+  sql::Stmt q = m_db->prepare("SELECT name FROM metric_keys ORDER BY name");
+  std::vector<std::string> out;
+  while (q.step())
+    out.push_back(q.col_text(0));
+  return out;
+}
+
 std::vector<ArtifactRecord> Store::artifacts(const std::string& run_id) const {
   const int64_t rid = rid_of(run_id);
   sql::Stmt q =

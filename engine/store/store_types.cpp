@@ -11,8 +11,8 @@
 namespace lathe {
 
 namespace {
-constexpr std::array<std::string_view, 6> kStatusNames{"queued", "running",   "finished",
-                                                       "failed", "cancelled", "interrupted"};
+constexpr std::array<std::string_view, 7> kStatusNames{"queued",    "running",     "finished",  "failed",
+                                                       "cancelled", "interrupted", "incomplete"};
 }
 
 std::string_view status_name(RunStatus s) {

@@ -17,10 +17,13 @@ namespace lathe {
 /// Unix milliseconds as local "YYYY-MM-DD HH:MM:SS" (for listings and messages).
 std::string format_local_time(int64_t unix_ms);
 
-/// queued (created, not started) -> running -> finished | failed | cancelled | interrupted.
-/// `interrupted` = the writer vanished (crash, kill -9, power loss) or closed without finish();
-/// such a run can be resumed.
-enum class RunStatus { queued, running, finished, failed, cancelled, interrupted };
+/// queued (created, not started) -> running -> finished | failed | cancelled | interrupted |
+/// incomplete. `interrupted` = the writer vanished (crash, kill -9, power loss) or closed without
+/// finish(); such a run can be resumed. `incomplete` = the run ended, but some of its samples could
+/// not be stored (the store stayed locked): its status event names how many, the status it really
+/// ended with and the metrics.jsonl they are in; `lathe-cli repair` re-imports them and restores
+/// that status.
+enum class RunStatus { queued, running, finished, failed, cancelled, interrupted, incomplete };
 std::string_view status_name(RunStatus s);
 /// Throws DataError naming the allowed spellings.
 RunStatus parse_status(std::string_view s);
@@ -154,7 +157,10 @@ struct TelemetryPoint {
 struct DeleteResult {
   int64_t samples = 0;
   std::vector<std::string> files_deleted;
-  std::vector<std::string> files_failed;  ///< "path: reason"
+  std::vector<std::string> files_missing;  ///< recorded, but already gone
+  std::vector<std::string> files_failed;   ///< "path: reason": kept because it could not be proven the run's
+  std::string folder;                      ///< the run's folder, "" when none was found or trusted
+  bool folder_removed = false;
 };
 
 }  // namespace lathe

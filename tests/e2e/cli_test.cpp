@@ -10,51 +10,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli_test_util.h"
 #include "engine/data/dataset.h"
 
 namespace {
 
+using lathe::test::Cli;
+using lathe::test::CmdResult;
+using lathe::test::run_cmd;
 namespace fs = std::filesystem;
-
-struct CmdResult {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-CmdResult run_cmd(const std::string& args) {
-  const std::string cmd = std::string(LATHE_TEST_BINARY_DIR) + "/app/lathe-cli " + args + " 2>&1";
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    m_dir = fs::temp_directory_path() / ("lathe-cli-test-" + std::to_string(::getpid()));
-    fs::create_directories(m_dir);
-  }
-  void TearDown() override { fs::remove_all(m_dir); }
-  std::string write(const std::string& name, const std::string& text) {
-    const fs::path p = m_dir / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  bool runs_written() const { return fs::exists(m_dir / "runs") && !fs::is_empty(m_dir / "runs"); }
-  std::string db() const { return (m_dir / "lathe.db").string(); }
-  /// Where a test's runs go: its own run folder and store, never the user's.
-  std::string out_dir() const { return "--db " + db() + " --set output.dir=" + (m_dir / "runs").string(); }
-  bool store_written() const { return fs::exists(m_dir / "lathe.db"); }
-  fs::path m_dir;
-};
 
 TEST_F(Cli, UnknownKeyIsRejectedWithItsPathAndExitCode2) {
   const std::string cfg = write("bad.json", R"({"train": {"epochs": 1, "learning_rate": 0.1}})");

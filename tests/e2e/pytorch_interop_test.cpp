@@ -9,7 +9,7 @@
 #include "engine/data/dataset.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 
 namespace lathe {
 namespace {

@@ -66,6 +66,21 @@ TEST(CudaProbe, DeviceCountIsConsistentAndNeverThrows) {
   }
 }
 
+TEST(CudaSupports, MixedPrecisionFollowsComputeCapability) {
+  using cuda::CudaBackend;
+  for (Op op : {Op::conv2d, Op::linear}) {
+    EXPECT_TRUE(CudaBackend::supports_on(op, DType::f32, 60));
+    EXPECT_FALSE(CudaBackend::supports_on(op, DType::f16, 61));
+    EXPECT_TRUE(CudaBackend::supports_on(op, DType::f16, 70));
+    EXPECT_FALSE(CudaBackend::supports_on(op, DType::bf16, 75));
+    EXPECT_TRUE(CudaBackend::supports_on(op, DType::bf16, 80));
+    EXPECT_TRUE(CudaBackend::supports_on(op, DType::bf16, 90));  // H100/H200
+  }
+  EXPECT_FALSE(CudaBackend::supports_on(Op::relu, DType::bf16, 90));
+  EXPECT_TRUE(CudaBackend::supports_on(Op::reorder, DType::bf16, 60));
+  EXPECT_FALSE(CudaBackend::supports_on(Op::reorder, DType::s8, 90));
+}
+
 // ---------------------------------------------------------------- on a device
 TEST_F(CudaTest, DescribesItself) {
   EXPECT_EQ(gpu().name(), "cuda");
@@ -73,7 +88,13 @@ TEST_F(CudaTest, DescribesItself) {
   EXPECT_FALSE(gpu().device_name().empty());
   EXPECT_TRUE(gpu().supports(Op::conv2d, DType::f32));
   EXPECT_TRUE(gpu().supports(Op::softmax_cross_entropy, DType::f32));
-  EXPECT_FALSE(gpu().supports(Op::conv2d, DType::bf16));
+  // bf16 (and f16) convolutions and matmuls run on tensor cores from sm_80 (sm_70): an H200 has both.
+  const int cc = gpu().compute_capability();
+  EXPECT_GE(cc, 30);
+  EXPECT_EQ(gpu().supports(Op::conv2d, DType::bf16), cc >= 80);
+  EXPECT_EQ(gpu().supports(Op::linear, DType::bf16), cc >= 80);
+  EXPECT_EQ(gpu().supports(Op::conv2d, DType::f16), cc >= 70);
+  EXPECT_FALSE(gpu().supports(Op::relu, DType::bf16));
   EXPECT_TRUE(gpu().supports(Op::reorder, DType::bf16));
   EXPECT_EQ(make_backend("auto")->name(), "cuda");
 }

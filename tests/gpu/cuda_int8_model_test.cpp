@@ -10,6 +10,8 @@
 //     within the 2% of the largest logit that tests/quant/int8_model_test.cpp allows for one flip.
 // Plus the integer max-pool/ReLU kernels alone, and the refusals (dynamic, keep_f32) and the oracle
 // check that need no device. Label gpu: skipped with the reason without one.
+// Compiled only when the CUDA backend is linked (a CPU-only build still globs this folder).
+#ifdef LATHE_HAVE_CUDA
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -202,3 +204,5 @@ TEST(CudaInt8ModelPlan, IntegerOracleAgreesWithInt8ModelForward) {
 
 }  // namespace
 }  // namespace lathe
+
+#endif  // LATHE_HAVE_CUDA

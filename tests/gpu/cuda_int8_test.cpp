@@ -3,6 +3,8 @@
 // same f32), for u8 inputs with a zero point and s8 inputs, f32 / s8 / u8+ReLU outputs, and sizes
 // that are and are not multiples of the 16-element padding. Label gpu: skipped with the reason
 // without a device.
+// Compiled only when the CUDA backend is linked (a CPU-only build still globs this folder).
+#ifdef LATHE_HAVE_CUDA
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,6 +67,59 @@ TEST_F(CudaInt8Test, LinearMatchesTheIntegerReferenceExactly) {
       }
 }
 
+/// A u8 -> u8+ReLU layer with random weights (the kind the static plans chain).
+Int8LayerData random_layer(int64_t k, int64_t o, Rng& rng) {
+  const Tensor w = gputest::host_random({o, k}, rng, MemoryFormat::contiguous, 0.05);
+  const Tensor b = gputest::host_random({o}, rng, MemoryFormat::contiguous, 0.1);
+  Int8LayerConfig cfg;
+  cfg.src = make_quant_params(-0.3, 2.2, 8, false, false);
+  cfg.dst = make_quant_params(0.0, 3.0, 8, false, false);
+  cfg.post = PostOp::relu;
+  return make_int8_layer(w, &b, cfg);
+}
+
+TEST_F(CudaInt8Test, LinearHandlesEmptyBatchesAndChangingBatchSizes) {
+  Rng rng(gputest::base_seed() + 7);
+  const Int8LayerData layer = random_layer(40, 24, rng);
+  cuda::CudaInt8Linear gpu_layer(gpu(), layer);
+  // n = 0 launches nothing and returns [0, O]; the batch sizes around it still match the reference,
+  // so the per-batch layouts, buffers and algorithm stay consistent as n changes back and forth.
+  for (int64_t n : {int64_t{5}, int64_t{0}, int64_t{5}, int64_t{33}, int64_t{0}, int64_t{3}, int64_t{33}}) {
+    SCOPED_TRACE(n);
+    const Tensor x = random_q(n, 40, layer.config.src, rng);
+    const Tensor got = gpu_layer.forward(up(x));
+    ASSERT_EQ(got.shape(), (Shape{n, 24}));
+    gpu().synchronize();
+    if (n > 0)
+      EXPECT_EQ(test::mismatches(down(got), int8_linear_reference(layer, x)), 0);
+  }
+}
+
+TEST_F(CudaInt8Test, AFailedBatchSizeLeavesThePreviousOneWorking) {
+  Rng rng(gputest::base_seed() + 9);
+  const Int8LayerData layer = random_layer(40, 24, rng);
+  cuda::CudaInt8Linear gpu_layer(gpu(), layer);
+  const Tensor x = random_q(5, 40, layer.config.src, rng);
+  const Tensor dx = up(x);
+  const Tensor want = int8_linear_reference(layer, x);
+  EXPECT_EQ(test::mismatches(down(gpu_layer.forward(dx)), want), 0);
+  // 2^40 rows cannot be prepared (no algorithm, or no memory for the packed operand): it throws
+  // before anything is launched, and must not leave layouts for 2^40 rows behind the 5-row state.
+  Tensor big_out = gpu().empty({24}, DType::u8);
+  EXPECT_THROW(gpu_layer.forward_rows(dx.raw(), DType::u8, int64_t{1} << 40, 40, big_out.raw()), Error);
+  EXPECT_EQ(test::mismatches(down(gpu_layer.forward(dx)), want), 0) << "the 5-row batch after the failure";
+}
+
+TEST_F(CudaInt8Test, LinearWrapsTheGridOfItsPackAndEpilogueKernels) {
+  Rng rng(gputest::base_seed() + 8);
+  // 70000 x 64 packed bytes and 70000 x 32 outputs: over the 2^21 threads of a capped grid.
+  const Int8LayerData layer = random_layer(64, 32, rng);
+  const Tensor x = random_q(70000, 64, layer.config.src, rng);
+  cuda::CudaInt8Linear gpu_layer(gpu(), layer);
+  const Tensor got = down(gpu_layer.forward(up(x)));
+  EXPECT_EQ(test::mismatches(got, int8_linear_reference(layer, x)), 0) << "of " << got.numel();
+}
+
 TEST_F(CudaInt8Test, ConvMatchesTheIntegerReferenceExactly) {
   Rng rng(gputest::base_seed() + 2);
   struct Case {
@@ -117,3 +172,5 @@ TEST_F(CudaInt8Test, QuantizeKernelMatchesQuantizeIncludingTiesAndNaN) {
 
 }  // namespace
 }  // namespace lathe
+
+#endif  // LATHE_HAVE_CUDA

@@ -1,6 +1,8 @@
 // The quantize stage on a CUDA backend (tiny Fashion-MNIST runs): static PTQ evaluates and times
 // INT8 on the GPU, ptq-dynamic runs it on the CPU from a host copy, and a quant/device event says
 // which device ran INT8 and why. Label gpu: skipped with the reason without a device (or dataset).
+// Compiled only when the CUDA backend is linked (a CPU-only build still globs this folder).
+#ifdef LATHE_HAVE_CUDA
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -89,3 +91,5 @@ TEST_F(QuantizeStageOnCuda, MixedPrecisionRunsInt8OnTheCpuAndQatIsRefused) {
 
 }  // namespace
 }  // namespace lathe
+
+#endif  // LATHE_HAVE_CUDA

@@ -13,7 +13,7 @@
 #include "engine/nn/optimizer.h"
 #include "engine/nn/relu.h"
 #include "engine/nn/zoo.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {

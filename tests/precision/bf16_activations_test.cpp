@@ -16,7 +16,7 @@
 #include "engine/nn/linear.h"
 #include "engine/nn/relu.h"
 #include "engine/nn/zoo.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 #include "tests/support/native_bf16.h"
 #include "tests/support/random_tensor.h"
 

@@ -11,7 +11,7 @@
 #include "engine/compress/prune/mask.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {

@@ -210,8 +210,15 @@ TEST(ValidateConfig, CrossFieldRules) {
   EXPECT_HAS(problems_of({{"model", {{"zoo", "custom"}}}}), "model.layers: required when model.zoo is \"custom\"");
   EXPECT_HAS(problems_of({{"model", {{"layers", json::array({{{"type", "relu"}}})}}}}),
              "model.layers: only used when model.zoo is \"custom\"");
-  EXPECT_EQ(problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({{{"type", "linear"}, {"out", 10}}})}}}}),
+  EXPECT_EQ(problems_of({{"model",
+                          {{"zoo", "custom"},
+                           {"layers", json::array({{{"type", "flatten"}}, {{"type", "linear"}, {"out", 10}}})}}}}),
             "");
+  // The layer list is checked against Fashion-MNIST's images: a linear layer on 28x28 images
+  // without a flatten cannot work, and is refused here rather than mid-run.
+  EXPECT_HAS(
+      problems_of({{"model", {{"zoo", "custom"}, {"layers", json::array({{{"type", "linear"}, {"out", 10}}})}}}}),
+      "model.layers[0]: linear needs a flat input");
   const std::string msg = problems_of({{"data", {{"dataset", "idx"}, {"train_images", "a.idx"}}}});
   EXPECT_HAS(msg, "data.train_labels: required when data.dataset is \"idx\"");
   EXPECT_HAS(msg, "data.test_images: required");
@@ -252,7 +259,7 @@ TEST(ApplyOverride, SetsValuesParsedAsJsonOrText) {
   apply_override(cfg, "cost.instance=p3.2xlarge");
   apply_override(cfg, "data.path=/tmp/a=b");  // only the first '=' splits
   apply_override(cfg, "model.zoo=custom");
-  apply_override(cfg, R"(model.layers=[{"type":"linear","out":10}])");
+  apply_override(cfg, R"(model.layers=[{"type":"flatten"},{"type":"linear","out":10}])");
   EXPECT_EQ(cfg["train"]["optimizer"]["lr"], 0.1);
   EXPECT_EQ(cfg["train"]["epochs"], 3);
   EXPECT_EQ(cfg["data"]["augment"]["hflip"], true);
@@ -260,7 +267,7 @@ TEST(ApplyOverride, SetsValuesParsedAsJsonOrText) {
   EXPECT_EQ(cfg["description"], "2024");
   EXPECT_EQ(cfg["cost"]["instance"], "p3.2xlarge");
   EXPECT_EQ(cfg["data"]["path"], "/tmp/a=b");
-  EXPECT_EQ(cfg["model"]["layers"][0]["out"], 10);
+  EXPECT_EQ(cfg["model"]["layers"][1]["out"], 10);
   EXPECT_EQ(problems_of(cfg), "");
   // Overrides replace what the file had; a bad value is caught by validation, not by the override.
   apply_override(cfg, "train.epochs=lots");
@@ -400,7 +407,7 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
       json cfg = json::object();
       apply_override(cfg, f.path + "=" + choice);
       if (f.path == "model.zoo" && choice == "custom")
-        cfg["model"]["layers"] = json::array({{{"type", "relu"}}});
+        cfg["model"]["layers"] = json::array({{{"type", "flatten"}}, {{"type", "linear"}, {"out", 10}}});
       if (f.path == "data.dataset" && choice == "idx")
         for (const char* k : {"train_images", "train_labels", "test_images", "test_labels"})
           cfg["data"][k] = "f";
@@ -475,6 +482,60 @@ TEST(Presets, EveryExperimentFileValidatesAndParses) {
     ++n;
   }
   EXPECT_GE(n, 10);
+}
+
+}  // namespace
+}  // namespace lathe
+
+namespace lathe {
+namespace {
+
+std::string parse_error_of(const std::string& text) {
+  try {
+    parse_config_text(text, "test.json");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ParseConfigText, DuplicateKeysAreRefusedWithTheirJsonPath) {
+  EXPECT_EQ(parse_error_of(R"({"a": {"b": 1}, "c": [1, {"d": 2}]})"), "");
+  EXPECT_HAS(parse_error_of(R"({"a": 1, "a": 2})"), "duplicate key \"a\" in the top-level object");
+  EXPECT_HAS(parse_error_of(R"({"model": {"layers": [{"type": "relu"}, {"type": "relu", "type": "flatten"}]}})"),
+             "duplicate key \"type\" in model.layers[1]");
+  EXPECT_HAS(parse_error_of(R"({"x": [[1, 2], {"k": 1, "k": 1}]})"), "in x[1]");
+  // The same key in sibling objects is not a duplicate.
+  EXPECT_EQ(parse_error_of(R"({"p": {"k": 1}, "q": {"k": 1}, "r": [{"k": 1}, {"k": 2}]})"), "");
+}
+
+TEST(ParseConfigText, SyntaxAndRangeErrorsAreConfigErrorsWithThePlace) {
+  EXPECT_HAS(parse_error_of("{\n  \"a\": ,\n}"), "test.json:2:8: JSON syntax error");
+  const std::string big = parse_error_of(R"({"lr": 1e999})");
+  EXPECT_HAS(big, "test.json");
+  EXPECT_HAS(big, "1e999");
+  EXPECT_EQ(big.find("json.exception"), std::string::npos) << big;
+  EXPECT_HAS(parse_error_of("[1]"), "expected a JSON object at the top level");
+}
+
+TEST(ApplyOverride, RefusesInvalidUtf8AndUnrepresentableNumbers) {
+  json cfg = json::object();
+  for (const std::string bad : {std::string("name=a\xff"), std::string("name=\xc0\xaf"),
+                                std::string("name=\xed\xa0\x80"), std::string("name=\xe2\x82")}) {
+    try {
+      apply_override(cfg, bad);
+      ADD_FAILURE() << "accepted invalid UTF-8";
+    } catch (const ConfigError& e) {
+      EXPECT_HAS(e.what(), "not valid UTF-8");
+    }
+  }
+  EXPECT_NO_THROW(apply_override(cfg, "name=caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  try {
+    apply_override(cfg, "train.optimizer.lr=1e999");
+    ADD_FAILURE() << "accepted 1e999";
+  } catch (const ConfigError& e) {
+    EXPECT_HAS(e.what(), "train.optimizer.lr");
+  }
 }
 
 }  // namespace

@@ -140,6 +140,21 @@ TEST(PriceCatalog, MalformedCatalogsAreRejected) {
              "on_demand_usd_per_hour");
   expect_bad("twice.json", R"({"instances":[)" + entry_ok + "," + entry_ok + "]}", "listed twice");
   expect_bad("eur.json", R"({"currency":"EUR","instances":[)" + entry_ok + "]}", "USD");
+  // Older figures: each needs a date, a source and at least one price.
+  const std::string with_history = entry_ok.substr(0, entry_ok.size() - 1);
+  expect_bad("history-noprice.json",
+             R"({"instances":[)" + with_history + R"(,"history":[{"date":"2023","source":"s"}]}]})", "gives no price");
+  expect_bad("history-nodate.json",
+             R"({"instances":[)" + with_history + R"(,"history":[{"source":"s","spot_usd_per_hour":1}]}]})",
+             "missing \"date\"");
+  const std::string past = write_temp(
+      "history.json", R"({"instances":[)" + with_history +
+                          R"(,"history":[{"date":"2023-01","source":"old list","on_demand_usd_per_hour":2}]}]})");
+  const PriceCatalog c = PriceCatalog::load(past);
+  ASSERT_EQ(c.find("x").history.size(), 1u);
+  EXPECT_EQ(c.find("x").history[0].on_demand_usd_per_hour, 2.0);
+  EXPECT_EQ(c.find("x").history[0].spot_usd_per_hour, -1.0);  // not given
+  fs::remove(past);
   EXPECT_THROW(PriceCatalog::load("/no/such/prices.json"), DataError);
   fs::remove(good);
 }

@@ -44,12 +44,16 @@ TEST(StoreOpenBytes, CorruptSchemaPageIsADataErrorNamingTheFile) {
     bytes[i] = static_cast<char>(0xA5 ^ (i * 7));
   const std::string path = dir.file("corrupt.db");
   write_all(path, bytes);
-  try {
-    Store::open(path);
-    ADD_FAILURE() << "a corrupt store opened";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
+  for (bool read_only : {false, true}) {
+    Store::OpenOptions options;
+    options.read_only = read_only;
+    try {
+      Store::open(path, options);
+      ADD_FAILURE() << "a corrupt store opened (read_only " << read_only << ")";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("corrupt"), std::string::npos) << e.what();
+    }
   }
 }
 

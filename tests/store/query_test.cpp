@@ -153,7 +153,8 @@ TEST(StoreQuery, ExportEverySample) {
 
 TEST(StoreQuery, DeleteRemovesRowsAndArtifactFiles) {
   StoreDir dir;
-  const std::string ckpt = dir.file("ckpt.bin");
+  std::filesystem::create_directories(dir.file("del"));  // the run's own folder (named by its id)
+  const std::string ckpt = dir.file("del/ckpt.bin");
   std::ofstream(ckpt) << "weights";
   {
     RunWriter w(dir.db());
@@ -164,7 +165,7 @@ TEST(StoreQuery, DeleteRemovesRowsAndArtifactFiles) {
     w.sample("m", 1, 0, 1.0);
     w.telemetry(0, "gpu/util", 0, 1.0);
     w.artifact("checkpoint", ckpt, 1);
-    w.artifact("model", dir.file("never-written.bin"));
+    w.artifact("model", dir.file("del/never-written.bin"));
     w.finish(RunStatus::finished);
   }
   seed_runs(dir.db());
@@ -175,8 +176,11 @@ TEST(StoreQuery, DeleteRemovesRowsAndArtifactFiles) {
   const DeleteResult r = s.delete_run("del");
   EXPECT_EQ(r.samples, 1);
   EXPECT_EQ(r.files_deleted, V{ckpt});
-  ASSERT_EQ(r.files_failed.size(), 1u);
+  EXPECT_EQ(r.files_missing.size(), 1u);  // never written
+  EXPECT_TRUE(r.files_failed.empty());
+  EXPECT_TRUE(r.folder_removed);
   EXPECT_FALSE(std::filesystem::exists(ckpt));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("del")));
   EXPECT_FALSE(s.find_run("del"));
   for (const char* t : {"samples", "sample_blocks", "metric_summary", "params", "events", "artifacts", "telemetry"})
     EXPECT_EQ(s.db().query_int(std::string("SELECT count(*) FROM ") + t + " WHERE run NOT IN (SELECT rid FROM runs)"),

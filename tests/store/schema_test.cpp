@@ -30,7 +30,7 @@ TEST(Schema, NewStoreIsCurrentAndUsesWal) {
                             "artifacts", "sample_blocks", "schema_version"})
     EXPECT_EQ(s.db().query_int(std::string("SELECT count(*) FROM sqlite_schema WHERE name='") + table + "'"), 1)
         << table;
-  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 2);  // v1 and v2 applied in order
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 3);  // v1, v2 and v3 applied in order
   // samples is keyed (run, metric, step) without a rowid.
   EXPECT_NE(s.db().query_text("SELECT sql FROM sqlite_schema WHERE name='samples'")->find("WITHOUT ROWID"),
             std::string::npos);
@@ -40,8 +40,8 @@ TEST(Schema, OpeningAgainChangesNothing) {
   StoreDir dir;
   { Store::open(dir.db()); }
   Store s = Store::open(dir.db());
-  EXPECT_EQ(s.schema_version(), 2);
-  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 2);
+  EXPECT_EQ(s.schema_version(), 3);
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 3);
 }
 
 /// A v1 file as lathe v1 would have left it, with data typed in by hand.
@@ -82,7 +82,7 @@ TEST(Schema, MigratesV1ToV2KeepingData) {
     EXPECT_EQ(store_detail::schema_version(raw), 1);
   }
   Store s = Store::open(dir.db());
-  EXPECT_EQ(s.schema_version(), 2);
+  EXPECT_EQ(s.schema_version(), store_detail::kSchemaVersion);
   const RunRecord r = s.run("20250101-000000-aaaaaa");
   EXPECT_EQ(r.name, "old-run");
   EXPECT_EQ(r.status, RunStatus::finished);
@@ -155,7 +155,7 @@ TEST(Schema, TwoOpenersMigrateOnce) {
     threads.emplace_back([&] {
       try {
         Store s = Store::open(dir.db());
-        if (s.schema_version() == 2)
+        if (s.schema_version() == store_detail::kSchemaVersion)
           ++ok;
       } catch (const std::exception& e) {
         ADD_FAILURE() << e.what();
@@ -166,18 +166,49 @@ TEST(Schema, TwoOpenersMigrateOnce) {
   EXPECT_EQ(ok.load(), 3);
   Store s = Store::open(dir.db());
   EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version WHERE version = 2"), 1);
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version WHERE version = 3"), 1);
   EXPECT_EQ(s.summary("20250101-000000-aaaaaa", "train/loss")->count, 1000);  // not double-counted
+}
+
+TEST(Schema, MigratesV2ToV3KeepingRunsAndAllowingIncomplete) {
+  StoreDir dir;
+  {
+    sql::Db raw(dir.db());
+    store_detail::configure_connection(raw);
+    store_detail::migrate(raw, 2);
+    raw.exec(
+        "INSERT INTO runs(rid, id, name, status, created_ms, pid, heartbeat_ms, summary_pack)"
+        " VALUES(7, 'v2run', 'old', 'finished', 5, 42, 6, x'00')");
+    raw.exec("INSERT INTO metric_keys(id, name) VALUES(1, 'm')");
+    raw.exec("INSERT INTO samples VALUES(7, 1, 0, 0.0, 1.5)");
+    EXPECT_THROW(raw.exec("UPDATE runs SET status = 'incomplete'"), sql::SqliteError);  // v2's CHECK
+  }
+  Store s = Store::open(dir.db());
+  EXPECT_EQ(s.schema_version(), 3);
+  const RunRecord r = s.run("v2run");
+  EXPECT_EQ(r.status, RunStatus::finished);
+  EXPECT_EQ(r.pid, 42);
+  EXPECT_EQ(r.heartbeat_ms, 6);
+  EXPECT_EQ(s.series("v2run", "m").size(), 1u);
+  EXPECT_EQ(s.db().query_int("SELECT rid FROM runs WHERE id = 'v2run'"), 7);   // keys other tables use
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM metric_summary_view"), 0);  // the view survives
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'runs'"
+                             " AND name LIKE 'runs_by_%'"),
+            3);
+  s.db().exec("UPDATE runs SET status = 'incomplete'");
+  EXPECT_EQ(s.run("v2run").status, RunStatus::incomplete);
+  EXPECT_THROW(s.db().exec("UPDATE runs SET status = 'bogus'"), sql::SqliteError);
 }
 
 TEST(Schema, RefusesNewerStore) {
   StoreDir dir;
-  { Store::open(dir.db()).db().exec("INSERT INTO schema_version VALUES(3, 0, 'from the future')"); }
+  { Store::open(dir.db()).db().exec("INSERT INTO schema_version VALUES(4, 0, 'from the future')"); }
   try {
     Store::open(dir.db());
-    FAIL() << "a v3 store must be refused";
+    FAIL() << "a v4 store must be refused";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("version 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("version 4"), std::string::npos) << e.what();
   }
 }
 

@@ -139,6 +139,7 @@ std::string status_badge(RunStatus status) {
       color = "#6d4c41";
       break;
     case RunStatus::interrupted:
+    case RunStatus::incomplete:
       color = "#ef6c00";
       break;
     case RunStatus::queued:

@@ -68,7 +68,8 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   connect(m_next, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() + m_model->pageSize()); });
   connect(m_model, &RunTableModel::loaded, this, &RunBrowser::updatePager);
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunBrowser::updateButtons);
-  connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& i) { emit watchRun(m_model->runId(i.row())); });
+  connect(m_table, &QTableView::doubleClicked, this,
+          [this](const QModelIndex& i) { emit watchRun(m_model->runId(i.row())); });
   connect(m_watch, &QPushButton::clicked, this, [this]() {
     const QStringList ids = selectedRunIds();
     if (!ids.isEmpty())
@@ -166,8 +167,7 @@ void RunBrowser::selectRuns(const QStringList& ids) {
   m_table->clearSelection();
   for (int r = 0; r < m_model->rowCount(); ++r)
     if (ids.contains(m_model->runId(r)))
-      m_table->selectionModel()->select(m_model->index(r, 0),
-                                        QItemSelectionModel::Select | QItemSelectionModel::Rows);
+      m_table->selectionModel()->select(m_model->index(r, 0), QItemSelectionModel::Select | QItemSelectionModel::Rows);
 }
 
 nlohmann::json RunBrowser::runConfig(const QString& runId) const {
@@ -188,7 +188,9 @@ QString RunBrowser::deleteRuns(const QStringList& ids) {
     Store store = Store::open(m_db.toStdString());
     for (const QString& id : ids) {
       try {
-        store.delete_run(id.toStdString(), true);
+        const DeleteResult r = store.delete_run(id.toStdString(), true);
+        for (const std::string& f : r.files_failed)
+          errors << id + ": " + QString::fromStdString(f);
       } catch (const std::exception& e) {
         errors << id + ": " + e.what();
       }
@@ -197,8 +199,10 @@ QString RunBrowser::deleteRuns(const QStringList& ids) {
     errors << e.what();
   }
   reload();
-  return errors.isEmpty() ? QString() : "Some runs were not deleted:\n" + errors.join("\n") +
-                                            "\nStop a running run before deleting it.";
+  return errors.isEmpty()
+             ? QString()
+             : "Some runs or files were not deleted:\n" + errors.join("\n") +
+                   "\nStop a running run before deleting it; files that are not provably the run's are kept.";
 }
 
 }  // namespace lathe::ui

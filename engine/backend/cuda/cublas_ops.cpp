@@ -81,7 +81,7 @@ bool gemm_is_trivial(CudaContext& ctx, const MatrixView& a, bool ta, const Matri
               "gemm: shapes do not chain");
   if (c_rows == 0 || c_cols == 0)
     return true;
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   if (inner != 0)
     return false;
   LATHE_CHECK(beta == 0.0f, "gemm: empty inner dimension with beta != 0");

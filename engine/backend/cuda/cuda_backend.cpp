@@ -74,13 +74,16 @@ Device CudaBackend::device() const { return m_ctx->lathe_device(); }
 
 std::string CudaBackend::device_name() const { return m_ctx->properties().name; }
 
-bool CudaBackend::supports(Op op, DType dtype) const {
+int CudaBackend::compute_capability() const { return m_ctx->properties().major * 10 + m_ctx->properties().minor; }
+
+bool CudaBackend::supports(Op op, DType dtype) const { return supports_on(op, dtype, compute_capability()); }
+
+bool CudaBackend::supports_on(Op op, DType dtype, int cc) {
   if (op == Op::reorder)
     return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
   // Mixed-precision matmuls and convolutions: f16 on tensor cores from Volta (sm_70), bf16 from
   // Ampere (sm_80); bf16/f16 operands, f32 accumulation and f32 results (cublas_ops, cudnn_ops).
   if (op == Op::linear || op == Op::conv2d) {
-    const int cc = m_ctx->properties().major * 10 + m_ctx->properties().minor;
     if (dtype == DType::f16)
       return cc >= 70;
     if (dtype == DType::bf16)
@@ -100,7 +103,7 @@ void CudaBackend::set_benchmark_conv_algos(bool on) { m_ctx->set_benchmark_conv_
 // ------------------------------------------------------------------ memory
 void CudaBackend::fill_zero(Tensor& t) {
   check_on_device(*m_ctx, t, "fill_zero");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   if (t.numel() == 0)
     return;
   if (t.is_dense()) {
@@ -127,7 +130,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   }
   for (const Tensor* t : std::initializer_list<const Tensor*>{&src, &dst})
     LATHE_CHECK(on_host(*t) || t->device().kind == DeviceKind::cuda, "copy: unsupported device ", t->describe());
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   cudaStream_t s = m_ctx->stream();
   if (src.numel() == 0)
     return;
@@ -191,7 +194,7 @@ void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
   }
   (void)elem_type(src.dtype(), "reorder");  // explains an unsupported dtype before any staging
   (void)elem_type(dst.dtype(), "reorder");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   // Host operands are staged through device tensors in their own dtype; the conversion runs on the GPU.
   Tensor dev_src = src;
   if (on_host(src)) {

@@ -34,6 +34,10 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   Device device() const override;
   bool supports(Op op, DType dtype) const override;
+  /// What supports() answers on a device of compute capability `cc` (major * 10 + minor).
+  static bool supports_on(Op op, DType dtype, int cc);
+  /// This device's compute capability, major * 10 + minor (90 on an H100/H200).
+  int compute_capability() const;
   std::string device_name() const override;
 
   void fill_zero(Tensor& t) override;

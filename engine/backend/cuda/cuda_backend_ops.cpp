@@ -37,7 +37,7 @@ void elementwise(CudaContext& ctx, std::initializer_list<const Tensor*> inputs, 
     check_f32(ctx, *t, what);
     check_same_shape(*t, dst, what);
   }
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   const bool direct = is_standard_dense(dst);
   Tensor out = direct ? dst : device_empty(ctx, dst.shape(), DType::f32);
   if (!direct && reads_dst)
@@ -117,7 +117,7 @@ void CudaBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tens
   LATHE_CHECK(dst.shape() == Shape({N, C, OH, OW}), "maxpool2d: dst ", dst.describe(), " expected ",
               shape_str({N, C, OH, OW}));
   LATHE_CHECK(H * W <= INT32_MAX, "maxpool2d: plane of ", H, "x", W, " too large for s32 argmax");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   if (!workspace.defined() || workspace.shape() != dst.shape() || workspace.dtype() != DType::s32 ||
       workspace.device() != device() || !workspace.is_contiguous())
     workspace = device_empty(*m_ctx, dst.shape(), DType::s32);
@@ -139,7 +139,7 @@ void CudaBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst
                   diff_dst.dim(2) == conv_out_size(diff_src.dim(2), p.kernel_h, p.stride_h, p.pad_h) &&
                   diff_dst.dim(3) == conv_out_size(diff_src.dim(3), p.kernel_w, p.stride_w, p.pad_w),
               "maxpool2d_backward: diff_dst ", diff_dst.describe(), " does not fit diff_src ", diff_src.describe());
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   const kernels::PoolWindow win{p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
   LATHE_CUDA_CHECK(kernels::maxpool2d_backward(m_ctx->stream(), dims4(diff_src), diff_dst.dim(2), diff_dst.dim(3), win,
                                                ptr<float>(diff_dst), strides4(diff_dst), ptr<int32_t>(workspace),
@@ -162,7 +162,7 @@ void CudaBackend::batchnorm_forward_training(const BatchNormParams& p, const Ten
   check_vector(*m_ctx, save_invstd, C, "batchnorm save_invstd");
   check_vector(*m_ctx, running_mean, C, "batchnorm running_mean");
   check_vector(*m_ctx, running_var, C, "batchnorm running_var");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   LATHE_CUDA_CHECK(kernels::batchnorm_forward_training(
       m_ctx->stream(), dims4(src), ptr<float>(src), strides4(src), ptr<float>(dst), strides4(dst), ptr<float>(gamma),
       ptr<float>(beta), ptr<float>(save_mean), ptr<float>(save_invstd), ptr<float>(running_mean),
@@ -181,7 +181,7 @@ void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Te
   check_vector(*m_ctx, beta, C, "batchnorm beta");
   check_vector(*m_ctx, running_mean, C, "batchnorm running_mean");
   check_vector(*m_ctx, running_var, C, "batchnorm running_var");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   LATHE_CUDA_CHECK(kernels::batchnorm_forward_inference(
       m_ctx->stream(), dims4(src), ptr<float>(src), strides4(src), ptr<float>(dst), strides4(dst), ptr<float>(gamma),
       ptr<float>(beta), ptr<float>(running_mean), ptr<float>(running_var), p.eps));
@@ -202,7 +202,7 @@ void CudaBackend::batchnorm_backward(const Tensor& src, const Tensor& diff_dst, 
   check_vector(*m_ctx, save_invstd, C, "batchnorm save_invstd");
   check_vector(*m_ctx, diff_gamma, C, "batchnorm diff_gamma");
   check_vector(*m_ctx, diff_beta, C, "batchnorm diff_beta");
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   LATHE_CUDA_CHECK(kernels::batchnorm_backward(m_ctx->stream(), dims4(src), ptr<float>(src), strides4(src),
                                                ptr<float>(diff_dst), strides4(diff_dst), ptr<float>(gamma),
                                                ptr<float>(save_mean), ptr<float>(save_invstd), ptr<float>(diff_src),
@@ -215,7 +215,7 @@ void CudaBackend::dropout_forward(double p, uint64_t seed, const Tensor& src, Te
   check_f32(*m_ctx, dst, "dropout_forward dst");
   check_same_shape(src, dst, "dropout_forward");
   LATHE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   if (!mask.defined() || mask.shape() != src.shape() || mask.dtype() != DType::u8 || mask.device() != device() ||
       !mask.is_contiguous())
     mask = device_empty(*m_ctx, src.shape(), DType::u8);
@@ -231,7 +231,7 @@ void CudaBackend::dropout_backward(double p, const Tensor& diff_dst, const Tenso
   LATHE_CHECK(mask.dtype() == DType::u8 && mask.shape() == diff_dst.shape() && mask.is_contiguous(),
               "dropout_backward: mask ", mask.describe(), " does not come from dropout_forward of this backend");
   LATHE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   LATHE_CUDA_CHECK(kernels::dropout_backward(m_ctx->stream(), ptr<float>(diff_dst), layout_of(diff_dst),
                                              ptr<uint8_t>(mask), ptr<float>(diff_src), layout_of(diff_src),
                                              diff_dst.numel(), p));
@@ -245,7 +245,7 @@ LossResult CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor
   LATHE_CHECK(
       logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) && labels.dtype() == DType::s32,
       "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   const int64_t N = logits.dim(0), C = logits.dim(1);
   const Tensor z = logits.stride(1) == 1 || C == 1 ? logits : make_contiguous(*m_ctx, logits);
   const Tensor y = make_contiguous(*m_ctx, labels);
@@ -282,7 +282,7 @@ void CudaBackend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& gr
     LATHE_CHECK(same_dense_layout(param, momentum_buf), "sgd_update: momentum_buf ", momentum_buf.describe(),
                 " must have param's layout ", param.describe());
   }
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   const Tensor g = match_layout(*m_ctx, grad, param);
   LATHE_CUDA_CHECK(kernels::sgd_update(m_ctx->stream(), ptr<float>(param), ptr<float>(g),
                                        use_momentum ? ptr<float>(momentum_buf) : nullptr, param.numel(),
@@ -300,7 +300,7 @@ void CudaBackend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor
               "adamw_update: param, m and v must share one dense layout: ", param.describe(), ", ", m.describe(), ", ",
               v.describe());
   LATHE_CHECK(p.step >= 1, "adamw_update: step is 1-based, got ", p.step);
-  m_ctx->activate();
+  const StreamScope scope = m_ctx->activate();
   const Tensor g = match_layout(*m_ctx, grad, param);
   const double bc1 = 1.0 - std::pow(p.beta1, static_cast<double>(p.step));
   const double bc2 = 1.0 - std::pow(p.beta2, static_cast<double>(p.step));
@@ -314,7 +314,7 @@ namespace {
 
 double reduce(CudaContext& ctx, const Tensor& t, bool squares, const char* what) {
   check_f32(ctx, t, what);
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   const Tensor d = dense(ctx, t);  // a flat pass over dense memory visits every element once
   char* scratch = static_cast<char*>(ctx.scratch(256 + kernels::reduce_scratch_bytes()));
   auto* result = reinterpret_cast<double*>(scratch);

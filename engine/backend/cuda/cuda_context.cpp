@@ -26,6 +26,9 @@ CudaContext::CudaContext(int device) : m_device(device) {
   LATHE_CUDA_CHECK(cudaGetDeviceProperties(&m_props, device));
   LATHE_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking));
   LATHE_CUDA_CHECK(cudaMallocHost(&m_pinned, 64));
+  m_allocator = CudaAllocator::for_device(device);
+  if (m_allocator)
+    m_allocator->add_stream(m_stream);
 }
 
 CudaContext::~CudaContext() {
@@ -41,16 +44,19 @@ CudaContext::~CudaContext() {
   m_scratch = Tensor();
   if (m_pinned)
     (void)cudaFreeHost(m_pinned);
+  if (m_allocator && m_stream)
+    m_allocator->remove_stream(m_stream);  // synchronised above: its guard events have completed
   if (m_stream)
     (void)cudaStreamDestroy(m_stream);
   (void)cudaGetLastError();
 }
 
-void CudaContext::activate() const {
+StreamScope CudaContext::activate() const {
   int current = -1;
   LATHE_CUDA_CHECK(cudaGetDevice(&current));
   if (current != m_device)
     LATHE_CUDA_CHECK(cudaSetDevice(m_device));
+  return StreamScope(m_device, m_stream);
 }
 
 void CudaContext::synchronize() const { LATHE_CUDA_CHECK(cudaStreamSynchronize(m_stream)); }

@@ -2,7 +2,8 @@
 // the stream all work is issued on, the cuBLAS and cuDNN handles (created on first use, bound to the
 // stream), the math mode (TF32 off unless asked for), a grow-only cuDNN workspace, a scratch buffer
 // for our kernels' partial results, a small pinned host buffer for scalars read back, and the
-// per-shape cache of chosen convolution algorithms.
+// per-shape cache of chosen convolution algorithms. The stream is registered with the device's
+// caching allocator for the context's lifetime.
 #pragma once
 
 #include <cublas_v2.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/cuda_allocator.h"
 #include "engine/core/tensor.h"
 
 namespace lathe::cuda {
@@ -37,8 +39,11 @@ class CudaContext {
   cudaStream_t stream() const { return m_stream; }
   const cudaDeviceProp& properties() const { return m_props; }
 
-  /// Makes this context's device current on the calling thread.
-  void activate() const;
+  /// Makes this context's device current on the calling thread, and for the returned scope marks
+  /// this context's stream as the one the thread's allocations on the device are for (so blocks
+  /// freed with only this stream's work pending are reused at once; see cuda_allocator.h). Every op
+  /// starts with `const StreamScope scope = ctx.activate();`.
+  [[nodiscard]] StreamScope activate() const;
   void synchronize() const;
 
   cublasHandle_t cublas();
@@ -75,6 +80,7 @@ class CudaContext {
   Tensor m_workspace;  // u8 on the device, counted by the allocator
   Tensor m_scratch;
   void* m_pinned = nullptr;
+  CudaAllocator* m_allocator = nullptr;  // the device's, where registered: knows our stream
   std::map<std::vector<int64_t>, ConvAlgoChoice> m_conv_cache;
 };
 

@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cuda/cuda_backend.h"
@@ -33,15 +34,15 @@ struct CudaInt8Linear::Impl {
   Tensor w, comp, bias_acc, out_scale;  // device: s8 [Op, Kp], s32 [Op], f32 [Op], f32 [Op]
   Tensor packed, acc;                   // device: s8 [N, Kp], s32 [N, Op]
 
-  void destroy_batch_layouts() {
+  /// Layouts, buffers and the algorithm for batch size n, installed together once all of them were
+  /// made: a failure (no heuristic for this n, out of memory) leaves the previous batch's state whole.
+  void prepare_batch(CudaBackend& be, int64_t n, int64_t kp, int64_t op_rows);
+
+  ~Impl() {
     if (b)
       cublasLtMatrixLayoutDestroy(b);
     if (c)
       cublasLtMatrixLayoutDestroy(c);
-    b = c = nullptr;
-  }
-  ~Impl() {
-    destroy_batch_layouts();
     if (a)
       cublasLtMatrixLayoutDestroy(a);
     if (op)
@@ -50,6 +51,65 @@ struct CudaInt8Linear::Impl {
       cublasLtDestroy(lt);
   }
 };
+
+namespace {
+
+/// A cuBLASLt matrix layout destroyed with its scope unless released.
+struct OwnedLayout {
+  cublasLtMatrixLayout_t layout = nullptr;
+  OwnedLayout() = default;
+  OwnedLayout(const OwnedLayout&) = delete;
+  OwnedLayout& operator=(const OwnedLayout&) = delete;
+  ~OwnedLayout() {
+    if (layout)
+      cublasLtMatrixLayoutDestroy(layout);
+  }
+  cublasLtMatrixLayout_t release() { return std::exchange(layout, nullptr); }
+};
+
+/// A matmul preference destroyed with its scope.
+struct OwnedPreference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  OwnedPreference() = default;
+  OwnedPreference(const OwnedPreference&) = delete;
+  OwnedPreference& operator=(const OwnedPreference&) = delete;
+  ~OwnedPreference() {
+    if (pref)
+      cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+
+}  // namespace
+
+void CudaInt8Linear::Impl::prepare_batch(CudaBackend& be, int64_t n, int64_t kp, int64_t op_rows) {
+  OwnedLayout new_b, new_c;
+  LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&new_b.layout, CUDA_R_8I, kp, n, kp));
+  LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&new_c.layout, CUDA_R_32I, op_rows, n, op_rows));
+  OwnedPreference pref;
+  LATHE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.pref));
+  LATHE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                          &kMaxWorkspace, sizeof(kMaxWorkspace)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  LATHE_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, op, a, new_b.layout, new_c.layout, new_c.layout, pref.pref, 1,
+                                                    &result, &found));
+  LATHE_CHECK(found > 0, "CudaInt8Linear: cuBLASLt has no int8 GEMM for O ", op_rows, ", K ", kp, ", N ", n,
+              " on this GPU");
+  Tensor new_packed = be.empty({n, kp}, DType::s8);
+  Tensor new_acc = be.empty({n, op_rows}, DType::s32);
+  // Everything for n exists: install it in one go (nothing below throws).
+  if (b)
+    cublasLtMatrixLayoutDestroy(b);
+  if (c)
+    cublasLtMatrixLayoutDestroy(c);
+  b = new_b.release();
+  c = new_c.release();
+  packed = std::move(new_packed);
+  acc = std::move(new_acc);
+  algo = result.algo;
+  workspace = result.workspaceSize;
+  this->n = n;
+}
 
 CudaInt8Linear::CudaInt8Linear(CudaBackend& backend, const Int8LayerData& layer)
     : m_be(backend), m_layer(layer), m_impl(std::make_unique<Impl>()) {
@@ -63,7 +123,7 @@ CudaInt8Linear::CudaInt8Linear(CudaBackend& backend, const Int8LayerData& layer)
   m_kp = round_up(m_k, kPad);
   m_op = round_up(m_o, kPad);
   CudaContext& ctx = m_be.context();
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
 
   // Weights padded with zeros; the compensation of the u8 -> s8 shift and of the src zero point.
   const bool src_unsigned = !layer.config.src.is_signed;
@@ -124,30 +184,12 @@ void CudaInt8Linear::forward_rows(const void* src, DType src_dtype, int64_t n, i
               " rows of ", dtype_name(src_dtype), " with leading dimension ", ld_src, " do not fit [N, ", m_k, "] ",
               dtype_name(m_layer.src_dtype()));
   CudaContext& ctx = m_be.context();
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
+  if (n == 0)
+    return;  // no rows, nothing to write (and cuBLASLt takes no empty layouts)
   Impl& im = *m_impl;
-  if (n != im.n) {  // layouts, buffers and the algorithm for this batch size
-    im.destroy_batch_layouts();
-    LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.b, CUDA_R_8I, m_kp, n, m_kp));
-    LATHE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.c, CUDA_R_32I, m_op, n, m_op));
-    im.packed = m_be.empty({n, m_kp}, DType::s8);
-    im.acc = m_be.empty({n, m_op}, DType::s32);
-    cublasLtMatmulPreference_t pref = nullptr;
-    LATHE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    LATHE_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                            &kMaxWorkspace, sizeof(kMaxWorkspace)));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(im.lt, im.op, im.a, im.b, im.c, im.c, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    LATHE_CUBLAS_CHECK(st);
-    LATHE_CHECK(found > 0, "CudaInt8Linear: cuBLASLt has no int8 GEMM for O ", m_op, ", K ", m_kp, ", N ", n,
-                " on this GPU");
-    im.algo = result.algo;
-    im.workspace = result.workspaceSize;
-    im.n = n;
-  }
+  if (n != im.n)
+    m_impl->prepare_batch(m_be, n, m_kp, m_op);
   cudaStream_t stream = ctx.stream();
   LATHE_CUDA_CHECK(kernels::int8_pack_rows(stream, src, src_dtype == DType::u8, n, m_k, ld_src,
                                            static_cast<int8_t*>(im.packed.raw()), m_kp));
@@ -214,7 +256,7 @@ Tensor CudaInt8Conv2d::forward(const Tensor& src) {
   if (!m_cols.defined() || m_cols.shape() != cols_shape || m_cols.dtype() != m_src_dtype)
     m_cols = m_be.empty(cols_shape, m_src_dtype);
   CudaContext& ctx = m_be.context();
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   LATHE_CUDA_CHECK(kernels::int8_im2col_nhwc(ctx.stream(), static_cast<const uint8_t*>(src.raw()), n, m_c, h, w,
                                              src.stride(0), src.stride(2), src.stride(3), m_kh, m_kw, m_p.stride_h,
                                              m_p.stride_w, m_p.pad_h, m_p.pad_w, oh, ow, m_pad,

@@ -99,7 +99,7 @@ Tensor CudaInt8Model::forward(const Tensor& images) {
     x = x.view(want);
   }
   CudaContext& ctx = m_be.context();
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   cudaStream_t stream = ctx.stream();
   bool flat = false;  // x is channels-last [N, C, H, W] that the next Linear reads as rows of H*W*C
   for (DeviceStep& d : m_steps) {

@@ -311,7 +311,7 @@ void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, co
     LATHE_CHECK(bias->ndim() == 1 && bias->dim(0) == weights.dim(0), "conv2d_forward: bias ", bias->describe(),
                 " does not match ", weights.dim(0), " output channels");
   }
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   if (dst.numel() == 0)
     return;
   if (bias)
@@ -346,7 +346,7 @@ void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& d
                           Tensor& diff_src) {
   check_matmul_operands(ctx, diff_dst, weights, diff_src, "conv2d_backward_data");
   check_conv(p, diff_src, weights, diff_dst);
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   if (diff_src.numel() == 0)
     return;
   const DType dt = diff_dst.dtype();
@@ -376,7 +376,7 @@ void conv2d_backward_weights(CudaContext& ctx, const ConvParams& p, const Tensor
                              Tensor& diff_weights, Tensor* diff_bias) {
   check_matmul_operands(ctx, src, diff_dst, diff_weights, "conv2d_backward_weights");
   check_conv(p, src, diff_weights, diff_dst);
-  ctx.activate();
+  const StreamScope scope = ctx.activate();
   const DType dt = src.dtype();
   for (const MemoryFormat f : formats_to_try(activation_format(src, diff_dst))) {
     const Tensor x = in_format(ctx, src, f), dy = in_format(ctx, diff_dst, f);

@@ -53,6 +53,15 @@ void CusparseCsr::spmm(const Tensor& b, Tensor& c) {
                   !b.device().is_cpu() && !c.device().is_cpu(),
               "cusparse spmm: B and C must be contiguous f32 device tensors");
   const int64_t n = b.dim(1);
+  if (c.numel() == 0)
+    return;
+  const StreamScope scope = m_be.context().activate();
+  if (m_nnz == 0) {
+    // C = A * B is all zeros. Written here rather than left to cuSPARSE: with no stored entries,
+    // whether SpMM writes C at all (beta = 0) is not something its documentation promises.
+    LATHE_CUDA_CHECK(cudaMemsetAsync(c.raw(), 0, c.nbytes(), m_be.context().stream()));
+    return;
+  }
   cusparseDnMatDescr_t db = nullptr, dc = nullptr;
   LATHE_CUSPARSE_CHECK(cusparseCreateDnMat(&db, m_cols, n, n, b.raw(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
   LATHE_CUSPARSE_CHECK(cusparseCreateDnMat(&dc, m_rows, n, n, c.raw(), CUDA_R_32F, CUSPARSE_ORDER_ROW));

@@ -21,6 +21,7 @@ class CusparseCsr {
   CusparseCsr& operator=(const CusparseCsr&) = delete;
 
   /// c [rows, n] = A * b [cols, n]; both f32, row-major contiguous, on this device. Stream-ordered.
+  /// Every element of c is written (with nnz = 0: zeros, without calling cuSPARSE).
   void spmm(const Tensor& b, Tensor& c);
 
   int64_t rows() const { return m_rows; }

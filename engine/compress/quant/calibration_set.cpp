@@ -7,7 +7,7 @@
 
 #include "engine/core/rng.h"
 #include "engine/data/loader.h"
-#include "engine/run/train_step.h"
+#include "engine/exec/batch_loop.h"
 
 namespace lathe {
 
@@ -15,21 +15,13 @@ namespace {
 
 /// Runs `fn(batch, model output)` over `data` in order, evaluation mode.
 template <typename Fn>
-void for_each_batch(Model& model, Backend& be, const Dataset& data, int64_t batch_size, Fn&& fn) {
-  LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.shuffle = false;
-  DataLoader loader(data, lo);
-  loader.start_epoch(0);
+void for_each_output(Model& model, Backend& be, const Dataset& data, int64_t batch_size, Fn&& fn) {
   LayerContext ctx{be, false, 0};
-  Batch b;
-  DeviceBatch db;
-  while (loader.next(b)) {
-    db.load(be, b);
+  for_each_batch(be, data, batch_size, [&](const Batch& b, DeviceBatch& db) {
     const Tensor& out = model.forward(ctx, db.images);
     be.synchronize();
     fn(b, out);
-  }
+  });
 }
 
 /// The tensor itself when it is on the host, else a host copy made by its backend (a model on a GPU).
@@ -46,7 +38,7 @@ Tensor to_host(const Tensor& t, Backend& be) {
 std::vector<double> per_sample_losses(Model& model, Backend& be, const Dataset& data, int64_t batch_size) {
   std::vector<double> losses;
   losses.reserve(data.count);
-  for_each_batch(model, be, data, batch_size, [&](const Batch& b, const Tensor& out) {
+  for_each_output(model, be, data, batch_size, [&](const Batch& b, const Tensor& out) {
     const Tensor logits = to_host(out, be);
     const int64_t n = logits.dim(0), k = logits.dim(1);
     for (int64_t i = 0; i < n; ++i) {
@@ -131,7 +123,7 @@ ActivationStats collect_activation_stats(Model& model, Backend& be, const Datase
     ~Restore() { m.set_low_precision_activations(on); }
   } restore{model, model.low_precision_activations()};
   model.set_low_precision_activations(false);
-  for_each_batch(model, be, images, batch_size, [&](const Batch& b, const Tensor&) {
+  for_each_output(model, be, images, batch_size, [&](const Batch& b, const Tensor&) {
     for (const std::string& t : taps)
       stats.taps.at(t).observe(t == kInputTap ? b.images : to_host(model.activation(t), be));
     stats.samples += b.labels.dim(0);

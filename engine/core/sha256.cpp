@@ -1,5 +1,5 @@
 // SHA-256 compression function and the file helper.
-#include "engine/store/sha256.h"
+#include "engine/core/sha256.h"
 
 #include <algorithm>
 #include <cstring>

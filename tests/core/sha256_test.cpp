@@ -1,11 +1,13 @@
 // SHA-256 against the FIPS 180-2 example digests, across chunk boundaries, and on a file.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include "engine/core/error.h"
-#include "engine/store/sha256.h"
-#include "store_test_util.h"
+#include "engine/core/sha256.h"
 
 namespace lathe {
 namespace {
@@ -38,13 +40,14 @@ TEST(Sha256, ChunkingDoesNotMatter) {
 }
 
 TEST(Sha256, FileDigestAndSize) {
-  test::StoreDir dir;
-  const std::string path = dir.file("x.bin");
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("lathe_sha256_" + std::to_string(::getpid()) + ".bin");
   std::ofstream(path, std::ios::binary) << "abc";
   int64_t bytes = 0;
-  EXPECT_EQ(sha256_file(path, &bytes), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_file(path.string(), &bytes), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(bytes, 3);
-  EXPECT_THROW(sha256_file(dir.file("missing.bin")), DataError);
+  std::filesystem::remove(path);
+  EXPECT_THROW(sha256_file(path.string()), DataError);
 }
 
 }  // namespace

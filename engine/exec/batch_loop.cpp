@@ -1,5 +1,5 @@
-// forward_backward, DeviceBatch and evaluate: the model work of training and evaluation.
-#include "engine/run/train_step.h"
+// forward_backward, DeviceBatch, the in-order batch loop and the evaluation built on it.
+#include "engine/exec/batch_loop.h"
 
 #include <algorithm>
 
@@ -29,28 +29,41 @@ void DeviceBatch::load(Backend& be, const Batch& b) {
   be.copy(b.labels, labels);
 }
 
-EvalResult evaluate(Model& model, Backend& be, const Dataset& data, int64_t batch_size) {
+void for_each_batch(Backend& be, const Dataset& data, int64_t batch_size,
+                    const std::function<void(const Batch&, DeviceBatch&)>& fn) {
   LoaderOptions lo;
   lo.batch_size = batch_size;
   lo.shuffle = false;
   DataLoader loader(data, lo);
   loader.start_epoch(0);
-  LayerContext ctx{be, false, 0};
   Batch b;
   DeviceBatch db;
-  EvalResult r;
-  double loss = 0;
   while (loader.next(b)) {
     db.load(be, b);
-    const LossResult l = be.softmax_cross_entropy(model.forward(ctx, db.images), db.labels, nullptr, 1.0);
+    fn(b, db);
+  }
+}
+
+EvalResult evaluate_logits(Backend& be, const Dataset& data, int64_t batch_size,
+                           const std::function<Tensor(const Batch&, DeviceBatch&)>& forward) {
+  EvalResult r;
+  double loss = 0;
+  for_each_batch(be, data, batch_size, [&](const Batch& b, DeviceBatch& db) {
+    const LossResult l = be.softmax_cross_entropy(forward(b, db), db.labels, nullptr, 1.0);
     loss += l.loss_sum;
     r.correct += l.correct;
     r.samples += b.labels.dim(0);
-  }
+  });
   const double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
   r.loss = loss / n;
   r.accuracy = static_cast<double>(r.correct) / n;
   return r;
+}
+
+EvalResult evaluate(Model& model, Backend& be, const Dataset& data, int64_t batch_size) {
+  LayerContext ctx{be, false, 0};
+  return evaluate_logits(be, data, batch_size,
+                         [&](const Batch&, DeviceBatch& db) { return model.forward(ctx, db.images); });
 }
 
 }  // namespace lathe
