@@ -11,6 +11,7 @@ pkgs=(
   xvfb xauth
   dataset-fashion-mnist
   python3 python3-venv
+  clang libomp-dev
 )
 
 missing=()

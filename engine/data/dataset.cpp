@@ -86,6 +86,12 @@ TrainTest load_fashion_mnist(const std::string& folder) {
   return tt;
 }
 
+void require_samples(const Dataset& ds, const std::string& split) {
+  if (ds.count <= 0)
+    throw DataError("the " + split + " holds 0 images (" + ds.source +
+                    "): a run needs at least one training and one test image");
+}
+
 Dataset subset(const Dataset& ds, int64_t n) {
   LATHE_CHECK(n >= 0, "subset: n must be >= 0, got ", n);
   n = std::min(n, ds.count);

@@ -46,6 +46,10 @@ std::string default_fashion_mnist_dir();
 /// dataset-fashion-mnist` or to set `data.path` in the experiment config.
 TrainTest load_fashion_mnist(const std::string& folder = "");
 
+/// Throws lathe::DataError when `ds` holds no samples, naming `split` (e.g. "training set") and the
+/// files it came from: a run on 0 images would report a loss or an accuracy that was never measured.
+void require_samples(const Dataset& ds, const std::string& split);
+
 /// The first `n` samples of `ds` (all of them when n >= ds.count). Throws lathe::Error when n < 0.
 Dataset subset(const Dataset& ds, int64_t n);
 

@@ -1,10 +1,13 @@
 // IDX reader and writer. The header is a 4-byte magic (0, 0, element type, rank) followed by one
 // big-endian u32 per dimension; the data follows, row-major. Files are streamed (plain stdio or zlib's
-// gzread), so a 47 MB image file is read once, straight into its final buffer.
+// gzread). The size the header claims is checked against the file before anything is allocated: a
+// plain file must hold exactly that many bytes; a gzip file must be big enough to expand to it
+// (deflate's ~1032:1 limit), and is read in 16 MiB chunks so the buffer grows only with real data.
 #include "engine/data/idx_reader.h"
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +22,11 @@ namespace {
 constexpr uint8_t kTypeU8 = 0x08;
 // The largest array we accept (16 GiB): a header promising more is corrupt, not a data set.
 constexpr int64_t kMaxIdxBytes = int64_t{1} << 34;
+// deflate expands at most ~1032:1, so a gzip file of C bytes cannot hold more than this many bytes
+// per compressed byte (plus one block's worth of slack): a header promising more is corrupt.
+constexpr int64_t kMaxGzipRatio = 1100;
+// Gzip data is read in chunks of this size, so the buffer only grows as far as the data really goes.
+constexpr size_t kGzipChunk = size_t{16} << 20;
 
 std::string hex32(uint32_t v) {
   char buf[16];
@@ -88,6 +96,9 @@ class ByteSource {
       std::rewind(f);
       m_file = f;
     }
+    m_file_size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+    if (ec)
+      fail(path, "cannot read its size: " + ec.message());
   }
   ~ByteSource() {
     if (m_gz)
@@ -99,6 +110,8 @@ class ByteSource {
   ByteSource& operator=(const ByteSource&) = delete;
 
   bool gzip() const { return m_gzip; }
+  /// Size of the file on disk (compressed size for gzip).
+  int64_t file_size() const { return m_file_size; }
 
   /// Reads up to `n` bytes; returns how many were read (fewer only at the end of the data).
   /// A corrupt gzip stream throws; a gzip stream cut short is remembered for the caller's message.
@@ -134,6 +147,7 @@ class ByteSource {
   std::string m_path;
   bool m_gzip = false;
   bool m_gz_truncated = false;
+  int64_t m_file_size = 0;
   gzFile m_gz = nullptr;
   FILE* m_file = nullptr;
 
@@ -201,11 +215,39 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
     total *= out.dims[i];
   }
 
-  out.data.resize(static_cast<size_t>(total));
-  const size_t got_data = src.read(out.data.data(), out.data.size());
-  if (got_data < out.data.size())
+  // The claim is checked against what the file can hold before anything is allocated.
+  auto truncated = [&](int64_t have) {
     fail(path, "truncated: the header promises " + std::to_string(total) + " bytes of data (" + dims_text +
-                   ") but only " + std::to_string(got_data) + " bytes follow it" + src.truncation_note());
+                   ") but only " + std::to_string(have) + " bytes follow it" + src.truncation_note());
+  };
+  const int64_t header_bytes = 4 + 4 * static_cast<int64_t>(ndim);
+  if (!src.gzip()) {
+    const int64_t rest = std::max<int64_t>(0, src.file_size() - header_bytes);
+    if (total > rest)
+      truncated(rest);
+    if (total < rest)
+      fail(path, std::to_string(rest - total) + " unexpected bytes after the " + std::to_string(total) +
+                     " bytes of data the header promises (" + dims_text + ")");
+    out.data.resize(static_cast<size_t>(total));
+    const size_t got_data = src.read(out.data.data(), out.data.size());
+    if (got_data < out.data.size())
+      truncated(static_cast<int64_t>(got_data));
+  } else {
+    const int64_t most =
+        src.file_size() > kMaxIdxBytes / kMaxGzipRatio ? kMaxIdxBytes : src.file_size() * kMaxGzipRatio + (1 << 16);
+    if (total + header_bytes > most)
+      fail(path, "the header promises " + std::to_string(total) + " bytes of data (" + dims_text + "), more than a " +
+                     std::to_string(src.file_size()) + "-byte gzip file can hold: corrupt header or truncated file");
+    size_t have = 0;
+    while (have < static_cast<size_t>(total)) {
+      const size_t want = std::min(kGzipChunk, static_cast<size_t>(total) - have);
+      out.data.resize(have + want);
+      const size_t got = src.read(out.data.data() + have, want);
+      have += got;
+      if (got < want)
+        truncated(static_cast<int64_t>(have));
+    }
+  }
 
   unsigned char extra[4096];
   size_t trailing = 0;

@@ -27,6 +27,8 @@ using nlohmann::json;
 // The reference implementation refuses headers above 100 MB; so do we (a corrupt length field
 // would otherwise make us allocate gigabytes).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// More dimensions than any tensor of ours has: a longer shape is corrupt, not a tensor.
+constexpr size_t kMaxRank = 16;
 
 struct DTypeName {
   DType dtype;
@@ -179,6 +181,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
     header = json::parse(text, on_event);
   } catch (const json::parse_error& e) {
     bad_file(path, std::string("header is not valid JSON: ") + e.what());
+  } catch (const json::exception& e) {
+    // e.g. out_of_range.406 for a number such as 1e999 that no double holds
+    bad_file(path, std::string("header cannot be read as JSON (") + e.what() + ")");
   }
   if (!header.is_object())
     bad_file(path, "header is not a JSON object");
@@ -220,14 +225,24 @@ SafetensorsFile load_safetensors(const std::string& path) {
     const json& shape = e.at("shape");
     if (!shape.is_array())
       bad_file(path, where + ": shape must be an array, got " + shape.dump());
-    // Count bytes in 128 bits so a hostile shape cannot overflow into a small number.
-    unsigned __int128 bytes = dtype_size(entry.dtype);
+    if (shape.size() > kMaxRank)
+      bad_file(path, where + ": shape has " + std::to_string(shape.size()) + " dimensions; at most " +
+                         std::to_string(kMaxRank) + " are supported");
+    // Count bytes in 128 bits so a hostile shape cannot overflow into a small number. The non-zero
+    // dimensions must multiply to at most the file's size too, even when another one is 0: the
+    // tensor's strides are their products and must not overflow.
+    unsigned __int128 bytes = dtype_size(entry.dtype), nonzero = 1;
     for (const json& d : shape) {
       const uint64_t dim = parse_uint(d, path, where + ": shape entry");
       bytes *= dim;
       if (bytes > file_size)
         bytes = static_cast<unsigned __int128>(file_size) + 1;  // saturate
-      entry.shape.push_back(static_cast<int64_t>(std::min<uint64_t>(dim, INT64_MAX)));
+      if (dim > 0)
+        nonzero *= dim;
+      if (nonzero > file_size)
+        bad_file(path, where + ": shape " + shape.dump() + " needs more bytes than the file has (its non-zero " +
+                           "dimensions multiply to more than the file's " + std::to_string(file_size) + " bytes)");
+      entry.shape.push_back(static_cast<int64_t>(dim));
     }
     const json& offs = e.at("data_offsets");
     if (!offs.is_array() || offs.size() != 2)

@@ -109,6 +109,8 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
         stage->cache_path = d.teacher_cache;
         if (stage->cache->load(stage->cache_path))
           stage->cache_note += "; " + std::to_string(stage->cache->size()) + " images loaded from " + stage->cache_path;
+        else if (!stage->cache->load_note().empty())
+          stage->cache_note += "; " + stage->cache->load_note() + " after the first epoch";
         else
           stage->cache_note += "; " + stage->cache_path + " will be written after the first epoch";
       }

@@ -38,6 +38,8 @@ TrainTest load_data(const DataConfig& d) {
     tt.train = load_idx_pair(d.train_images, d.train_labels);
     tt.test = load_idx_pair(d.test_images, d.test_labels, tt.train.num_classes);
   }
+  require_samples(tt.train, "training set");
+  require_samples(tt.test, "test set");
   if (d.train_subset > 0 && d.train_subset < tt.train.count)
     tt.train = subset(tt.train, d.train_subset);
   if (d.test_subset > 0 && d.test_subset < tt.test.count)

@@ -156,6 +156,8 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
   } catch (const sql::SqliteError& e) {
     if ((e.code() & 0xff) == SQLITE_NOTADB)
       throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
+    if ((e.code() & 0xff) == SQLITE_CORRUPT)
+      throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
     throw;
   }
   Store store(std::move(db));
@@ -181,6 +183,8 @@ Store Store::open_read_only(const std::string& path, const OpenOptions& options)
   } catch (const sql::SqliteError& e) {
     if ((e.code() & 0xff) == SQLITE_NOTADB)
       throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
+    if ((e.code() & 0xff) == SQLITE_CORRUPT)
+      throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
     throw;
   }
   if (version < kSchemaVersion)

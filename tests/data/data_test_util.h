@@ -3,6 +3,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -92,6 +94,37 @@ inline void expect_data_error(const std::function<void()>& fn, const std::vector
   } catch (const std::exception& e) {
     ADD_FAILURE() << "expected a DataError, got another exception: " << e.what();
   }
+}
+
+/// Runs `fn` in a forked child and returns how far it raised the child's peak resident memory
+/// (KiB), so a test can bound what a reader allocates; -1 when the child did not end normally.
+inline long peak_rss_growth_kib(const std::function<void()>& fn) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_SELF, &before);
+    try {
+      fn();
+    } catch (...) {
+    }
+    ::getrusage(RUSAGE_SELF, &after);
+    const long growth = after.ru_maxrss - before.ru_maxrss;
+    const bool ok = ::write(fds[1], &growth, sizeof growth) == static_cast<ssize_t>(sizeof growth);
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  long growth = -1;
+  if (pid < 0 || ::read(fds[0], &growth, sizeof growth) != static_cast<ssize_t>(sizeof growth))
+    growth = -1;
+  ::close(fds[0]);
+  int status = 0;
+  if (pid > 0)
+    ::waitpid(pid, &status, 0);
+  return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? growth : -1;
 }
 
 }  // namespace lathe::test

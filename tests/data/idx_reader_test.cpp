@@ -177,5 +177,37 @@ TEST(IdxReader, ImplausibleHeader) {
   expect_data_error([&] { read_idx(path); }, {path, "implausible size"});
 }
 
+// Issue 11: a 16-byte file claiming 2.7M x 28 x 28 images (2.1 GB) is refused, naming the file,
+// before anything of that size is allocated (the child's peak memory may grow by 64 MiB at most).
+TEST(IdxReader, TinyFileClaimingHugeDataIsRefusedWithoutAllocating) {
+  TempDir dir;
+  const std::string path = dir.file("tiny-idx3");
+  write_bytes(path, idx_bytes({2'700'000, 28, 28}, {}));
+  ASSERT_EQ(test::read_bytes(path).size(), 16u);
+  expect_data_error([&] { read_idx(path, 3); }, {path, "truncated", "2116800000 bytes", "only 0"});
+  const long growth = test::peak_rss_growth_kib([&] { read_idx(path, 3); });
+  ASSERT_GE(growth, 0);
+  EXPECT_LT(growth, 64 * 1024) << "read_idx allocated about " << growth / 1024 << " MiB for a 16-byte file";
+
+  // The same header gzip-compressed (a few dozen bytes cannot expand to 2.1 GB).
+  const std::string gz = dir.file("tiny-idx3.gz");
+  write_bytes(gz, idx_bytes({2'700'000, 28, 28}, std::vector<uint8_t>(100)), /*gzip=*/true);
+  expect_data_error([&] { read_idx(gz, 3); }, {gz, "2116800000 bytes", "gzip file can hold"});
+  const long gz_growth = test::peak_rss_growth_kib([&] { read_idx(gz, 3); });
+  ASSERT_GE(gz_growth, 0);
+  EXPECT_LT(gz_growth, 64 * 1024) << "read_idx allocated about " << gz_growth / 1024 << " MiB for a tiny gzip file";
+}
+
+// A large claim (1 GiB here; the cap is 16 GiB) in a plain file is refused by its size, not zero-filled first.
+TEST(IdxReader, ClaimUnderTheCapIsCheckedAgainstTheFileSize) {
+  TempDir dir;
+  const std::string path = dir.file("big-claim");
+  write_bytes(path, idx_bytes({1023, 1024, 1024}, ramp(1000)));
+  expect_data_error([&] { read_idx(path); }, {path, "truncated", "only 1000"});
+  const long growth = test::peak_rss_growth_kib([&] { read_idx(path); });
+  ASSERT_GE(growth, 0);
+  EXPECT_LT(growth, 64 * 1024);
+}
+
 }  // namespace
 }  // namespace lathe

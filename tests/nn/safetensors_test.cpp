@@ -215,5 +215,29 @@ TEST_F(Safetensors, RejectsMalformedFiles) {
   EXPECT_THROW(load_safetensors(file("missing.safetensors")), DataError);
 }
 
+// Issue 11: a number no double holds (1e999) used to escape as nlohmann's out_of_range.406 naming no
+// file; a zero dimension used to let the others be anything (their product, the strides, overflowed).
+TEST_F(Safetensors, RejectsHostileHeadersNamingTheFile) {
+  const std::string data8(8, '\0');
+  expect_rejected(image("{\"t\":{\"dtype\":\"F32\",\"shape\":[1e999],\"data_offsets\":[0,8]}}", data8),
+                  "header cannot be read as JSON");
+  expect_rejected(image("{\"__metadata__\":{\"x\":\"1\"},\"y\":-1e999}", data8), "header cannot be read as JSON");
+  expect_rejected(image("{\"t\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904,4611686018427387904],"
+                        "\"data_offsets\":[0,0]}}",
+                        data8),
+                  "more bytes than the file has");
+  std::string rank17 = "[1";
+  for (int i = 1; i < 17; ++i)
+    rank17 += ",1";
+  expect_rejected(image("{\"t\":{\"dtype\":\"U8\",\"shape\":" + rank17 + "],\"data_offsets\":[0,1]}}", data8),
+                  "at most 16");
+  // An empty tensor with a modest zero-sized shape still loads.
+  write_bytes(file("empty.safetensors"),
+              image("{\"t\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]}}", ""));
+  const SafetensorsFile f = load_safetensors(file("empty.safetensors"));
+  ASSERT_EQ(f.tensors.size(), 1u);
+  EXPECT_EQ(f.tensors[0].second.shape(), (Shape{0, 3}));
+}
+
 }  // namespace
 }  // namespace lathe

@@ -90,5 +90,33 @@ TEST(SparseModelIo, RejectsMalformedFiles) {
   std::filesystem::remove(path);
 }
 
+// Issue 11: the dense shape in a sparse weight's metadata is checked against the model before it is
+// decoded (a claim of 10^12 values used to be allocated first: std::bad_alloc, not a DataError).
+TEST(SparseModelIo, RejectsAHugeOrNegativeClaimedShapeBeforeDecoding) {
+  auto be = make_backend("cpu");
+  auto model = cnn(*be, 1);
+  apply_masks(*model, magnitude_masks(*model, 0.9, true));
+  const std::string path = tmp("huge-claim.safetensors");
+  save_sparse_model(*model, *be, path);
+  SafetensorsFile f = load_safetensors(path);
+  ASSERT_TRUE(f.metadata.count("lathe.sparse.0.weight"));
+  auto target = cnn(*be, 2);
+  for (const char* shape : {"[1000000, 1000000]", "[-1, 9]", "[32, 1, 3]"}) {
+    SafetensorsFile bad = f;
+    const std::string v = bad.metadata["lathe.sparse.0.weight"];
+    bad.metadata["lathe.sparse.0.weight"] = v.substr(0, v.find(' ')) + " " + shape;
+    save_safetensors(path, bad.tensors, bad.metadata);
+    try {
+      load_sparse_model_weights(*target, *be, path);
+      ADD_FAILURE() << "accepted the claimed shape " << shape;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("the model expects"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "shape " << shape << ": expected a DataError, got " << e.what();
+    }
+  }
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace lathe

@@ -1,6 +1,7 @@
 // Rounding loops for the emulated bf16/f16 compute path (see round_kernels.h).
 #include "engine/backend/cpu/round_kernels.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
@@ -29,7 +30,11 @@ void round_to_f16_scalar(const float* src, float* dst, int64_t n) {
 }
 
 bool cpu_has_f16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports does not know "f16c" (gcc's does).
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && __builtin_cpu_supports("avx");
+  }();
   return has;
 }
 

@@ -95,31 +95,57 @@ void TeacherCache::insert(const std::vector<uint64_t>& hashes, const std::vector
 }
 
 bool TeacherCache::load(const std::string& path) {
+  m_load_note.clear();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return false;
+  auto ignore = [&](const std::string& why) {
+    m_load_note = path + " ignored (" + why + "); it is rebuilt";
+    return false;
+  };
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec)
+    return ignore("cannot read its size: " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return false;
+    return ignore("cannot open it");
   char magic[8];
   uint64_t key_len = 0, nsizes = 0, count = 0;
-  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0 || !get(in, key_len) || key_len > (1u << 20))
-    return false;
+  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0)
+    return ignore("not a teacher cache file");
+  if (!get(in, key_len) || key_len > std::min<uint64_t>(1u << 20, file_size))
+    return ignore("bad key length");
   std::string key(key_len, '\0');
-  if (!in.read(key.data(), key_len) || key != m_key || !get(in, nsizes) || nsizes != m_sizes.size())
-    return false;
+  if (!in.read(key.data(), static_cast<std::streamsize>(key_len)))
+    return ignore("truncated key");
+  if (key != m_key)
+    return ignore("made for another teacher or backend");
+  if (!get(in, nsizes) || nsizes != m_sizes.size())
+    return ignore("made for other tapped outputs");
   for (int64_t s : m_sizes) {
     int64_t v = 0;
     if (!get(in, v) || v != s)
-      return false;
+      return ignore("made for other tapped outputs");
   }
   double acc = -1;
   int64_t acc_n = 0;
   if (!get(in, acc) || !get(in, acc_n) || !get(in, count))
-    return false;
-  std::vector<float> data(count * m_record);
+    return ignore("truncated header");
+  // The record count is checked against what the file really holds before anything is allocated:
+  // count x record bytes must be exactly the rest of the file (division, so nothing can wrap).
+  const uint64_t header_bytes = static_cast<uint64_t>(in.tellg());
+  const uint64_t record_bytes = 8 + static_cast<uint64_t>(m_record) * sizeof(float);
+  const uint64_t rest = file_size >= header_bytes ? file_size - header_bytes : 0;
+  if (count > rest / record_bytes || count * record_bytes != rest)
+    return ignore("it claims " + std::to_string(count) + " records of " + std::to_string(record_bytes) + " bytes but " +
+                  std::to_string(rest) + " bytes follow its header");
+  std::vector<float> data(static_cast<size_t>(count * m_record));
   std::unordered_map<uint64_t, int64_t> index;
   for (uint64_t r = 0; r < count; ++r) {
     uint64_t h = 0;
-    if (!get(in, h) || !in.read(reinterpret_cast<char*>(&data[r * m_record]), m_record * sizeof(float)))
-      return false;  // truncated: ignore the file, it is rebuilt
+    if (!get(in, h) || !in.read(reinterpret_cast<char*>(data.data() + r * m_record),
+                                static_cast<std::streamsize>(m_record * sizeof(float))))
+      return ignore("truncated records");
     index[h] = static_cast<int64_t>(r);
   }
   m_data = std::move(data);

@@ -39,8 +39,13 @@ class TeacherCache {
   double test_accuracy = -1;
   int64_t test_samples = 0;
 
-  /// Loads `path` when it exists and its key matches; returns whether it did.
+  /// Loads `path` when it exists and its key matches; returns whether it did. A file that is not a
+  /// valid cache (bad magic, other key or sizes, a record count that does not fit the file's size,
+  /// truncated) is ignored and rebuilt: load() returns false and load_note() says why. Nothing is
+  /// allocated for the records before their count is checked against the file's real size.
   bool load(const std::string& path);
+  /// Why the last load() ignored an existing file ("" when it loaded it or there was no file).
+  const std::string& load_note() const { return m_load_note; }
   /// Writes the cache atomically (temp file + rename).
   void save(const std::string& path);
 
@@ -51,6 +56,7 @@ class TeacherCache {
   std::vector<float> m_data;
   std::unordered_map<uint64_t, int64_t> m_index;  // hash -> record number
   bool m_dirty = false;
+  std::string m_load_note;
 };
 
 }  // namespace lathe

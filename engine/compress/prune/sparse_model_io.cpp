@@ -133,6 +133,10 @@ void load_sparse_model_weights(Model& model, Backend& backend, const std::string
       } catch (const std::exception&) {
         throw DataError(path + ": metadata '" + kMetaPrefix + name + "' = '" + v + "' has no valid shape");
       }
+      // Checked before decoding, so the dense tensor decode() allocates is the model's own size.
+      if (e.shape != dst.shape())
+        throw DataError(path + ": tensor '" + name + "' has shape " + shape_str(e.shape) + ", the model expects " +
+                        shape_str(dst.shape()));
       if (kind == "csr") {
         e.kind = SparseEncoding::csr;
         for (const char* part : {".csr_row_ptr", ".csr_col_idx", ".csr_values"})
