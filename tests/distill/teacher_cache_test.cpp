@@ -94,6 +94,19 @@ TEST_F(TeacherCacheFile, IgnoredFileIsRebuilt) {
   EXPECT_EQ(again.size(), 1u);
 }
 
+TEST_F(TeacherCacheFile, ASaveThatCannotBeWrittenIsAnErrorNamingTheFile) {
+  TeacherCache cache("k", kSizes);
+  Tensor logits = Tensor::zeros({1, 10}, DType::f32), taps = Tensor::zeros({1, 6}, DType::f32);
+  cache.insert({7}, {&logits, &taps});
+  const std::string bad = path + ".missing-folder/cache.bin";
+  try {
+    cache.save(bad);
+    ADD_FAILURE() << "saved into a folder that does not exist";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("cache.bin"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(TeacherCacheFile, MissingFileHasNoNote) {
   TeacherCache cache("k", kSizes);
   EXPECT_FALSE(cache.load(path + ".none"));

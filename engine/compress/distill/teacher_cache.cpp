@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "engine/core/error.h"
+#include "engine/core/file_write.h"
 
 namespace lathe {
 
@@ -15,8 +16,8 @@ namespace {
 constexpr char kMagic[8] = {'L', 'T', 'C', 'A', 'C', 'H', 'E', '1'};
 
 template <class T>
-void put(std::ofstream& out, const T& v) {
-  out.write(reinterpret_cast<const char*>(&v), sizeof(T));
+void put(FileWriter& out, const T& v) {
+  out.write(std::string_view(reinterpret_cast<const char*>(&v), sizeof(T)));
 }
 template <class T>
 bool get(std::ifstream& in, T& v) {
@@ -157,14 +158,14 @@ bool TeacherCache::load(const std::string& path) {
 }
 
 void TeacherCache::save(const std::string& path) {
+  // Checked writes (a full disk is an error naming the file), then an atomic rename: a reader
+  // never sees half a cache.
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw DataError("distill.teacher_cache: cannot write " + tmp);
-    out.write(kMagic, 8);
+  try {
+    FileWriter out(tmp, FileWriter::Mode::truncate, path);
+    out.write(std::string_view(kMagic, 8));
     put<uint64_t>(out, m_key.size());
-    out.write(m_key.data(), static_cast<std::streamsize>(m_key.size()));
+    out.write(m_key);
     put<uint64_t>(out, m_sizes.size());
     for (int64_t s : m_sizes)
       put(out, s);
@@ -176,12 +177,20 @@ void TeacherCache::save(const std::string& path) {
       hash_of[r] = h;
     for (size_t r = 0; r < hash_of.size(); ++r) {
       put(out, hash_of[r]);
-      out.write(reinterpret_cast<const char*>(&m_data[r * m_record]), m_record * sizeof(float));
+      out.write(std::string_view(reinterpret_cast<const char*>(&m_data[r * m_record]), m_record * sizeof(float)));
     }
-    if (!out)
-      throw DataError("distill.teacher_cache: writing " + tmp + " failed");
+    out.close(/*fsync=*/true);
+  } catch (const Error& e) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw DataError(std::string("distill.teacher_cache: ") + e.what());
   }
-  std::filesystem::rename(tmp, path);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw DataError("distill.teacher_cache: cannot rename " + tmp + " to " + path + ": " + ec.message());
+  }
   m_dirty = false;
 }
 
