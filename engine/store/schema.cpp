@@ -87,6 +87,17 @@ void apply_v1(sql::Db& db) { db.exec(kV1); }
 
 // ---- v2: liveness, directions, full summaries, blocks, telemetry, indexes ------------------------
 
+// Summaries with each metric's best value and step (by its direction). v2 creates it; v3, which
+// rebuilds the runs table it reads, drops and recreates it.
+const char* const kMetricSummaryView = R"sql(
+CREATE VIEW metric_summary_view AS
+  SELECT r.id AS run_id, k.name AS metric, s.count, s.first_step, s.last_step, s.last_value,
+         s.min_value, s.min_step, s.max_value, s.max_step,
+         iif(k.direction < 0, s.min_value, s.max_value) AS best_value,
+         iif(k.direction < 0, s.min_step, s.max_step) AS best_step
+  FROM metric_summary s JOIN runs r ON r.rid = s.run JOIN metric_keys k ON k.id = s.metric;
+)sql";
+
 const char* const kV2Ddl = R"sql(
 ALTER TABLE runs ADD COLUMN pid INTEGER;
 ALTER TABLE runs ADD COLUMN heartbeat_ms INTEGER;
@@ -133,12 +144,6 @@ CREATE INDEX telemetry_by_series ON telemetry(run, metric, wall_ms);
 ALTER TABLE artifacts ADD COLUMN step INTEGER;
 CREATE INDEX artifacts_by_run ON artifacts(run);
 
-CREATE VIEW metric_summary_view AS
-  SELECT r.id AS run_id, k.name AS metric, s.count, s.first_step, s.last_step, s.last_value,
-         s.min_value, s.min_step, s.max_value, s.max_step,
-         iif(k.direction < 0, s.min_value, s.max_value) AS best_value,
-         iif(k.direction < 0, s.min_step, s.max_step) AS best_step
-  FROM metric_summary s JOIN runs r ON r.rid = s.run JOIN metric_keys k ON k.id = s.metric;
 )sql";
 
 /// v1 kept no steps for min/max and no blocks: rebuild both from the samples, which are the truth.
@@ -170,6 +175,7 @@ void backfill_series(sql::Db& db) {
 
 void apply_v2(sql::Db& db) {
   db.exec(kV2Ddl);
+  db.exec(kMetricSummaryView);
   backfill_series(db);
   db.exec("DROP TABLE metric_summary_v1");
 }
@@ -204,15 +210,12 @@ ALTER TABLE runs_v3 RENAME TO runs;
 CREATE INDEX runs_by_created ON runs(created_ms);
 CREATE INDEX runs_by_name ON runs(name);
 CREATE INDEX runs_by_status ON runs(status);
-CREATE VIEW metric_summary_view AS
-  SELECT r.id AS run_id, k.name AS metric, s.count, s.first_step, s.last_step, s.last_value,
-         s.min_value, s.min_step, s.max_value, s.max_step,
-         iif(k.direction < 0, s.min_value, s.max_value) AS best_value,
-         iif(k.direction < 0, s.min_step, s.max_step) AS best_step
-  FROM metric_summary s JOIN runs r ON r.rid = s.run JOIN metric_keys k ON k.id = s.metric;
 )sql";
 
-void apply_v3(sql::Db& db) { db.exec(kV3); }
+void apply_v3(sql::Db& db) {
+  db.exec(kV3);
+  db.exec(kMetricSummaryView);
+}
 
 // ---- v4: metric directions from the one declared rule ----------------------------------------
 

@@ -4,18 +4,15 @@
 #include "engine/core/file_write.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
 
 #include "engine/core/error.h"
+#include "tests/support/file_size_limit.h"
 
 namespace lathe {
 namespace {
@@ -27,39 +24,6 @@ std::string read_all(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-/// Runs `body` in a child limited to `limit` bytes per file; returns what it reported through the
-/// pipe (the error message, or "ok").
-std::string in_child_with_file_limit(rlim_t limit, const std::function<std::string()>& body) {
-  int fds[2];
-  if (::pipe(fds) != 0)
-    return "pipe failed";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::signal(SIGXFSZ, SIG_IGN);
-    const rlimit rl{limit, limit};
-    ::setrlimit(RLIMIT_FSIZE, &rl);
-    std::string out;
-    try {
-      out = body();
-    } catch (const std::exception& e) {
-      out = std::string("threw: ") + e.what();
-    }
-    [[maybe_unused]] const ssize_t n = ::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof(buf))) > 0)
-    out.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return out;
 }
 
 class FileWrite : public ::testing::Test {
@@ -110,12 +74,12 @@ TEST_F(FileWrite, WritesEverythingWhenThereIsRoom) {
 
 TEST_F(FileWrite, FileSizeLimitIsAnErrorNotAShortWrite) {
   const std::string path = file("big.csv");
-  const std::string got = in_child_with_file_limit(1000, [&] {
-    FileWriter w(path);
-    w.write(std::string(5000, 'x'));
-    w.close();
-    return std::string("ok");
-  });
+  const std::string got = test::in_child_with_file_limit(1000, [&] {
+                            FileWriter w(path);
+                            w.write(std::string(5000, 'x'));
+                            w.close();
+                            return std::string("ok");
+                          }).out;
   EXPECT_EQ(got, "threw: writing " + path + ": File too large");
 }
 
@@ -123,10 +87,10 @@ TEST_F(FileWrite, AtomicWriteKeepsTheOldFileAndNoTemporary) {
   const std::string path = file("config.json");
   write_file_atomic(path, "{\"old\": true}\n");
   EXPECT_EQ(read_all(path), "{\"old\": true}\n");
-  const std::string got = in_child_with_file_limit(100, [&] {
-    write_file_atomic(path, std::string(1000, ' '));
-    return std::string("ok");
-  });
+  const std::string got = test::in_child_with_file_limit(100, [&] {
+                            write_file_atomic(path, std::string(1000, ' '));
+                            return std::string("ok");
+                          }).out;
   EXPECT_EQ(got, "threw: writing " + path + ": File too large");  // the real file named, not the temporary
   EXPECT_EQ(read_all(path), "{\"old\": true}\n");
   int files = 0;

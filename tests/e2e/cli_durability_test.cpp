@@ -17,6 +17,7 @@
 #include "engine/run/metrics_sink.h"
 #include "engine/store/run_writer.h"
 #include "engine/store/sqlite_util.h"
+#include "tests/support/run_shell.h"
 
 namespace lathe {
 namespace {
@@ -24,28 +25,14 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-struct CmdResult {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using test::CmdResult;
 
 /// Runs `shell` (a command line in which LATHE_CLI stands for the binary) through bash.
 CmdResult run_sh(std::string shell) {
   const std::string cli = std::string(LATHE_TEST_BINARY_DIR) + "/app/lathe-cli";
   for (size_t at; (at = shell.find("LATHE_CLI")) != std::string::npos;)
     shell.replace(at, 9, cli);
-  const std::string cmd = "bash -c '" + shell + "' 2>&1";
-  CmdResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_shell("bash -c '" + shell + "'");
 }
 
 class CliDurability : public ::testing::Test {

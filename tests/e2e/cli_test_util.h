@@ -3,36 +3,15 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "tests/support/run_shell.h"
+
 namespace lathe::test {
-
-struct CmdResult {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-/// Runs a shell command line and collects its output; `code` is the exit status, -1 on a signal.
-inline CmdResult run_shell(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 inline std::string cli_binary() { return std::string(LATHE_TEST_BINARY_DIR) + "/app/lathe-cli"; }
 

@@ -22,6 +22,7 @@
 
 #include "engine/store/run_writer.h"
 #include "engine/store/store.h"
+#include "tests/support/run_shell.h"
 
 namespace lathe::test {
 
@@ -197,26 +198,6 @@ inline std::vector<std::vector<std::string>> parse_csv(const std::string& text) 
     rows.push_back(row);
   }
   return rows;
-}
-
-struct CmdResult {
-  int code = -1;
-  std::string out;  ///< stdout and stderr together
-};
-
-/// Runs a shell command line, capturing its output.
-inline CmdResult run_shell(const std::string& cmd) {
-  CmdResult r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p)
-    return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 /// Occurrences of `needle` in `hay`.

@@ -2,17 +2,15 @@
 // handler, which the trainer turns into a store event), the partial line cut off, nothing written
 // after it, and the run goes on. RLIMIT_FSIZE in a forked child gives EFBIG after N bytes.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/run/metrics_sink.h"
+#include "tests/support/file_size_limit.h"
 
 namespace lathe {
 namespace {
@@ -24,14 +22,7 @@ TEST(JsonlSink, FullDiskWarnsOnceCutsThePartialLineAndStops) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string path = (dir / "metrics.jsonl").string();
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::signal(SIGXFSZ, SIG_IGN);
-    const rlimit rl{2000, 2000};
-    ::setrlimit(RLIMIT_FSIZE, &rl);
+  const test::ChildResult child = test::in_child_with_file_limit(2000, [&] {
     int calls = 0;
     std::string message;
     {
@@ -46,20 +37,10 @@ TEST(JsonlSink, FullDiskWarnsOnceCutsThePartialLineAndStops) {
       if (sink.ok())
         message = "sink still ok";
     }
-    const std::string out = std::to_string(calls) + "|" + message;
-    [[maybe_unused]] const ssize_t n = ::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof(buf))) > 0)
-    out.append(buf, static_cast<size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status));  // SIGXFSZ ignored: the child was not killed, the run went on
+    return std::to_string(calls) + "|" + message;
+  });
+  const std::string& out = child.out;
+  EXPECT_TRUE(child.exited);  // SIGXFSZ ignored: the child was not killed, the run went on
   EXPECT_EQ(out, "1|writing " + path + ": File too large");
 
   // The file holds whole lines only: every line parses, steps 0..k-1 without a gap.
