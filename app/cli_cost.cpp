@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "app/cli_history.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/cost_estimate.h"
@@ -125,7 +126,7 @@ Measured measure_config(const std::string& path, const std::vector<std::string>&
 
 /// A recorded run: its own wall time, parameters and the peak it ran against.
 Measured measure_run(const std::string& db, const std::string& ref) {
-  Store store = Store::open(db, Store::read_only_options());
+  Store store = open_for_reading(db);
   const std::string id = store.resolve_run(ref);
   const RunRecord r = store.run(id);
   if (!r.started_ms)

@@ -26,6 +26,16 @@
 
 namespace lathe::cli {
 
+Store open_for_reading(const std::string& db) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(db, ec))
+    return Store::open(db);
+  const fs::path dir = fs::absolute(db).parent_path();
+  const bool writable = access(db.c_str(), W_OK) == 0 && access(dir.c_str(), W_OK) == 0;
+  return writable ? Store::open(db) : Store::open(db, Store::read_only_options());
+}
+
 namespace {
 
 std::string fmt_value(double v) {
@@ -118,19 +128,6 @@ nlohmann::json run_json(const RunRecord& r) {
   if (r.finished_ms)
     j["finished"] = format_local_time(*r.finished_ms);
   return j;
-}
-
-/// The store for a command that only reads: opened normally (which also marks dead runs
-/// interrupted) when this process may write it, else read-only, so a store on a read-only mount
-/// or owned by another user can still be listed, shown, compared, exported and reported.
-Store open_for_reading(const std::string& db) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(db, ec))
-    return Store::open(db);
-  const fs::path dir = fs::absolute(db).parent_path();
-  const bool writable = access(db.c_str(), W_OK) == 0 && access(dir.c_str(), W_OK) == 0;
-  return writable ? Store::open(db) : Store::open(db, Store::read_only_options());
 }
 
 /// Refuses a --sort that names no column and no metric of this store, listing what is allowed.
