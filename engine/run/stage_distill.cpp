@@ -142,7 +142,8 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
                       .instance = ctx.instance,
                       .spot = ctx.spot,
                       .wall_ms = ctx.wall_ms,
-                      .progress = {}};
+                      .progress = {},
+                      .comm = ctx.comm};
     const TrainPhase tp = fine_tuning_phase(tctx, "teacher", static_cast<int>(d.teacher_epochs), 1.0);
     tctx.total_steps = ctx.total_steps + tctx.steps_per_epoch(tp.loader) * tp.epochs;
     train_phase(tctx, tp, {});
