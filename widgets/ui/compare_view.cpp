@@ -10,14 +10,11 @@
 #include <map>
 #include <set>
 
+#include "widgets/common/chart_palette.h"
 #include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
 namespace {
-
-const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14), QColor(44, 160, 44),   QColor(214, 39, 40),
-                           QColor(148, 103, 189), QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
-                           QColor(188, 189, 34),  QColor(23, 190, 207)};
 
 QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v, 5)) : QString("-"); }
 
@@ -280,7 +277,7 @@ void CompareView::drawCurves() {
   if (it != m_data.curves.end())
     for (size_t i = 0; i < it->second.size(); ++i) {
       QCPGraph* g = m_curves->addGraph();
-      g->setPen(QPen(kPalette[i % 10], 1.4));
+      g->setPen(QPen(widgets::chart_color(i), 1.4));
       g->setName(runLabel(i));
       QVector<double> x, y;
       for (const Point& p : it->second[i]) {
@@ -347,7 +344,7 @@ void CompareView::drawScatter() {
       continue;
     QCPGraph* g = m_scatter->addGraph();
     g->setLineStyle(QCPGraph::lsNone);
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, kPalette[i % 10], 9));
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i), 9));
     g->setName(runLabel(i));
     g->addData(points[i].x, points[i].y);
     m_scatterPoints.emplace_back(static_cast<int>(i), points[i]);
