@@ -102,6 +102,9 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   PeakFlops peak;
   if (be.device().is_cpu()) {
     peak = cpu_peak_flops(threads);
+    if (const double floor = options.recorded_peak_flops ? options.recorded_peak_flops(be.device_name(), threads) : 0;
+        floor > peak.flops_per_s)
+      peak = {floor, peak.how + "; using the best recorded in the run store for this CPU and thread count"};
   } else {
     peak.flops_per_s = instance.peak_flops("fp32");
     peak.how = peak.flops_per_s > 0 ? "datasheet (" + instance.peak_flops_source + ") for " + instance.name
