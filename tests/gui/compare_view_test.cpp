@@ -118,6 +118,30 @@ TEST(GuiCompare, BoldsTheBestRunByTheMetricsDirection) {
   EXPECT_EQ(view.paretoRuns(), (std::vector<int>{1, 2}));
 }
 
+TEST(GuiCompare, ShortSeriesGetAMarkerOnEveryPoint) {
+  test::GuiTempDir dir;
+  // test/loss once per epoch: one point, three points; a dense curve of 200 points.
+  std::vector<double> dense(200, 0.5);
+  const std::string one = test::write_run(dir.db(), "one", config(0, 1, 0.02), {{"test/loss", {0.7}}});
+  const std::string few = test::write_run(dir.db(), "few", config(1, 3, 0.02), {{"test/loss", {0.9, 0.7, 0.6}}});
+  const std::string many = test::write_run(dir.db(), "many", config(2, 9, 0.02), {{"test/loss", dense}});
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(one), QString::fromStdString(few), QString::fromStdString(many)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  view.setCurveMetric("test/loss");
+  QCustomPlot* plot = view.curvePlot();
+  ASSERT_EQ(plot->graphCount(), 3);
+  EXPECT_EQ(plot->graph(0)->dataCount(), 1);
+  EXPECT_EQ(plot->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssDisc);
+  EXPECT_EQ(plot->graph(1)->dataCount(), 3);
+  EXPECT_EQ(plot->graph(1)->scatterStyle().shape(), QCPScatterStyle::ssDisc);  // a few points: marked too
+  EXPECT_EQ(plot->graph(1)->scatterStyle().pen().color(), plot->graph(1)->pen().color());
+  EXPECT_EQ(plot->graph(2)->scatterStyle().shape(), QCPScatterStyle::ssNone);  // a dense curve: a line
+}
+
 TEST(GuiCompare, TooFewRunsSaysWhatToDo) {
   test::GuiTempDir dir;
   const CompareData d = load_compare_data(dir.qdb(), {"only-one"});

@@ -16,6 +16,9 @@
 namespace lathe::ui {
 namespace {
 
+/// Series with at most this many points are drawn with a marker on every point.
+constexpr int kMarkedPoints = 30;
+
 QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v, 5)) : QString("-"); }
 
 QTableWidgetItem* cell(const QString& text) {
@@ -285,11 +288,18 @@ void CompareView::drawCurves() {
         y << p.value;
       }
       g->setData(x, y, true);
-      if (x.size() == 1)
-        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+      // A short series (test loss per epoch: one to a few points) gets a marker on each point, so
+      // a one-point series is visible and a few-point one is not mistaken for a dense curve.
+      if (x.size() <= kMarkedPoints)
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i), x.size() == 1 ? 7 : 5));
     }
   m_curves->yAxis->setLabel(QString::fromStdString(metric));
   m_curves->rescaleAxes();
+  for (QCPAxis* axis : {m_curves->xAxis, m_curves->yAxis}) {  // room for the markers at the ends
+    const QCPRange r = axis->range();
+    const double pad = r.size() > 0 ? 0.03 * r.size() : std::max(1e-9, 0.05 * std::abs(r.center()));
+    axis->setRange(r.lower - pad, r.upper + pad);
+  }
   m_curves->replot();
 }
 
