@@ -170,7 +170,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
   // Every phase's planned steps (phase_plan.h): progress and ETA count the whole pipeline.
-  const std::vector<PlannedPhase> plan = plan_phases(cfg, ctx.steps_per_epoch(phase.loader));
+  const std::vector<PlannedPhase> plan = plan_phases(cfg, ctx.steps_per_epoch(phase.loader), data.test.count);
 
   nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
   if (file_sink)
