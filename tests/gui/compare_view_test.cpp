@@ -142,6 +142,32 @@ TEST(GuiCompare, ShortSeriesGetAMarkerOnEveryPoint) {
   EXPECT_EQ(plot->graph(2)->scatterStyle().shape(), QCPScatterStyle::ssNone);  // a dense curve: a line
 }
 
+TEST(GuiCompare, SpeedupsFromContendedLatenciesAreMarked) {
+  test::GuiTempDir dir;
+  // Run a's INT8 latency at batch 256 was timed while others used 45% of the CPUs; b's was clean.
+  const std::string a = test::write_run(
+      dir.db(), "a", config(0, 1, 0.02),
+      {{"quant/speedup_b256", {3.0}}, {"latency/int8/b256_others_cpu_share", {0.45}}, {"quant/speedup_b1", {2.0}}});
+  const std::string b = test::write_run(
+      dir.db(), "b", config(1, 1, 0.02),
+      {{"quant/speedup_b256", {2.5}}, {"latency/int8/b256_others_cpu_share", {0.02}}, {"quant/speedup_b1", {1.5}}});
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(a), QString::fromStdString(b)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  QTableWidgetItem* contended = metric_item(view.metricTable(), "quant/speedup_b256", "last", 0);
+  QTableWidgetItem* clean = metric_item(view.metricTable(), "quant/speedup_b256", "last", 1);
+  ASSERT_NE(contended, nullptr);
+  ASSERT_NE(clean, nullptr);
+  EXPECT_EQ(contended->text(), QString("3 ") + QChar(0x2020));
+  EXPECT_TRUE(contended->toolTip().contains("contended")) << contended->toolTip().toStdString();
+  EXPECT_EQ(clean->text(), "2.5");
+  EXPECT_TRUE(clean->toolTip().isEmpty());
+  EXPECT_EQ(metric_item(view.metricTable(), "quant/speedup_b1", "last", 0)->text(), "2");  // b1 was not contended
+}
+
 TEST(GuiCompare, TooFewRunsSaysWhatToDo) {
   test::GuiTempDir dir;
   const CompareData d = load_compare_data(dir.qdb(), {"only-one"});

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "widgets/common/chart_palette.h"
+#include "widgets/common/contention.h"
 #include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
@@ -252,6 +253,11 @@ void CompareView::fillMetrics() {
           v = st == "last" ? s->last : st == "best" ? s->best() : st == "min" ? s->min : s->max;
         }
         QTableWidgetItem* item = cell(num(v));
+        if (s && widgets::speedup_contended(m_data.summaries[i], metric)) {
+          item->setText(item->text() + " " + QChar(0x2020));  // a dagger, as in the reports
+          item->setForeground(QColor(183, 28, 28));
+          item->setToolTip(widgets::kContendedSpeedupNote);
+        }
         const int best = std::string(stat) == "last" ? bestLast : std::string(stat) == "best" ? bestBest : -1;
         if (static_cast<int>(i) == best) {  // the best run of this metric, by its direction
           QFont bold = item->font();
