@@ -8,6 +8,7 @@
 #include "engine/store/store.h"
 #include "gui_test_util.h"
 #include "widgets/ui/compare_view.h"
+#include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
 namespace {
@@ -111,6 +112,18 @@ TEST(GuiCompare, BoldsTheBestRunByTheMetricsDirection) {
         EXPECT_EQ(item->font().bold(), i == winner)
             << metric.toStdString() << " " << stat.toStdString() << " run " << i;
       }
+  // $ per run (the final cost/usd) and $ per accuracy point (cost / (accuracy x 100)): lowest is best.
+  const double per_point[] = {0.03 / 80, 0.01 / 85, 0.02 / 90};
+  for (int i = 0; i < 3; ++i) {
+    QTableWidgetItem* run_usd = metric_item(view.metricTable(), "cost/usd_per_run", "last", i);
+    QTableWidgetItem* point = metric_item(view.metricTable(), "cost/usd_per_accuracy_point", "last", i);
+    ASSERT_NE(run_usd, nullptr);
+    ASSERT_NE(point, nullptr);
+    EXPECT_EQ(run_usd->text(), QString::fromStdString(plain_number(std::vector<double>{0.03, 0.01, 0.02}[i], 5)));
+    EXPECT_EQ(point->text(), QString::fromStdString(plain_number(per_point[i], 5))) << i;
+    EXPECT_EQ(point->font().bold(), i == 1) << i;
+    EXPECT_EQ(metric_item(view.metricTable(), "cost/usd_per_accuracy_point", "best", i)->font().bold(), i == 1);
+  }
   // Pareto defaults follow the same directions: lower latency and cost are better, accuracy higher.
   view.setScatterAxes("latency/dense/b1_ms", "test/accuracy");
   EXPECT_EQ(view.paretoRuns(), (std::vector<int>{1, 2}));
