@@ -10,10 +10,11 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/backend/cpu/reference_int8.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_context.h"
 #include "engine/backend/cuda/cuda_int8_linear.h"
-#include "engine/compress/quant/int8_reference.h"
+#include "engine/compress/quant/int8_layer.h"
 #include "kernels/int8_gemm_io.cuh"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/support/random_tensor.h"

@@ -2,8 +2,8 @@
 // (spmm_reference) at densities 0..1 and odd shapes; skips with the runtime's reason without a GPU.
 // Compiled only when the CUDA backend is linked (a CPU-only build still globs this folder).
 #ifdef LATHE_HAVE_CUDA
+#include "engine/backend/cpu/spmm.h"
 #include "engine/backend/cuda/cusparse_ops.h"
-#include "engine/compress/prune/spmm.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace lathe::gputest {

@@ -114,7 +114,18 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-bool ReferenceBackend::supports(Op, DType dtype) const { return dtype == DType::f32 || dtype == DType::f64; }
+bool ReferenceBackend::supports(Op op, DType dtype) const {
+  // The 8-bit implementation list: INT8 linear/conv2d (keyed by src dtype), integer pooling and
+  // ReLU, (de)quantization; reference_compressed.cpp. sparse_matmul runs at f32 only.
+  if (dtype == DType::s8 || dtype == DType::u8)
+    return op == Op::linear || op == Op::conv2d || op == Op::maxpool2d || op == Op::relu || op == Op::quantize ||
+           op == Op::dequantize;
+  if (op == Op::sparse_matmul)
+    return dtype == DType::f32;
+  if (op == Op::quantize || op == Op::dequantize)
+    return false;  // keyed by the 8-bit side
+  return dtype == DType::f32 || dtype == DType::f64;
+}
 
 std::string ReferenceBackend::device_name() const { return cpu_model_name(); }
 
@@ -149,16 +160,13 @@ void ReferenceBackend::round_to_precision(const Tensor& src, Tensor& dst, DType 
 }
 
 // ---------------------------------------------------------------- linear
-void ReferenceBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                                      PostOp post) {
+void ReferenceBackend::linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                                           PostOp post) {
   if (is_low_precision(src.dtype()) || is_low_precision(weights.dtype())) {
     check_f32_output(dst, "linear_forward");
-    return ReferenceBackend::linear_forward(widened(src), widened(weights), bias, dst, post);
+    return ReferenceBackend::linear_forward_impl(widened(src), widened(weights), bias, dst, post);
   }
-  check_float(src, "linear_forward");
-  LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && src.dim(1) == weights.dim(1) && dst.ndim() == 2 &&
-                  dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0),
-              "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
+  check_float(src, "linear_forward");  // shapes: the contract, checked once by Backend::linear_forward
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View2<T> x(src), w(weights), y(dst);
@@ -245,14 +253,13 @@ void check_conv(const ConvParams& p, const Tensor& src, const Tensor& weights, c
 }
 }  // namespace
 
-void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                                      Tensor& dst, PostOp post) {
+void ReferenceBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights,
+                                           const Tensor* bias, Tensor& dst, PostOp post) {
   if (is_low_precision(src.dtype()) || is_low_precision(weights.dtype())) {
     check_f32_output(dst, "conv2d_forward");
-    return ReferenceBackend::conv2d_forward(p, widened(src), widened(weights), bias, dst, post);
+    return ReferenceBackend::conv2d_forward_impl(p, widened(src), widened(weights), bias, dst, post);
   }
-  check_float(src, "conv2d_forward");
-  check_conv(p, src, weights, dst);
+  check_float(src, "conv2d_forward");  // shapes: the contract, checked once by Backend::conv2d_forward
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View4<T> x(src), w(weights), y(dst);

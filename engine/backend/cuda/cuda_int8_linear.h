@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "engine/compress/quant/int8_layer.h"
+#include "engine/backend/formats/int8_layer_data.h"
 
 namespace lathe::cuda {
 
