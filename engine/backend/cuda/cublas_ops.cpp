@@ -187,15 +187,11 @@ void sgemm(CudaContext& ctx, const Tensor& a, bool transpose_a, const Tensor& b,
 
 void linear_forward(CudaContext& ctx, const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                     PostOp post) {
+  // Shapes: the op contract, checked once by Backend::linear_forward (op_contract.h).
   check_matmul_operands(ctx, src, weights, dst, "linear_forward");
-  LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && dst.ndim() == 2 && src.dim(1) == weights.dim(1) &&
-                  dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0),
-              "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
   Tensor bias_c;
   if (bias) {
     check_f32(ctx, *bias, "linear_forward bias");
-    LATHE_CHECK(bias->ndim() == 1 && bias->dim(0) == weights.dim(0), "linear_forward: bias ", bias->describe(),
-                " does not match ", weights.dim(0), " outputs");
     bias_c = make_contiguous(ctx, *bias);
   }
   Tensor ks, kw;

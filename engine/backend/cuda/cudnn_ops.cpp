@@ -303,14 +303,11 @@ void widen_into(CudaContext& ctx, const Tensor& written, Tensor& out) {
 
 void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                     Tensor& dst, PostOp post) {
+  // Shapes: the op contract, checked once by Backend::conv2d_forward (op_contract.h).
   check_matmul_operands(ctx, src, weights, dst, "conv2d_forward");
-  check_conv(p, src, weights, dst);
   Tensor b;
-  if (bias) {
+  if (bias)
     check_f32(ctx, *bias, "conv2d_forward bias");
-    LATHE_CHECK(bias->ndim() == 1 && bias->dim(0) == weights.dim(0), "conv2d_forward: bias ", bias->describe(),
-                " does not match ", weights.dim(0), " output channels");
-  }
   const StreamScope scope = ctx.activate();
   if (dst.numel() == 0)
     return;
