@@ -86,6 +86,29 @@ void Backend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tenso
   conv2d_forward_impl(p, src, weights, bias, dst, post);
 }
 
+void Backend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+  contract::linear_backward_data(diff_dst, weights, diff_src);
+  linear_backward_data_impl(diff_dst, weights, diff_src);
+}
+
+void Backend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                      Tensor* diff_bias) {
+  contract::linear_backward_weights(src, diff_dst, diff_weights, diff_bias);
+  linear_backward_weights_impl(src, diff_dst, diff_weights, diff_bias);
+}
+
+void Backend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                   Tensor& diff_src) {
+  contract::conv2d_forward(p, diff_src, weights, nullptr, diff_dst, "conv2d_backward_data");
+  conv2d_backward_data_impl(p, diff_dst, weights, diff_src);
+}
+
+void Backend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                      Tensor& diff_weights, Tensor* diff_bias) {
+  contract::conv2d_forward(p, src, diff_weights, diff_bias, diff_dst, "conv2d_backward_weights");
+  conv2d_backward_weights_impl(p, src, diff_dst, diff_weights, diff_bias);
+}
+
 // ---------------------------------------------------------------- compressed execution
 void Backend::require(Op op, DType dtype, const char* what) const {
   if (!supports(op, dtype))

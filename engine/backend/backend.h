@@ -99,22 +99,18 @@ class Backend {
   /// The layout this backend prefers for conv activations it allocates.
   virtual MemoryFormat preferred_conv_format() const { return MemoryFormat::contiguous; }
 
-  // ---- dense layers ----
-  /// Checks the contract (op_contract.h) once, then runs linear_forward_impl.
+  // ---- dense layers: each entry checks the contract (op_contract.h) once, then runs *_impl ----
   void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                       PostOp post = PostOp::none);
-  virtual void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) = 0;
+  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src);
   /// diff_weights = diff_dst^T src; diff_bias = sum over N of diff_dst (if given).
-  virtual void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                                       Tensor* diff_bias) = 0;
+  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights, Tensor* diff_bias);
 
-  /// Checks the contract (op_contract.h) once, then runs conv2d_forward_impl.
   void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                       PostOp post = PostOp::none);
-  virtual void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                                    Tensor& diff_src) = 0;
-  virtual void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
-                                       Tensor& diff_weights, Tensor* diff_bias) = 0;
+  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src);
+  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                               Tensor* diff_bias);
 
   /// `workspace` is allocated by the backend on first use (its content is backend-specific, e.g.
   /// argmax indices) and handed back unchanged to maxpool2d_backward.
@@ -180,6 +176,13 @@ class Backend {
                                    PostOp post) = 0;
   virtual void conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                                    Tensor& dst, PostOp post) = 0;
+  virtual void linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) = 0;
+  virtual void linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                            Tensor* diff_bias) = 0;
+  virtual void conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                         Tensor& diff_src) = 0;
+  virtual void conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                            Tensor& diff_weights, Tensor* diff_bias) = 0;
   // Defaults: host loops on a CPU device (the reference backend's), refused elsewhere.
   virtual std::unique_ptr<Int8Kernel> make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv);
   virtual std::unique_ptr<SparseMatmulKernel> make_sparse_matmul_impl(const CsrMatrix& a,

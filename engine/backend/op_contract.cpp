@@ -24,10 +24,38 @@ void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias
               src.device().str(), ", weights on ", weights.device().str(), ", dst on ", dst.device().str());
 }
 
+void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, const Tensor& diff_src) {
+  const bool shapes = diff_dst.ndim() == 2 && weights.ndim() == 2 && diff_src.ndim() == 2 &&
+                      diff_dst.dim(1) == weights.dim(0) && diff_src.dim(0) == diff_dst.dim(0) &&
+                      diff_src.dim(1) == weights.dim(1);
+  LATHE_CHECK(shapes && is_float(diff_dst.dtype()) && is_float(weights.dtype()) && is_float(diff_src.dtype()),
+              "linear_backward_data: want diff_dst [N, O], weights [O, K], diff_src [N, K] (float); got diff_dst ",
+              diff_dst.describe(), ", weights ", weights.describe(), ", diff_src ", diff_src.describe());
+  LATHE_CHECK(diff_dst.device() == weights.device() && diff_dst.device() == diff_src.device(),
+              "linear_backward_data: diff_dst on ", diff_dst.device().str(), ", weights on ", weights.device().str(),
+              ", diff_src on ", diff_src.device().str());
+}
+
+void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, const Tensor& diff_weights,
+                             const Tensor* diff_bias) {
+  const bool shapes = src.ndim() == 2 && diff_dst.ndim() == 2 && diff_weights.ndim() == 2 &&
+                      src.dim(0) == diff_dst.dim(0) && diff_weights.dim(0) == diff_dst.dim(1) &&
+                      diff_weights.dim(1) == src.dim(1) &&
+                      (!diff_bias || (diff_bias->ndim() == 1 && diff_bias->dim(0) == diff_dst.dim(1)));
+  LATHE_CHECK(shapes && is_float(src.dtype()) && is_float(diff_dst.dtype()) && is_float(diff_weights.dtype()),
+              "linear_backward_weights: want src [N, K], diff_dst [N, O], diff_weights [O, K], diff_bias [O] "
+              "(float); got src ",
+              src.describe(), ", diff_dst ", diff_dst.describe(), ", diff_weights ", diff_weights.describe(),
+              ", diff_bias ", of(diff_bias));
+  LATHE_CHECK(src.device() == diff_dst.device() && src.device() == diff_weights.device(),
+              "linear_backward_weights: src on ", src.device().str(), ", diff_dst on ", diff_dst.device().str(),
+              ", diff_weights on ", diff_weights.device().str());
+}
+
 void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                    const Tensor& dst) {
-  LATHE_CHECK(p.stride_h > 0 && p.stride_w > 0 && p.pad_h >= 0 && p.pad_w >= 0, "conv2d_forward: stride ", p.stride_h,
-              "x", p.stride_w, " and padding ", p.pad_h, "x", p.pad_w, " (need stride > 0, padding >= 0)");
+                    const Tensor& dst, const char* op) {
+  LATHE_CHECK(p.stride_h > 0 && p.stride_w > 0 && p.pad_h >= 0 && p.pad_w >= 0, op, ": stride ", p.stride_h, "x",
+              p.stride_w, " and padding ", p.pad_h, "x", p.pad_w, " (need stride > 0, padding >= 0)");
   bool shapes = src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4 && src.dim(1) == weights.dim(1) &&
                 dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0) &&
                 (!bias || (bias->ndim() == 1 && bias->dim(0) == weights.dim(0)));
@@ -36,13 +64,13 @@ void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weight
     const int64_t ow = (src.dim(3) + 2 * p.pad_w - weights.dim(3)) / p.stride_w + 1;
     shapes = oh > 0 && ow > 0 && dst.dim(2) == oh && dst.dim(3) == ow;
   }
-  LATHE_CHECK(shapes && is_float(src.dtype()) && is_float(weights.dtype()) && is_float(dst.dtype()),
-              "conv2d_forward: want src [N, C, H, W], weights [O, C, KH, KW], bias [O], dst [N, O, OH, OW] (float, "
+  LATHE_CHECK(shapes && is_float(src.dtype()) && is_float(weights.dtype()) && is_float(dst.dtype()), op,
+              ": want src [N, C, H, W], weights [O, C, KH, KW], bias [O], dst [N, O, OH, OW] (float, "
               "OH and OW from stride ",
               p.stride_h, "x", p.stride_w, ", padding ", p.pad_h, "x", p.pad_w, "); got src ", src.describe(),
               ", weights ", weights.describe(), ", bias ", of(bias), ", dst ", dst.describe());
-  LATHE_CHECK(src.device() == weights.device() && src.device() == dst.device(), "conv2d_forward: src on ",
-              src.device().str(), ", weights on ", weights.device().str(), ", dst on ", dst.device().str());
+  LATHE_CHECK(src.device() == weights.device() && src.device() == dst.device(), op, ": src on ", src.device().str(),
+              ", weights on ", weights.device().str(), ", dst on ", dst.device().str());
 }
 
 void int8_layer(const Int8LayerData& L, const ConvParams* conv) {

@@ -13,9 +13,16 @@ namespace lathe::contract {
 
 /// src [N, K], weights [O, K], bias [O] or null, dst [N, O]; float dtypes; one device.
 void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, const Tensor& dst);
+/// diff_dst [N, O], weights [O, K], diff_src [N, K].
+void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, const Tensor& diff_src);
+/// src [N, K], diff_dst [N, O], diff_weights [O, K], diff_bias [O] or null.
+void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, const Tensor& diff_weights,
+                             const Tensor* diff_bias);
 /// src [N, C, H, W], weights [O, C, KH, KW], bias [O] or null, dst [N, O, OH, OW] with OH, OW from p.
+/// The backward passes check the same geometry on their tensors (diff_src in src's place, diff_dst
+/// in dst's, diff_weights / diff_bias in the weights' / bias's), named by `op`.
 void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                    const Tensor& dst);
+                    const Tensor& dst, const char* op = "conv2d_forward");
 
 /// A layer a backend can prepare: s8 host weights [O, K] (linear) or [O, C, KH, KW] (conv), O output
 /// scales and bias entries, 8-bit per-tensor src / dst parameters, positive strides.

@@ -428,6 +428,15 @@ TEST_P(OpParity, BadShapesAreRefusedNamingTheOpAndShapes) {
   const Tensor cx = up(random_tensor({1, 2, 5, 5}, rng)), cw = up(random_tensor({3, 4, 3, 3}, rng));
   Tensor cy = be().empty({1, 3, 3, 3}, DType::f32);
   refused([&] { be().conv2d_forward(ConvParams{}, cx, cw, nullptr, cy); }, "conv2d_forward", "[3, 4, 3, 3]");
+  Tensor dx = be().empty({4, 6}, DType::f32);
+  refused([&] { be().linear_backward_data(y, w, dx); }, "linear_backward_data", "[4, 6]");
+  Tensor dw = be().empty({3, 5}, DType::f32);
+  refused([&] { be().linear_backward_weights(x, y, dw, nullptr); }, "linear_backward_weights", "[3, 5]");
+  Tensor cdx = be().empty({1, 2, 5, 5}, DType::f32);
+  refused([&] { be().conv2d_backward_data(ConvParams{}, cy, cw, cdx); }, "conv2d_backward_data", "[3, 4, 3, 3]");
+  Tensor cdw = be().empty({3, 4, 3, 3}, DType::f32);
+  refused([&] { be().conv2d_backward_weights(ConvParams{}, cx, cy, cdw, nullptr); }, "conv2d_backward_weights",
+          "[3, 4, 3, 3]");
 
   Int8LayerConfig cfg;
   cfg.src = make_quant_params(-1, 1);

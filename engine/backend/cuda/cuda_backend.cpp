@@ -224,12 +224,12 @@ void CudaBackend::linear_forward_impl(const Tensor& src, const Tensor& weights, 
   cuda::linear_forward(*m_ctx, src, weights, bias, dst, post);
 }
 
-void CudaBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+void CudaBackend::linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
   cuda::linear_backward_data(*m_ctx, diff_dst, weights, diff_src);
 }
 
-void CudaBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                                          Tensor* diff_bias) {
+void CudaBackend::linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                               Tensor* diff_bias) {
   cuda::linear_backward_weights(*m_ctx, src, diff_dst, diff_weights, diff_bias);
 }
 
@@ -238,13 +238,13 @@ void CudaBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, co
   cuda::conv2d_forward(*m_ctx, p, src, weights, bias, dst, post);
 }
 
-void CudaBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                                       Tensor& diff_src) {
+void CudaBackend::conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                            Tensor& diff_src) {
   cuda::conv2d_backward_data(*m_ctx, p, diff_dst, weights, diff_src);
 }
 
-void CudaBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
-                                          Tensor& diff_weights, Tensor* diff_bias) {
+void CudaBackend::conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                               Tensor& diff_weights, Tensor* diff_bias) {
   cuda::conv2d_backward_weights(*m_ctx, p, src, diff_dst, diff_weights, diff_bias);
 }
 

@@ -48,16 +48,16 @@ class CudaBackend final : public Backend {
 
   void linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                            PostOp post = PostOp::none) override;
-  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
-  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                               Tensor* diff_bias) override;
+  void linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
+  void linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                    Tensor* diff_bias) override;
 
   void conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                            Tensor& dst, PostOp post = PostOp::none) override;
-  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                            Tensor& diff_src) override;
-  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                               Tensor* diff_bias) override;
+  void conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                 Tensor& diff_src) override;
+  void conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                    Tensor& diff_weights, Tensor* diff_bias) override;
 
   /// workspace: s32 argmax per output, as ReferenceBackend's (allocated on this device on first use).
   void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
