@@ -27,7 +27,6 @@
 
 #ifdef LATHE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/backend/cuda/cuda_int8_model.h"
 #endif
 
 namespace {
@@ -200,7 +199,6 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
 int main(int argc, char** argv) {
 #ifdef LATHE_HAVE_CUDA
   lathe::cuda::register_backend();
-  lathe::cuda::register_int8_executor();
 #endif
   CLI::App app{"lathe-cli: run and inspect Lathe compute-optimization experiments headless"};
   app.require_subcommand(1);

@@ -1,4 +1,4 @@
-// Dense (oneDNN) vs sparse (CSR kernels, engine/compress/prune/spmm.h) latency of pruned layer
+// Dense (oneDNN) vs sparse (CSR kernels, engine/backend/cpu/spmm.h) latency of pruned layer
 // shapes from 5% to 95% weight density, on this CPU, and the crossover density per shape: below it
 // the sparse kernel is faster. Both run the layer's full forward (the sparse Linear includes its
 // transposes, the sparse conv its im2col); weights are pruned at random positions to the density.

@@ -15,7 +15,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/compress/quant/calibration_set.h"
-#include "engine/compress/quant/int8_cpu.h"
+#include "engine/backend/cpu/int8_cpu.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/nn/model_io.h"

@@ -1,7 +1,7 @@
 // Launchers around the cuBLASLt int8 GEMM of the GPU INT8 linear layer (engine/backend/cuda/
 // cuda_int8_linear.h): packing quantized activations into the signed, zero-padded operand cuBLASLt
 // takes, and the epilogue that turns int32 accumulators into the layer's output with exactly the
-// arithmetic of engine/compress/quant/int8_layer.h (so results match the CPU reference bit for bit).
+// arithmetic of engine/backend/formats/int8_layer_data.h (so results match the CPU reference bit for bit).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -37,7 +37,7 @@ enum class Int8Out { f32, s8, u8 };
                                         int qmax, void* dst);
 
 /// f32 -> s8/u8: dst[i] = clamp(rint(double(x[i]) / double(scale)) + zero_point, qmin, qmax), NaN -> qmin
-/// (quantize_value of engine/compress/quant/quant_params.h).
+/// (quantize_value of engine/backend/formats/quant_params.h).
 [[nodiscard]] cudaError_t int8_quantize(cudaStream_t stream, const float* x, int64_t n, float scale, int zero_point,
                                         int qmin, int qmax, bool out_unsigned, void* dst);
 

@@ -1,5 +1,5 @@
 // Launchers for max pooling and ReLU directly on quantized 8-bit activations (the GPU side of
-// engine/compress/quant/int8_pool.h): both commute with an affine quantizer of positive scale, so
+// engine/backend/cpu/int8_pool.h): both commute with an affine quantizer of positive scale, so
 // they run on the integers and keep the input's quantization parameters, exactly as on the CPU.
 #pragma once
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/compressed_ops.h"
+#include "engine/backend/op_params.h"
 #include "engine/core/tensor.h"
 
 namespace lathe {
@@ -31,23 +33,11 @@ enum class Op : uint8_t {
   reorder,
   reduce_sum,
   scale,
+  sparse_matmul,  // CSR x dense (f32): make_sparse_matmul
+  quantize,       // f32 <-> s8/u8 (the dtype is the 8-bit side): quantize / dequantize
+  dequantize,
 };
 std::string_view op_name(Op op);
-
-enum class PostOp : uint8_t { none, relu };
-
-struct ConvParams {
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
-};
-
-struct PoolParams {
-  int64_t kernel_h = 2, kernel_w = 2;
-  int64_t stride_h = 2, stride_w = 2;
-  int64_t pad_h = 0, pad_w = 0;
-};
-
-int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad);
 
 struct SgdParams {
   double lr = 0.01;
@@ -81,7 +71,9 @@ class Backend {
 
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
-  /// Whether `op` runs on this backend for `dtype`; callers ask before placing an op.
+  /// Whether `op` runs on this backend for `dtype`; callers ask before placing an op. The dtype is
+  /// the key of the implementation list: linear / conv2d at s8 or u8 (the src dtype) are the INT8
+  /// kernels, maxpool2d / relu at s8 or u8 their integer forms, sparse_matmul at f32 the CSR kernel.
   virtual bool supports(Op op, DType dtype) const = 0;
   /// Whether linear/conv2d write their results (dst, diff_src) in `dtype` when handed such tensors,
   /// which mixed-precision activations need (Model::set_low_precision_activations); else f32 only.
@@ -107,20 +99,18 @@ class Backend {
   /// The layout this backend prefers for conv activations it allocates.
   virtual MemoryFormat preferred_conv_format() const { return MemoryFormat::contiguous; }
 
-  // ---- dense layers ----
-  virtual void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                              PostOp post = PostOp::none) = 0;
-  virtual void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) = 0;
+  // ---- dense layers: each entry checks the contract (op_contract.h) once, then runs *_impl ----
+  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                      PostOp post = PostOp::none);
+  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src);
   /// diff_weights = diff_dst^T src; diff_bias = sum over N of diff_dst (if given).
-  virtual void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                                       Tensor* diff_bias) = 0;
+  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights, Tensor* diff_bias);
 
-  virtual void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                              Tensor& dst, PostOp post = PostOp::none) = 0;
-  virtual void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                                    Tensor& diff_src) = 0;
-  virtual void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
-                                       Tensor& diff_weights, Tensor* diff_bias) = 0;
+  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                      PostOp post = PostOp::none);
+  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src);
+  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                               Tensor* diff_bias);
 
   /// `workspace` is allocated by the backend on first use (its content is backend-specific, e.g.
   /// argmax indices) and handed back unchanged to maxpool2d_backward.
@@ -164,16 +154,65 @@ class Backend {
   // ---- reductions ----
   virtual double sum(const Tensor& t) = 0;
   virtual double sum_squares(const Tensor& t) = 0;
+
+  // ---- compressed execution (compressed_ops.h); each entry checks the contract, then the
+  // backend's *_impl. Unsupported (see supports()) throws ConfigError naming the backend. ----
+  /// An s8/u8 linear (conv == nullptr) or conv2d of `layer`, prepared on this backend's device.
+  std::unique_ptr<Int8Kernel> make_int8_kernel(const Int8LayerData& layer, const ConvParams* conv = nullptr);
+  /// CSR matrix `a` prepared for C = post(bias + A B) on this device; `a` must outlive the kernel.
+  std::unique_ptr<SparseMatmulKernel> make_sparse_matmul(const CsrMatrix& a, const SparseMatmulOptions& options = {});
+  /// dst (s8/u8) = clamp(nearbyint(src / scale) + zero_point), elementwise in memory order (src and
+  /// dst dense with one layout), per-tensor parameters: quantize_value() of quant_params.h.
+  void quantize(const Tensor& src, const QuantParams& params, Tensor& dst);
+  /// dst (f32) = (src - zero_point) * scale.
+  void dequantize(const Tensor& src, const QuantParams& params, Tensor& dst);
+  /// Max pooling on s8/u8 channels-last values (exact: pooling commutes with the quantizer).
+  void int8_maxpool2d(const PoolParams& p, const Tensor& src, Tensor& dst);
+  /// t = max(t, zero_point) on a dense s8/u8 tensor: ReLU on quantized values.
+  void int8_relu(Tensor& t, int32_t zero_point);
+
+ protected:
+  virtual void linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                                   PostOp post) = 0;
+  virtual void conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                                   Tensor& dst, PostOp post) = 0;
+  virtual void linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) = 0;
+  virtual void linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                            Tensor* diff_bias) = 0;
+  virtual void conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                         Tensor& diff_src) = 0;
+  virtual void conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                            Tensor& diff_weights, Tensor* diff_bias) = 0;
+  // Defaults: host loops on a CPU device (the reference backend's), refused elsewhere.
+  virtual std::unique_ptr<Int8Kernel> make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv);
+  virtual std::unique_ptr<SparseMatmulKernel> make_sparse_matmul_impl(const CsrMatrix& a,
+                                                                      const SparseMatmulOptions& options);
+  virtual void quantize_impl(const Tensor& src, const QuantParams& params, Tensor& dst);
+  virtual void dequantize_impl(const Tensor& src, const QuantParams& params, Tensor& dst);
+  virtual void int8_maxpool2d_impl(const PoolParams& p, const Tensor& src, Tensor& dst);
+  virtual void int8_relu_impl(Tensor& t, int32_t zero_point);
+
+ private:
+  /// Throws ConfigError naming the backend when supports(op, dtype) is false.
+  void require(Op op, DType dtype, const char* what) const;
 };
 
-/// Makes a backend by name: "reference", "cpu" (oneDNN) or "cuda" (when built and a device exists).
-/// "auto" picks cuda when a device is present, else cpu. Throws naming the reason when unavailable.
+/// Makes a backend: one of registered_backends(), or "auto" (the first registered accelerator with
+/// a device, else "cpu"). Throws ConfigError naming the reason when unavailable.
 std::unique_ptr<Backend> make_backend(const std::string& name, int device_index = 0);
 
-/// Registered by the CUDA backend library when linked (see app/).
+/// How a backend is made, and how many devices of its kind this machine has now.
 using BackendFactory = std::unique_ptr<Backend> (*)(int device_index);
-void register_cuda_backend(BackendFactory factory, int (*device_count)());
-/// Number of CUDA devices usable now (0 without the backend, a driver or a device).
+using DeviceCount = int (*)();
+/// Registers (or replaces) a backend by name. "reference" and "cpu" are built in (one device each);
+/// an accelerator library registers itself at start-up (lathe::cuda::register_backend() in app/ and
+/// the test main), so the engine never links it. Thread-safe; call before make_backend.
+void register_backend(const std::string& name, BackendFactory factory, DeviceCount device_count);
+/// The names make_backend accepts (besides "auto"), in registration order.
+std::vector<std::string> registered_backends();
+/// Devices of the registered backend `name` usable now (0 when it is not registered).
+int backend_device_count(const std::string& name);
+/// backend_device_count("cuda").
 int cuda_device_count();
 
 }  // namespace lathe

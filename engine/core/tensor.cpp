@@ -105,6 +105,15 @@ Tensor Tensor::view(const Shape& shape) const {
   return t;
 }
 
+Tensor Tensor::reinterpret(const Shape& shape) const {
+  LATHE_CHECK(is_dense(), "reinterpret() needs a dense tensor, got ", describe());
+  LATHE_CHECK(shape_numel(shape) == numel(), "reinterpret ", shape_str(shape), " does not match ", describe());
+  Tensor t = *this;
+  t.m_shape = shape;
+  t.m_strides = contiguous_strides(shape);
+  return t;
+}
+
 Tensor Tensor::slice0(int64_t begin, int64_t end) const {
   LATHE_CHECK(ndim() >= 1 && begin >= 0 && begin <= end && end <= m_shape[0], "slice0(", begin, ", ", end,
               ") out of range for ", describe());

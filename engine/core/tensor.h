@@ -80,6 +80,9 @@ class Tensor {
 
   /// A view with another shape over the same (contiguous) memory.
   Tensor view(const Shape& shape) const;
+  /// The same dense memory read in memory order as a contiguous `shape` (e.g. a channels-last
+  /// [N, C, H, W] as N rows of H*W*C), sharing it; numel must match.
+  Tensor reinterpret(const Shape& shape) const;
   /// Rows [begin, end) of the first dimension, sharing memory.
   Tensor slice0(int64_t begin, int64_t end) const;
   /// A host copy laid out row-major contiguous (any layout, host tensors only).

@@ -5,7 +5,6 @@
 #include <chrono>
 
 #include "engine/compress/quant/calibration_set.h"
-#include "engine/compress/quant/int8_device_executor.h"
 #include "engine/compress/quant/int8_host_model.h"
 #include "engine/compress/quant/int8_model.h"
 #include "engine/compress/quant/mixed_precision_search.h"
@@ -37,12 +36,12 @@ CalibrationMethod calibration_method_of(QuantCalibration c) {
 namespace {
 
 /// Where the INT8 models run. On a CPU backend: ctx.model and ctx.be, Int8Model::forward (oneDNN).
-/// On a GPU backend: the same model and backend through the device executor (CudaInt8Model), or,
-/// for what that executor does not cover (`cpu_reason`), a host copy of the model on a CPU backend.
+/// On a GPU backend: the same model and backend (Int8Model on the backend's INT8 ops), or, for
+/// what that backend does not cover (`cpu_reason`), a host copy of the model on a CPU backend.
 struct Int8Placement {
   Model* model = nullptr;  ///< the f32 model the INT8 models are built from (and calibrated on)
   Backend* be = nullptr;   ///< its backend
-  bool on_device = false;  ///< INT8 runs on be's GPU through make_int8_device_executor
+  bool on_device = false;  ///< INT8 runs on be's GPU (Int8Model::refusal() was empty)
   std::string cpu_reason;  ///< on a GPU run: why INT8 runs on the CPU ("" otherwise)
   std::unique_ptr<Backend> host_be;
   std::unique_ptr<Model> host_model;
@@ -53,9 +52,8 @@ struct Int8Placement {
 /// GPU the device executor's logits are scored by the GPU backend.
 EvalResult evaluate_int8(Int8Model& q, Int8Placement& at, const Dataset& data, int64_t batch_size) {
   Backend& be = *at.be;
-  std::unique_ptr<Int8DeviceExecutor> device = at.on_device ? make_int8_device_executor(be, q) : nullptr;
   return evaluate_logits(be, data, batch_size, [&](const Batch& b, DeviceBatch& db) {
-    return device ? device->forward(db.images) : q.forward(b.images);
+    return q.forward(at.on_device ? db.images : b.images);
   });
 }
 
@@ -222,13 +220,13 @@ Int8Placement place_int8(StageContext& ctx, const Int8ModelOptions& mo) {
     for (const std::string& tap : int8_activation_taps(*ctx.model))
       placeholder[tap] = make_quant_params(0.0, 1.0, 8, /*symmetric=*/false, /*is_signed=*/false);
     const Int8Model probe(*ctx.model, ctx.be, placeholder, mo);
-    at.cpu_reason = int8_device_refusal(ctx.be, probe);
+    at.cpu_reason = probe.refusal();
   }
   at.on_device = at.cpu_reason.empty();
   nlohmann::json ev{{"f32_device", ctx.be.device_name()}};
   if (at.on_device) {
     ev["int8_device"] = ctx.be.device_name();
-    ev["int8_executor"] = "CudaInt8Model (cuBLASLt int8 GEMM, 8-bit weights: exact int32 accumulation)";
+    ev["int8_executor"] = "Int8Model on the cuda backend (cuBLASLt int8 GEMM, 8-bit weights: exact int32 accumulation)";
   } else {
     // Explicit placement, not a silent fallback: a host copy of the model, INT8 on oneDNN.
     at.host_be = make_backend("cpu");
@@ -347,9 +345,8 @@ void run_quantize_stage(StageContext& ctx) {
   log_latency(ctx.sink, step, ctx.wall_ms(), "f32", lat_f32, be.device_name());
   std::vector<LatencyResult> lat_int8;
   if (at.on_device) {
-    const std::unique_ptr<Int8DeviceExecutor> device = make_int8_device_executor(be, *best);
-    lat_int8 = measure_latency(be, sample, [&](const Tensor& x) { device->forward(x); });
-    log_latency(ctx.sink, step, ctx.wall_ms(), "int8", lat_int8, be.device_name() + " (" + device->kernels() + ")");
+    lat_int8 = measure_latency(be, sample, [&](const Tensor& x) { best->forward(x); });
+    log_latency(ctx.sink, step, ctx.wall_ms(), "int8", lat_int8, be.device_name() + " (" + best->kernels() + ")");
   } else {
     Backend& int8_be = *at.be;  // ctx.be, or the host CPU backend on a GPU run
     lat_int8 = measure_latency(int8_be, sample, [&](const Tensor& x) { best->forward(x); });

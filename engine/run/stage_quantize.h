@@ -24,7 +24,7 @@
 // ctx.step by that one step (QAT adds its phase's steps and one more). ptq-dynamic skips 1-3: each
 // INT8 layer's input range comes from the batch at run time (Int8ModelOptions::dynamic_activations).
 // On a CUDA backend the f32 figures and calibration use the GPU model; static PTQ then evaluates and
-// times INT8 on the GPU (CudaInt8Model through int8_device_executor.h, 8-bit weights), while
+// times INT8 on the GPU (Int8Model on the cuda backend's INT8 ops, 8-bit weights), while
 // ptq-dynamic, mixed precision, or a plan the GPU executor refuses run the INT8 part on the CPU
 // from a host copy of the model (int8_host_model.h). A quant/device event names the device INT8
 // ran on (and why the CPU, when it did); the latency event of int8 names it too. QAT is refused on

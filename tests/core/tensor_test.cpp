@@ -45,6 +45,19 @@ TEST(Tensor, SliceAndViewShareMemory) {
   EXPECT_THROW(a.slice0(3, 7), Error);
 }
 
+TEST(Tensor, ReinterpretReadsDenseMemoryInMemoryOrder) {
+  // A channels-last [N, C, H, W] holds N rows of H*W*C values (the INT8 plan's flatten).
+  Tensor t = Tensor::empty({2, 3, 2, 2}, DType::f32, Device::cpu(), MemoryFormat::channels_last);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    static_cast<float*>(t.raw())[i] = static_cast<float>(i);
+  const Tensor rows = t.reinterpret({2, 12});
+  EXPECT_TRUE(rows.is_contiguous());
+  EXPECT_TRUE(rows.same_memory(t));
+  EXPECT_EQ(rows.get({1, 0}), 12.0);
+  EXPECT_EQ(rows.get({0, 1}), t.get({0, 1, 0, 0}));  // the second value in memory is channel 1
+  EXPECT_THROW(t.reinterpret({5, 5}), Error);
+}
+
 TEST(Tensor, WrongTypedAccessIsRejected) {
   Tensor a = Tensor::zeros({3}, DType::f32);
   EXPECT_THROW(a.data<double>(), Error);

@@ -1,4 +1,4 @@
-// A whole static-PTQ Int8Model on the GPU (CudaInt8Model) against the CPU: the cnn (u8 conv +
+// A whole static-PTQ Int8Model on the cuda backend (its INT8 ops) against the CPU: the cnn (u8 conv +
 // ReLU, integer max pooling, channels-last flatten feeding permuted Linear columns, dropout) and an
 // mlp, per-channel and per-tensor weights. Two oracles, both on the CPU:
 //   - the plan's integer arithmetic (each INT8 layer's forward_reference, the CPU's quantize, integer
@@ -18,10 +18,10 @@
 #include <cstring>
 
 #include "engine/backend/cpu/dnnl_backend.h"
+#include "engine/backend/cpu/int8_pool.h"
+#include "engine/backend/cpu/reference_backend.h"
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_context.h"
-#include "engine/backend/cuda/cuda_int8_model.h"
-#include "engine/compress/quant/int8_pool.h"
 #include "engine/nn/zoo.h"
 #include "kernels/int8_pool.cuh"
 #include "tests/gpu/gpu_test_support.h"
@@ -51,12 +51,17 @@ Tensor integer_plan(const Int8Model& q, const Tensor& images) {
       case Kind::quantize:
         x = quantize(s.to_channels_last && x.ndim() == 4 ? channels_last_copy(x) : x, s.params);
         break;
-      case Kind::int8_conv:
-        x = channels_last_copy(s.conv->forward_reference(x));
+      case Kind::int8_conv: {
+        ReferenceBackend ref;
+        const ConvParams p = s.kernel->conv_params();
+        x = channels_last_copy(ref.make_int8_kernel(s.kernel->layer(), &p)->forward(x));
         break;
-      case Kind::int8_linear:
-        x = s.linear->forward_reference(x);
+      }
+      case Kind::int8_linear: {
+        ReferenceBackend ref;
+        x = ref.make_int8_kernel(s.kernel->layer())->forward(x);
         break;
+      }
       case Kind::int8_maxpool:
         x = int8_maxpool2d(x, s.pool);
         break;
@@ -89,10 +94,12 @@ bool same_row(const Tensor& a, const Tensor& b, int64_t n) {
 class CudaInt8ModelTest : public CudaTest {
  protected:
   /// Runs `q` on the GPU and checks it against both oracles on `images` (host f32).
-  void check_against_cpu(Int8Model& q, const Tensor& images) {
+  void check_against_cpu(Int8Model& q, Model& m, const ActivationParams& acts, const Int8ModelOptions& o,
+                         const Tensor& images) {
     const Tensor cpu = q.forward(images);
     const Tensor ints = integer_plan(q, images);
-    cuda::CudaInt8Model g(gpu(), q);
+    Int8Model g(m, gpu(), acts, o);  // the same plan, its INT8 layers prepared on the cuda backend
+    ASSERT_EQ(g.refusal(), "");
     const Tensor got = down(g.forward(up(images)));
     ASSERT_EQ(got.shape(), cpu.shape()) << q.plan();
     ASSERT_EQ(got.dtype(), DType::f32);
@@ -124,9 +131,10 @@ TEST_F(CudaInt8ModelTest, CnnGivesTheCpuPlansLogits) {
     const Dataset calib = test::random_images(96, 12, 1), data = test::random_images(64, 12, 2);
     Int8ModelOptions o;
     o.per_channel_weights = per_channel;
-    Int8Model q(*m, be, test::calibrate_minmax(*m, be, calib), o);
+    const ActivationParams acts = test::calibrate_minmax(*m, be, calib);
+    Int8Model q(*m, be, acts, o);
     ASSERT_NE(q.plan().find("flatten"), std::string::npos) << q.plan();
-    check_against_cpu(q, test::images_of(data));
+    check_against_cpu(q, *m, acts, o, test::images_of(data));
   }
 }
 
@@ -140,8 +148,9 @@ TEST_F(CudaInt8ModelTest, MlpGivesTheCpuPlansLogits) {
     const Dataset calib = test::random_images(96, 28, 3), data = test::random_images(50, 28, 4);
     Int8ModelOptions o;
     o.per_channel_weights = per_channel;
-    Int8Model q(*m, be, test::calibrate_minmax(*m, be, calib), o);
-    check_against_cpu(q, test::images_of(data));
+    const ActivationParams acts = test::calibrate_minmax(*m, be, calib);
+    Int8Model q(*m, be, acts, o);
+    check_against_cpu(q, *m, acts, o, test::images_of(data));
   }
 }
 
@@ -172,18 +181,19 @@ TEST_F(CudaInt8ModelTest, IntegerMaxPoolAndReluKernelsMatchTheCpu) {
 }
 
 // Needs no device: what the GPU executor covers is decided from the plan alone.
-TEST(CudaInt8ModelPlan, RefusesDynamicAndF32LayersAndCoversTheStaticCnn) {
+TEST_F(CudaInt8ModelTest, RefusesDynamicAndF32LayersAndCoversTheStaticCnn) {
   DnnlBackend be;
   auto m = test::small_cnn(be, 17);
   const ActivationParams acts = test::calibrate_minmax(*m, be, test::random_images(32, 12, 5));
-  EXPECT_EQ(cuda::CudaInt8Model::refusal(Int8Model(*m, be, acts)), "");
+  EXPECT_EQ(Int8Model(*m, gpu(), acts).refusal(), "");
+  EXPECT_EQ(Int8Model(*m, be, acts).refusal(), "");  // the CPU runs every plan
   Int8ModelOptions keep;
   keep.keep_f32 = {"7"};
-  const std::string f32_why = cuda::CudaInt8Model::refusal(Int8Model(*m, be, acts, keep));
+  const std::string f32_why = Int8Model(*m, gpu(), acts, keep).refusal();
   EXPECT_NE(f32_why.find("runs in f32"), std::string::npos) << f32_why;
   Int8ModelOptions dyn;
   dyn.dynamic_activations = true;
-  const std::string dyn_why = cuda::CudaInt8Model::refusal(Int8Model(*m, be, {}, dyn));
+  const std::string dyn_why = Int8Model(*m, gpu(), {}, dyn).refusal();
   EXPECT_NE(dyn_why.find("dynamic"), std::string::npos) << dyn_why;
 }
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "engine/compress/prune/sparse_format.h"
+#include "engine/backend/formats/sparse_format.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {

@@ -7,7 +7,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/compress/prune/mask.h"
-#include "engine/compress/prune/sparse_format.h"
+#include "engine/backend/formats/sparse_format.h"
 #include "engine/compress/prune/sparse_model_io.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/safetensors.h"

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/compress/prune/csr_matrix.h"
-#include "engine/compress/prune/spmm.h"
+#include "engine/backend/formats/csr_matrix.h"
+#include "engine/backend/cpu/spmm.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {

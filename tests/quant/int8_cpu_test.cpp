@@ -4,7 +4,7 @@
 // oneDNN results identical to the integer reference on every CPU.
 #include <gtest/gtest.h>
 
-#include "engine/compress/quant/int8_ops.h"
+#include "tests/support/int8_kernels.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {
@@ -44,6 +44,8 @@ Tensor test_bias(int64_t n) {
   return b;
 }
 
+using test::Int8Conv2d;
+using test::Int8Linear;
 using test::mismatches;
 
 TEST(Int8Cpu, WeightBitsFollowTheCpu) {

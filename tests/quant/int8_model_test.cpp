@@ -8,7 +8,7 @@
 
 #include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/compress/quant/calibration_set.h"
-#include "engine/compress/quant/int8_pool.h"
+#include "engine/backend/cpu/int8_pool.h"
 #include "engine/data/loader.h"
 #include "engine/nn/add.h"
 #include "engine/nn/conv2d.h"

@@ -1,17 +1,20 @@
-// INT8 linear and conv2d through oneDNN against the integer reference loops (exact or 1 LSB) and
-// against the f32 op in double precision, within a worst-case quantization error bound computed
-// per output element:  sum_k (|x_k| s_w/2 + |w_k| s_x/2 + s_x s_w/4) + s_y/2 (+ s_y for 1 LSB).
+// INT8 linear and conv2d through oneDNN (the cpu backend's make_int8_kernel) against the integer reference loops (exact
+// or 1 LSB) and against the f32 op in double precision, within a worst-case quantization error bound computed per
+// output element:  sum_k (|x_k| s_w/2 + |w_k| s_x/2 + s_x s_w/4) + s_y/2 (+ s_y for 1 LSB).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "engine/compress/quant/int8_ops.h"
+#include "engine/backend/cpu/reference_int8.h"
 #include "engine/compress/quant/observer.h"
+#include "tests/support/int8_kernels.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {
 namespace {
 
+using test::Int8Conv2d;
+using test::Int8Linear;
 using test::random_tensor;
 
 enum class SrcMode { s8_symmetric, u8_symmetric, u8_asymmetric };
@@ -223,10 +226,11 @@ TEST(Int8Conv2d, MatchesReferenceAndF32OnOddShapes) {
                                  " s" + std::to_string(cc.stride) + " p" + std::to_string(cc.pad) + " " + name(sm) +
                                  " " + name(dm);
         check_outputs(op.layer(), y, op.forward_reference(xq), eb, what);
-        // The reference takes any layout and gives the same integers from NCHW input.
+        // The reference loops take any layout and give the same integers from NCHW input (the op
+        // contract asks every backend for channels-last).
         Tensor xq_nchw = Tensor::empty(xq.shape(), xq.dtype());
         xq.copy_to(xq_nchw);
-        const Tensor r2 = op.forward_reference(xq_nchw), r1 = op.forward_reference(xq);
+        const Tensor r2 = int8_conv2d_reference(op.layer(), p, xq_nchw), r1 = op.forward_reference(xq);
         for (int64_t i = 0; i < r1.numel(); ++i)
           ASSERT_EQ(r1.at_flat(i), r2.at_flat(i)) << what;
       }

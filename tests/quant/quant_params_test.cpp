@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/compress/quant/quant_params.h"
+#include "engine/backend/formats/quant_params.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {

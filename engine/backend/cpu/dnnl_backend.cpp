@@ -201,6 +201,10 @@ bool DnnlBackend::supports(Op op, DType dtype) const {
   if (dtype == DType::bf16 &&
       (op == Op::linear || op == Op::conv2d || op == Op::reorder || op == Op::relu || op == Op::maxpool2d))
     return m_impl->native_bf16;
+  // s8/u8: oneDNN int8 linear/conv2d (dnnl_int8.cpp), the reference's integer pooling, ReLU and
+  // (de)quantization loops; f32 sparse_matmul: the AVX2/AVX-512 CSR kernels (cpu_sparse.cpp).
+  if (dtype == DType::s8 || dtype == DType::u8 || op == Op::sparse_matmul)
+    return ReferenceBackend::supports(op, dtype);
   return dtype == DType::f32;
 }
 
@@ -240,14 +244,12 @@ void DnnlBackend::reorder(const Tensor& src, Tensor& dst) {
 }
 
 // ---------------------------------------------------------------- linear (matmul primitive)
-void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                                 PostOp post) {
+void DnnlBackend::linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                                      PostOp post) {
   const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32_or_bf16(dst);
   if (!bf16 && !(is_f32(src) && is_f32(weights)))
-    return ReferenceBackend::linear_forward(src, weights, bias, dst, post);
-  const int64_t N = src.dim(0), K = src.dim(1), O = weights.dim(0);
-  LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && weights.dim(1) == K && dst.dim(0) == N && dst.dim(1) == O,
-              "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
+    return ReferenceBackend::linear_forward_impl(src, weights, bias, dst, post);
+  const int64_t K = src.dim(1), O = weights.dim(0);
   // weights [O, K] read as its transpose [K, O] through strides.
   const memory::desc a = md_of(src), b = md_with({K, O}, {weights.stride(1), weights.stride(0)}, weights.dtype());
   const memory::desc c = md_of(dst);
@@ -265,13 +267,10 @@ void DnnlBackend::linear_forward(const Tensor& src, const Tensor& weights, const
   }
 }
 
-void DnnlBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+void DnnlBackend::linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
   const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32_or_bf16(diff_src);
   if (!bf16 && !(is_f32(diff_dst) && is_f32(weights)))
-    return ReferenceBackend::linear_backward_data(diff_dst, weights, diff_src);
-  LATHE_CHECK(
-      diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) && diff_src.dim(0) == diff_dst.dim(0),
-      "linear_backward_data shapes");
+    return ReferenceBackend::linear_backward_data_impl(diff_dst, weights, diff_src);
   std::string key = "lin_bd";
   append_key(key, diff_dst);
   append_key(key, weights);
@@ -280,14 +279,12 @@ void DnnlBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& wei
                  diff_src.raw(), PostOp::none, key);
 }
 
-void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                                          Tensor* diff_bias) {
+void DnnlBackend::linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                               Tensor* diff_bias) {
   const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(diff_dst) && is_f32(diff_weights);
   if (!bf16 && !(is_f32(src) && is_f32(diff_dst)))
-    return ReferenceBackend::linear_backward_weights(src, diff_dst, diff_weights, diff_bias);
+    return ReferenceBackend::linear_backward_weights_impl(src, diff_dst, diff_weights, diff_bias);
   const int64_t N = src.dim(0), O = diff_dst.dim(1);
-  LATHE_CHECK(diff_weights.dim(0) == O && diff_weights.dim(1) == src.dim(1) && diff_dst.dim(0) == N,
-              "linear_backward_weights shapes");
   // diff_weights [O, K] = diff_dst^T [O, N] * src [N, K]
   const memory::desc a = md_with({O, N}, {diff_dst.stride(1), diff_dst.stride(0)}, diff_dst.dtype());
   std::string key = "lin_bw";
@@ -318,14 +315,11 @@ void DnnlBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_
 }
 
 // ---------------------------------------------------------------- conv2d
-void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                                 Tensor& dst, PostOp post) {
+void DnnlBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                                      Tensor& dst, PostOp post) {
   const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32_or_bf16(dst);
   if (!bf16 && !(is_f32(src) && is_f32(weights)))
-    return ReferenceBackend::conv2d_forward(p, src, weights, bias, dst, post);
-  LATHE_CHECK(src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4 && src.dim(1) == weights.dim(1) &&
-                  dst.dim(1) == weights.dim(0),
-              "conv2d_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
+    return ReferenceBackend::conv2d_forward_impl(p, src, weights, bias, dst, post);
   ConvEntry& e = m_impl->conv_entry(p, src, weights, bias != nullptr, dst, post);
   memory w_user = m_impl->mem(weights);
   memory w = w_user;
@@ -341,11 +335,11 @@ void DnnlBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const T
   m_impl->strm.wait();
 }
 
-void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                                       Tensor& diff_src) {
+void DnnlBackend::conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                            Tensor& diff_src) {
   const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32_or_bf16(diff_src);
   if (!bf16 && !(is_f32(diff_dst) && is_f32(weights)))
-    return ReferenceBackend::conv2d_backward_data(p, diff_dst, weights, diff_src);
+    return ReferenceBackend::conv2d_backward_data_impl(p, diff_dst, weights, diff_src);
   std::string key = "conv_bd";
   append_key(key, diff_dst);
   append_key(key, weights);
@@ -392,11 +386,11 @@ void DnnlBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_d
   m_impl->strm.wait();
 }
 
-void DnnlBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
-                                          Tensor& diff_weights, Tensor* diff_bias) {
+void DnnlBackend::conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                               Tensor& diff_weights, Tensor* diff_bias) {
   const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(diff_dst) && is_f32(diff_weights);
   if (!bf16 && !(is_f32(src) && is_f32(diff_dst)))
-    return ReferenceBackend::conv2d_backward_weights(p, src, diff_dst, diff_weights, diff_bias);
+    return ReferenceBackend::conv2d_backward_weights_impl(p, src, diff_dst, diff_weights, diff_bias);
   std::string key = "conv_bw";
   append_key(key, src);
   append_key(key, diff_dst);

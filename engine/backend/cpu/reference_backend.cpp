@@ -114,7 +114,18 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
-bool ReferenceBackend::supports(Op, DType dtype) const { return dtype == DType::f32 || dtype == DType::f64; }
+bool ReferenceBackend::supports(Op op, DType dtype) const {
+  // The 8-bit implementation list: INT8 linear/conv2d (keyed by src dtype), integer pooling and
+  // ReLU, (de)quantization; reference_compressed.cpp. sparse_matmul runs at f32 only.
+  if (dtype == DType::s8 || dtype == DType::u8)
+    return op == Op::linear || op == Op::conv2d || op == Op::maxpool2d || op == Op::relu || op == Op::quantize ||
+           op == Op::dequantize;
+  if (op == Op::sparse_matmul)
+    return dtype == DType::f32;
+  if (op == Op::quantize || op == Op::dequantize)
+    return false;  // keyed by the 8-bit side
+  return dtype == DType::f32 || dtype == DType::f64;
+}
 
 std::string ReferenceBackend::device_name() const { return cpu_model_name(); }
 
@@ -149,16 +160,13 @@ void ReferenceBackend::round_to_precision(const Tensor& src, Tensor& dst, DType 
 }
 
 // ---------------------------------------------------------------- linear
-void ReferenceBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                                      PostOp post) {
+void ReferenceBackend::linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                                           PostOp post) {
   if (is_low_precision(src.dtype()) || is_low_precision(weights.dtype())) {
     check_f32_output(dst, "linear_forward");
-    return ReferenceBackend::linear_forward(widened(src), widened(weights), bias, dst, post);
+    return ReferenceBackend::linear_forward_impl(widened(src), widened(weights), bias, dst, post);
   }
-  check_float(src, "linear_forward");
-  LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && src.dim(1) == weights.dim(1) && dst.ndim() == 2 &&
-                  dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0),
-              "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
+  check_float(src, "linear_forward");  // shapes: the contract, checked once by Backend::linear_forward
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View2<T> x(src), w(weights), y(dst);
@@ -176,15 +184,12 @@ void ReferenceBackend::linear_forward(const Tensor& src, const Tensor& weights, 
   });
 }
 
-void ReferenceBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+void ReferenceBackend::linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
   if (is_low_precision(diff_dst.dtype()) || is_low_precision(weights.dtype())) {
     check_f32_output(diff_src, "linear_backward_data");
-    return ReferenceBackend::linear_backward_data(widened(diff_dst), widened(weights), diff_src);
+    return ReferenceBackend::linear_backward_data_impl(widened(diff_dst), widened(weights), diff_src);
   }
   check_float(diff_dst, "linear_backward_data");
-  LATHE_CHECK(
-      diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) && diff_src.dim(0) == diff_dst.dim(0),
-      "linear_backward_data shapes");
   dispatch(diff_dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View2<T> dy(diff_dst), w(weights), dx(diff_src);
@@ -199,16 +204,13 @@ void ReferenceBackend::linear_backward_data(const Tensor& diff_dst, const Tensor
   });
 }
 
-void ReferenceBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                                               Tensor* diff_bias) {
+void ReferenceBackend::linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                                    Tensor* diff_bias) {
   if (is_low_precision(src.dtype()) || is_low_precision(diff_dst.dtype())) {
     check_f32_output(diff_weights, "linear_backward_weights");
-    return ReferenceBackend::linear_backward_weights(widened(src), widened(diff_dst), diff_weights, diff_bias);
+    return ReferenceBackend::linear_backward_weights_impl(widened(src), widened(diff_dst), diff_weights, diff_bias);
   }
   check_float(src, "linear_backward_weights");
-  LATHE_CHECK(
-      diff_weights.dim(0) == diff_dst.dim(1) && diff_weights.dim(1) == src.dim(1) && src.dim(0) == diff_dst.dim(0),
-      "linear_backward_weights shapes");
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View2<T> x(src), dy(diff_dst), dw(diff_weights);
@@ -233,26 +235,15 @@ void ReferenceBackend::linear_backward_weights(const Tensor& src, const Tensor& 
 }
 
 // ---------------------------------------------------------------- conv2d
-namespace {
-void check_conv(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor& dst) {
-  LATHE_CHECK(src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4, "conv2d needs 4-D tensors");
-  LATHE_CHECK(src.dim(1) == weights.dim(1), "conv2d: src channels ", src.dim(1), " != weights in-channels ",
-              weights.dim(1));
-  LATHE_CHECK(dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0) &&
-                  dst.dim(2) == conv_out_size(src.dim(2), weights.dim(2), p.stride_h, p.pad_h) &&
-                  dst.dim(3) == conv_out_size(src.dim(3), weights.dim(3), p.stride_w, p.pad_w),
-              "conv2d: dst ", dst.describe(), " does not fit src ", src.describe(), " weights ", weights.describe());
-}
-}  // namespace
+namespace {}  // namespace
 
-void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                                      Tensor& dst, PostOp post) {
+void ReferenceBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights,
+                                           const Tensor* bias, Tensor& dst, PostOp post) {
   if (is_low_precision(src.dtype()) || is_low_precision(weights.dtype())) {
     check_f32_output(dst, "conv2d_forward");
-    return ReferenceBackend::conv2d_forward(p, widened(src), widened(weights), bias, dst, post);
+    return ReferenceBackend::conv2d_forward_impl(p, widened(src), widened(weights), bias, dst, post);
   }
-  check_float(src, "conv2d_forward");
-  check_conv(p, src, weights, dst);
+  check_float(src, "conv2d_forward");  // shapes: the contract, checked once by Backend::conv2d_forward
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View4<T> x(src), w(weights), y(dst);
@@ -283,14 +274,13 @@ void ReferenceBackend::conv2d_forward(const ConvParams& p, const Tensor& src, co
   });
 }
 
-void ReferenceBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                                            Tensor& diff_src) {
+void ReferenceBackend::conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                                 Tensor& diff_src) {
   if (is_low_precision(diff_dst.dtype()) || is_low_precision(weights.dtype())) {
     check_f32_output(diff_src, "conv2d_backward_data");
-    return ReferenceBackend::conv2d_backward_data(p, widened(diff_dst), widened(weights), diff_src);
+    return ReferenceBackend::conv2d_backward_data_impl(p, widened(diff_dst), widened(weights), diff_src);
   }
   check_float(diff_dst, "conv2d_backward_data");
-  check_conv(p, diff_src, weights, diff_dst);
   fill_zero(diff_src);
   dispatch(diff_dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -319,14 +309,13 @@ void ReferenceBackend::conv2d_backward_data(const ConvParams& p, const Tensor& d
   });
 }
 
-void ReferenceBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
-                                               Tensor& diff_weights, Tensor* diff_bias) {
+void ReferenceBackend::conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                                    Tensor& diff_weights, Tensor* diff_bias) {
   if (is_low_precision(src.dtype()) || is_low_precision(diff_dst.dtype())) {
     check_f32_output(diff_weights, "conv2d_backward_weights");
-    return ReferenceBackend::conv2d_backward_weights(p, widened(src), widened(diff_dst), diff_weights, diff_bias);
+    return ReferenceBackend::conv2d_backward_weights_impl(p, widened(src), widened(diff_dst), diff_weights, diff_bias);
   }
   check_float(src, "conv2d_backward_weights");
-  check_conv(p, src, diff_weights, diff_dst);
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     View4<T> x(src), dy(diff_dst), dw(diff_weights);

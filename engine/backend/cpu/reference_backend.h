@@ -19,17 +19,26 @@ class ReferenceBackend : public Backend {
   void reorder(const Tensor& src, Tensor& dst) override;
   void round_to_precision(const Tensor& src, Tensor& dst, DType precision) override;
 
-  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst, PostOp post) override;
-  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
-  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                               Tensor* diff_bias) override;
+  // compressed execution (reference: reference_compressed.cpp; cpu: dnnl_int8.cpp, cpu_sparse.cpp)
+  std::unique_ptr<Int8Kernel> make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv) override;
+  std::unique_ptr<SparseMatmulKernel> make_sparse_matmul_impl(const CsrMatrix& a,
+                                                              const SparseMatmulOptions& options) override;
+  void quantize_impl(const Tensor& src, const QuantParams& params, Tensor& dst) override;
+  void dequantize_impl(const Tensor& src, const QuantParams& params, Tensor& dst) override;
+  void int8_maxpool2d_impl(const PoolParams& p, const Tensor& src, Tensor& dst) override;
+  void int8_relu_impl(Tensor& t, int32_t zero_point) override;
+  void linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                           PostOp post) override;
+  void linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
+  void linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                    Tensor* diff_bias) override;
 
-  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                      PostOp post) override;
-  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                            Tensor& diff_src) override;
-  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                               Tensor* diff_bias) override;
+  void conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                           Tensor& dst, PostOp post) override;
+  void conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                 Tensor& diff_src) override;
+  void conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                    Tensor& diff_weights, Tensor* diff_bias) override;
 
   void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
   void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,

@@ -187,15 +187,11 @@ void sgemm(CudaContext& ctx, const Tensor& a, bool transpose_a, const Tensor& b,
 
 void linear_forward(CudaContext& ctx, const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                     PostOp post) {
+  // Shapes: the op contract, checked once by Backend::linear_forward (op_contract.h).
   check_matmul_operands(ctx, src, weights, dst, "linear_forward");
-  LATHE_CHECK(src.ndim() == 2 && weights.ndim() == 2 && dst.ndim() == 2 && src.dim(1) == weights.dim(1) &&
-                  dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0),
-              "linear_forward shapes: src ", src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
   Tensor bias_c;
   if (bias) {
     check_f32(ctx, *bias, "linear_forward bias");
-    LATHE_CHECK(bias->ndim() == 1 && bias->dim(0) == weights.dim(0), "linear_forward: bias ", bias->describe(),
-                " does not match ", weights.dim(0), " outputs");
     bias_c = make_contiguous(ctx, *bias);
   }
   Tensor ks, kw;
@@ -209,12 +205,8 @@ void linear_forward(CudaContext& ctx, const Tensor& src, const Tensor& weights, 
 }
 
 void linear_backward_data(CudaContext& ctx, const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+  // Shapes: the op contract, checked once by Backend::linear_backward_data (op_contract.h).
   check_matmul_operands(ctx, diff_dst, weights, diff_src, "linear_backward_data");
-  LATHE_CHECK(diff_dst.ndim() == 2 && weights.ndim() == 2 && diff_src.ndim() == 2 &&
-                  diff_dst.dim(1) == weights.dim(0) && diff_src.dim(1) == weights.dim(1) &&
-                  diff_src.dim(0) == diff_dst.dim(0),
-              "linear_backward_data shapes: diff_dst ", diff_dst.describe(), " weights ", weights.describe(),
-              " diff_src ", diff_src.describe());
   Tensor kd, kw;
   const MatrixView dy = view_of(ctx, diff_dst, kd), w = view_of(ctx, weights, kw);
   OutputView out = output_of(ctx, diff_src);
@@ -224,12 +216,8 @@ void linear_backward_data(CudaContext& ctx, const Tensor& diff_dst, const Tensor
 
 void linear_backward_weights(CudaContext& ctx, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
                              Tensor* diff_bias) {
+  // Shapes: the op contract, checked once by Backend::linear_backward_weights (op_contract.h).
   check_matmul_operands(ctx, src, diff_dst, diff_weights, "linear_backward_weights");
-  LATHE_CHECK(src.ndim() == 2 && diff_dst.ndim() == 2 && diff_weights.ndim() == 2 &&
-                  diff_weights.dim(0) == diff_dst.dim(1) && diff_weights.dim(1) == src.dim(1) &&
-                  src.dim(0) == diff_dst.dim(0),
-              "linear_backward_weights shapes: src ", src.describe(), " diff_dst ", diff_dst.describe(),
-              " diff_weights ", diff_weights.describe());
   Tensor ks, kd;
   const MatrixView x = view_of(ctx, src, ks), dy = view_of(ctx, diff_dst, kd);
   OutputView out = output_of(ctx, diff_weights);

@@ -57,7 +57,7 @@ void register_backend() {
     // may be freed after main() returns, and must find their allocator then.
     for (int i = 0; i < n; ++i)
       register_allocator(Device::cuda(i), new CudaAllocator(i));
-    register_cuda_backend(&make_cuda_backend, &device_count);
+    register_backend("cuda", &make_cuda_backend, &device_count);
   });
 }
 
@@ -79,6 +79,12 @@ int CudaBackend::compute_capability() const { return m_ctx->properties().major *
 bool CudaBackend::supports(Op op, DType dtype) const { return supports_on(op, dtype, compute_capability()); }
 
 bool CudaBackend::supports_on(Op op, DType dtype, int cc) {
+  // The 8-bit list: cuBLASLt int8 linear/conv2d (keyed by src dtype), integer pooling and ReLU,
+  // quantize (the CPU's rounding); sparse_matmul: cuSPARSE at f32 (cuda_compressed.cpp).
+  if (dtype == DType::s8 || dtype == DType::u8)
+    return op == Op::linear || op == Op::conv2d || op == Op::maxpool2d || op == Op::relu || op == Op::quantize;
+  if (op == Op::quantize || op == Op::dequantize)
+    return false;
   if (op == Op::reorder)
     return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
   // Mixed-precision matmuls and convolutions: f16 on tensor cores from Volta (sm_70), bf16 from
@@ -213,32 +219,32 @@ void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
 }
 
 // ------------------------------------------------------------------ dense layers and convolutions
-void CudaBackend::linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                                 PostOp post) {
+void CudaBackend::linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                                      PostOp post) {
   cuda::linear_forward(*m_ctx, src, weights, bias, dst, post);
 }
 
-void CudaBackend::linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
+void CudaBackend::linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) {
   cuda::linear_backward_data(*m_ctx, diff_dst, weights, diff_src);
 }
 
-void CudaBackend::linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                                          Tensor* diff_bias) {
+void CudaBackend::linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                               Tensor* diff_bias) {
   cuda::linear_backward_weights(*m_ctx, src, diff_dst, diff_weights, diff_bias);
 }
 
-void CudaBackend::conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
-                                 Tensor& dst, PostOp post) {
+void CudaBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                                      Tensor& dst, PostOp post) {
   cuda::conv2d_forward(*m_ctx, p, src, weights, bias, dst, post);
 }
 
-void CudaBackend::conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                                       Tensor& diff_src) {
+void CudaBackend::conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                            Tensor& diff_src) {
   cuda::conv2d_backward_data(*m_ctx, p, diff_dst, weights, diff_src);
 }
 
-void CudaBackend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
-                                          Tensor& diff_weights, Tensor* diff_bias) {
+void CudaBackend::conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                               Tensor& diff_weights, Tensor* diff_bias) {
   cuda::conv2d_backward_weights(*m_ctx, p, src, diff_dst, diff_weights, diff_bias);
 }
 

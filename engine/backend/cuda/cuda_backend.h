@@ -18,7 +18,7 @@ namespace lathe::cuda {
 class CudaContext;
 
 /// Registers the CUDA backend factory and one caching allocator per visible device with the engine
-/// (lathe::register_cuda_backend, lathe::register_allocator). Idempotent; safe without a driver.
+/// (lathe::register_backend("cuda", ...), lathe::register_allocator). Idempotent; safe without a driver.
 void register_backend();
 /// Number of usable CUDA devices: 0, never an exception, when there is no driver or no device.
 int device_count();
@@ -46,18 +46,18 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   MemoryFormat preferred_conv_format() const override { return MemoryFormat::contiguous; }
 
-  void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                      PostOp post = PostOp::none) override;
-  void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
-  void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                               Tensor* diff_bias) override;
+  void linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
+                           PostOp post = PostOp::none) override;
+  void linear_backward_data_impl(const Tensor& diff_dst, const Tensor& weights, Tensor& diff_src) override;
+  void linear_backward_weights_impl(const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
+                                    Tensor* diff_bias) override;
 
-  void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
-                      PostOp post = PostOp::none) override;
-  void conv2d_backward_data(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
-                            Tensor& diff_src) override;
-  void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
-                               Tensor* diff_bias) override;
+  void conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
+                           Tensor& dst, PostOp post = PostOp::none) override;
+  void conv2d_backward_data_impl(const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
+                                 Tensor& diff_src) override;
+  void conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
+                                    Tensor& diff_weights, Tensor* diff_bias) override;
 
   /// workspace: s32 argmax per output, as ReferenceBackend's (allocated on this device on first use).
   void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
@@ -90,6 +90,14 @@ class CudaBackend final : public Backend {
 
   double sum(const Tensor& t) override;
   double sum_squares(const Tensor& t) override;
+
+  // ---- compressed execution (cuda_compressed.cpp); dequantize is not implemented here ----
+  std::unique_ptr<Int8Kernel> make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv) override;
+  std::unique_ptr<SparseMatmulKernel> make_sparse_matmul_impl(const CsrMatrix& a,
+                                                              const SparseMatmulOptions& options) override;
+  void quantize_impl(const Tensor& src, const QuantParams& params, Tensor& dst) override;
+  void int8_maxpool2d_impl(const PoolParams& p, const Tensor& src, Tensor& dst) override;
+  void int8_relu_impl(Tensor& t, int32_t zero_point) override;
 
   // ---- CUDA specifics (benchmarks, tests, NCCL) ----
   cudaStream_t stream() const;

@@ -1,9 +1,9 @@
-// CudaInt8Linear: the INT8 linear layer of engine/compress/quant (int8_layer.h arithmetic) on an
+// CudaInt8Linear: the INT8 linear layer (engine/backend/formats/int8_layer_data.h arithmetic) on an
 // NVIDIA GPU: s8 weights x u8/s8 activations -> int32 on cuBLASLt's int8 tensor-core GEMM, then our
 // epilogue kernel (zero-point compensation, bias, per-channel output scale, fused ReLU, requantize
 // to u8/s8 or f32 out). It takes the layer as the CPU side prepared it (Int8LayerData: the same
 // quantized weights and folded scales), so GPU and CPU results are the same integers; the CPU
-// reference int8_linear_reference is the oracle of its tests (tests/gpu, label gpu).
+// reference int8_linear_reference is the oracle (tests/backend/op_parity_test.cpp, the cuda backend).
 //
 // cuBLASLt's int8 GEMM wants signed operands, K and the row count of A in multiples of 4 and
 // 16-byte aligned leading dimensions: activations are packed as s8 (u8 - 128, the shift corrected
@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "engine/compress/quant/int8_layer.h"
+#include "engine/backend/formats/int8_layer_data.h"
 
 namespace lathe::cuda {
 

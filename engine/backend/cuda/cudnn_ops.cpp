@@ -104,17 +104,6 @@ class ConvDesc {
 };
 
 // ------------------------------------------------------------------ checks and staging
-void check_conv(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor& dst) {
-  LATHE_CHECK(src.ndim() == 4 && weights.ndim() == 4 && dst.ndim() == 4, "conv2d needs 4-D tensors, got src ",
-              src.describe(), " weights ", weights.describe(), " dst ", dst.describe());
-  LATHE_CHECK(src.dim(1) == weights.dim(1), "conv2d: src channels ", src.dim(1), " != weights in-channels ",
-              weights.dim(1));
-  LATHE_CHECK(dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0) &&
-                  dst.dim(2) == conv_out_size(src.dim(2), weights.dim(2), p.stride_h, p.pad_h) &&
-                  dst.dim(3) == conv_out_size(src.dim(3), weights.dim(3), p.stride_w, p.pad_w),
-              "conv2d: dst ", dst.describe(), " does not fit src ", src.describe(), " weights ", weights.describe());
-}
-
 /// The format of `primary` (src, or diff_src); when it fits both (C = 1, or 1x1 images), the
 /// format of `other` (the output or gradient), so the common NHWC first layer needs no staging.
 MemoryFormat activation_format(const Tensor& primary, const Tensor& other) {
@@ -303,14 +292,11 @@ void widen_into(CudaContext& ctx, const Tensor& written, Tensor& out) {
 
 void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                     Tensor& dst, PostOp post) {
+  // Shapes: the op contract, checked once by Backend::conv2d_forward (op_contract.h).
   check_matmul_operands(ctx, src, weights, dst, "conv2d_forward");
-  check_conv(p, src, weights, dst);
   Tensor b;
-  if (bias) {
+  if (bias)
     check_f32(ctx, *bias, "conv2d_forward bias");
-    LATHE_CHECK(bias->ndim() == 1 && bias->dim(0) == weights.dim(0), "conv2d_forward: bias ", bias->describe(),
-                " does not match ", weights.dim(0), " output channels");
-  }
   const StreamScope scope = ctx.activate();
   if (dst.numel() == 0)
     return;
@@ -345,7 +331,7 @@ void conv2d_forward(CudaContext& ctx, const ConvParams& p, const Tensor& src, co
 void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& diff_dst, const Tensor& weights,
                           Tensor& diff_src) {
   check_matmul_operands(ctx, diff_dst, weights, diff_src, "conv2d_backward_data");
-  check_conv(p, diff_src, weights, diff_dst);
+  // Shapes: the op contract, checked once by Backend::conv2d_backward_data (op_contract.h).
   const StreamScope scope = ctx.activate();
   if (diff_src.numel() == 0)
     return;
@@ -375,7 +361,7 @@ void conv2d_backward_data(CudaContext& ctx, const ConvParams& p, const Tensor& d
 void conv2d_backward_weights(CudaContext& ctx, const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
                              Tensor& diff_weights, Tensor* diff_bias) {
   check_matmul_operands(ctx, src, diff_dst, diff_weights, "conv2d_backward_weights");
-  check_conv(p, src, diff_weights, diff_dst);
+  // Shapes: the op contract, checked once by Backend::conv2d_backward_weights (op_contract.h).
   const StreamScope scope = ctx.activate();
   const DType dt = src.dtype();
   for (const MemoryFormat f : formats_to_try(activation_format(src, diff_dst))) {

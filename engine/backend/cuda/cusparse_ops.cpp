@@ -52,19 +52,22 @@ void CusparseCsr::spmm(const Tensor& b, Tensor& c) {
   LATHE_CHECK(b.dtype() == DType::f32 && c.dtype() == DType::f32 && b.is_contiguous() && c.is_contiguous() &&
                   !b.device().is_cpu() && !c.device().is_cpu(),
               "cusparse spmm: B and C must be contiguous f32 device tensors");
-  const int64_t n = b.dim(1);
-  if (c.numel() == 0)
+  spmm_rows(static_cast<const float*>(b.raw()), b.dim(1), static_cast<float*>(c.raw()), c.dim(1), b.dim(1));
+}
+
+void CusparseCsr::spmm_rows(const float* b, int64_t ldb, float* c, int64_t ldc, int64_t n) {
+  if (n == 0 || m_rows == 0)
     return;
   const StreamScope scope = m_be.context().activate();
   if (m_nnz == 0) {
     // C = A * B is all zeros. Written here rather than left to cuSPARSE: with no stored entries,
     // whether SpMM writes C at all (beta = 0) is not something its documentation promises.
-    LATHE_CUDA_CHECK(cudaMemsetAsync(c.raw(), 0, c.nbytes(), m_be.context().stream()));
+    LATHE_CUDA_CHECK(cudaMemset2DAsync(c, ldc * sizeof(float), 0, n * sizeof(float), m_rows, m_be.context().stream()));
     return;
   }
   cusparseDnMatDescr_t db = nullptr, dc = nullptr;
-  LATHE_CUSPARSE_CHECK(cusparseCreateDnMat(&db, m_cols, n, n, b.raw(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
-  LATHE_CUSPARSE_CHECK(cusparseCreateDnMat(&dc, m_rows, n, n, c.raw(), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+  LATHE_CUSPARSE_CHECK(cusparseCreateDnMat(&db, m_cols, n, ldb, const_cast<float*>(b), CUDA_R_32F, CUSPARSE_ORDER_ROW));
+  LATHE_CUSPARSE_CHECK(cusparseCreateDnMat(&dc, m_rows, n, ldc, c, CUDA_R_32F, CUSPARSE_ORDER_ROW));
   const float alpha = 1.0f, beta = 0.0f;
   size_t bytes = 0;
   try {

@@ -1,13 +1,13 @@
 // cuSPARSE SpMM for pruned weights on the GPU: a CSR weight uploaded once, then C = A * B for
 // row-major dense B [cols, n] and C [rows, n] (Linear: B = x^T; Conv2d: B = the im2col matrix), the
-// GPU counterpart of the CPU kernels in engine/compress/prune/spmm.h. The handle and descriptors
+// GPU counterpart of the CPU kernels in engine/backend/cpu/spmm.h. The handle and descriptors
 // live in the object, bound to the context's stream (no globals).
 #pragma once
 
 #include <cusparse.h>
 
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/compress/prune/csr_matrix.h"
+#include "engine/backend/formats/csr_matrix.h"
 
 namespace lathe::cuda {
 
@@ -23,6 +23,8 @@ class CusparseCsr {
   /// c [rows, n] = A * b [cols, n]; both f32, row-major contiguous, on this device. Stream-ordered.
   /// Every element of c is written (with nnz = 0: zeros, without calling cuSPARSE).
   void spmm(const Tensor& b, Tensor& c);
+  /// The same on raw device rows: b [cols, n] with row stride ldb, c [rows, n] with row stride ldc.
+  void spmm_rows(const float* b, int64_t ldb, float* c, int64_t ldc, int64_t n);
 
   int64_t rows() const { return m_rows; }
   int64_t cols() const { return m_cols; }

@@ -63,6 +63,15 @@ SparseExecutor::SparseExecutor(const Tensor& weight, const Tensor* bias)
 void SparseExecutor::set_isa(SpmmIsa isa) {
   LATHE_CHECK(spmm_isa_supported(isa), "sparse executor: this CPU does not support ", spmm_isa_name(isa));
   m_isa = isa;
+  m_kernel.reset();
+}
+
+SparseMatmulKernel& SparseExecutor::kernel(Backend& be) {
+  if (!m_kernel || m_kernel_be != &be) {
+    m_kernel = be.make_sparse_matmul(m_csr, SparseMatmulOptions{true, m_isa});
+    m_kernel_be = &be;
+  }
+  return *m_kernel;
 }
 
 void SparseExecutor::backward(LayerContext&, const std::vector<const Tensor*>&, const Tensor&, const Tensor&,
@@ -75,7 +84,7 @@ void SparseExecutor::forward(LayerContext& ctx, const std::vector<const Tensor*>
   LATHE_CHECK(x.device().is_cpu() && x.dtype() == DType::f32 && dst.dtype() == DType::f32 && dst.is_dense(), describe(),
               ": needs dense f32 host tensors, got ", x.describe(), " -> ", dst.describe());
   if (m_mode == SparseKernelMode::always_sparse)
-    return forward_sparse(x, dst);
+    return forward_sparse(ctx.backend, x, dst);
   if (m_mode == SparseKernelMode::always_dense)
     return forward_dense(ctx.backend, x, dst);
   const int64_t batch = x.dim(0);
@@ -86,12 +95,12 @@ void SparseExecutor::forward(LayerContext& ctx, const std::vector<const Tensor*>
       forward_dense(ctx.backend, x, dst);
       ctx.backend.synchronize();
     });
-    c.sparse_ms = best_ms([&] { forward_sparse(x, dst); });
+    c.sparse_ms = best_ms([&] { forward_sparse(ctx.backend, x, dst); });
     c.sparse = c.sparse_ms < c.dense_ms;
     it = m_choices.emplace(batch, c).first;
   }
   if (it->second.sparse)
-    forward_sparse(x, dst);
+    forward_sparse(ctx.backend, x, dst);
   else
     forward_dense(ctx.backend, x, dst);
 }
@@ -120,7 +129,8 @@ void SparseLinear::forward_dense(Backend& be, const Tensor& src, Tensor& dst) {
   be.linear_forward(src, m_weight, m_bias.defined() ? &m_bias : nullptr, dst, m_relu ? PostOp::relu : PostOp::none);
 }
 
-void SparseLinear::forward_sparse(const Tensor& src, Tensor& dst) {
+void SparseLinear::forward_sparse(Backend& be, const Tensor& src, Tensor& dst) {
+  SparseMatmulKernel& k = kernel(be);
   const Tensor x = src.is_contiguous() ? src : src.contiguous_copy();
   const int64_t n = x.dim(0);
   const float* xp = x.data<float>();
@@ -131,7 +141,7 @@ void SparseLinear::forward_sparse(const Tensor& src, Tensor& dst) {
   a.n = n;
   if (n == 1) {  // x^T and y^T are x and y themselves
     a.b = xp, a.ldb = 1, a.c = yp, a.ldc = 1;
-    return spmm(m_csr, a, isa());
+    return k.run_rows(a);
   }
   m_xt.resize(m_in * n);
   m_yt.resize(m_out * n);
@@ -143,7 +153,7 @@ void SparseLinear::forward_sparse(const Tensor& src, Tensor& dst) {
         for (int64_t k = k0; k < std::min(k0 + kTile, m_in); ++k)
           m_xt[k * n + i] = xp[i * m_in + k];
   a.b = m_xt.data(), a.ldb = n, a.c = m_yt.data(), a.ldc = n;
-  spmm(m_csr, a, isa());
+  k.run_rows(a);
 #pragma omp parallel for collapse(2) if (n * m_out > 65536)
   for (int64_t i0 = 0; i0 < n; i0 += kTile)
     for (int64_t o0 = 0; o0 < m_out; o0 += kTile)
@@ -209,7 +219,8 @@ void SparseConv2d::forward_dense(Backend& be, const Tensor& src, Tensor& dst) {
                     m_relu ? PostOp::relu : PostOp::none);
 }
 
-void SparseConv2d::forward_sparse(const Tensor& src, Tensor& dst) {
+void SparseConv2d::forward_sparse(Backend& be, const Tensor& src, Tensor& dst) {
+  SparseMatmulKernel& k = kernel(be);
   const int64_t n = src.dim(0), h = src.dim(2), w = src.dim(3);
   const int64_t oh = dst.dim(2), ow = dst.dim(3), pixels = oh * ow, rows = m_in * m_kernel * m_kernel;
   const float* xp = src.data<float>();
@@ -238,7 +249,7 @@ void SparseConv2d::forward_sparse(const Tensor& src, Tensor& dst) {
     im2col(xp + i * src.stride(0), m_in, h, w, src.stride(1), src.stride(2), src.stride(3), m_kernel, m_p, col);
     SpmmArgs a = base;
     a.b = col, a.c = nchw ? yp + i * m_out * pixels : m_rows[t].data();
-    spmm(m_csr, a, isa());
+    k.run_rows(a);
     if (!nchw) {  // [OC, pixels] rows -> the dst layout (channels-last: pixel-major)
       const float* r = m_rows[t].data();
       float* y = yp + i * s0;

@@ -1,16 +1,17 @@
 // Inference executors for pruned Linear and Conv2d layers on the CPU: each holds its weight both
-// as CSR (for the sparse kernel, spmm.h) and dense (for oneDNN through the backend), and runs
-// whichever measured faster for the batch size at hand. The first forward at a new batch size
+// as CSR (for the backend's sparse_matmul, compressed_ops.h; spmm.h on the cpu backend) and dense (for oneDNN through
+// the backend), and runs whichever measured faster for the batch size at hand. The first forward at a new batch size
 // times both on that very input (the layer's real shape and density, on this device) and keeps
 // the winner; `mode` can pin one path (tests, the density sweep). Backward is not supported:
 // these are the deployed form, swapped in by SparseDeployment (sparse_deploy.h).
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
-#include "engine/compress/prune/csr_matrix.h"
-#include "engine/compress/prune/spmm.h"
+#include "engine/backend/cpu/spmm.h"
+#include "engine/backend/formats/csr_matrix.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/linear.h"
 
@@ -46,7 +47,9 @@ class SparseExecutor : public Layer {
 
  protected:
   SparseExecutor(const Tensor& weight, const Tensor* bias);
-  virtual void forward_sparse(const Tensor& src, Tensor& dst) = 0;
+  virtual void forward_sparse(Backend& be, const Tensor& src, Tensor& dst) = 0;
+  /// The CSR product prepared on `be` (Backend::make_sparse_matmul with this executor's ISA).
+  SparseMatmulKernel& kernel(Backend& be);
   virtual void forward_dense(Backend& be, const Tensor& src, Tensor& dst) = 0;
 
   Tensor m_weight, m_bias;  // host f32 copies (m_bias undefined when the layer has none)
@@ -57,6 +60,8 @@ class SparseExecutor : public Layer {
   SparseKernelMode m_mode = SparseKernelMode::measured;
   SpmmIsa m_isa = spmm_best_isa();
   std::map<int64_t, KernelChoice> m_choices;
+  std::unique_ptr<SparseMatmulKernel> m_kernel;
+  const Backend* m_kernel_be = nullptr;
 };
 
 /// y = x W^T + b with W sparse: computes y^T = W x^T (the batch along the vector lanes).
@@ -69,7 +74,7 @@ class SparseLinear final : public SparseExecutor {
   int64_t flops_per_sample(const std::vector<Shape>&) const override { return 2 * m_csr.nnz(); }
 
  private:
-  void forward_sparse(const Tensor& src, Tensor& dst) override;
+  void forward_sparse(Backend& be, const Tensor& src, Tensor& dst) override;
   void forward_dense(Backend& be, const Tensor& src, Tensor& dst) override;
   int64_t m_in, m_out;
   std::vector<float> m_xt, m_yt;  // transposed input and output, reused
@@ -91,7 +96,7 @@ class SparseConv2d final : public SparseExecutor {
   int64_t flops_per_sample(const std::vector<Shape>& inputs) const override;
 
  private:
-  void forward_sparse(const Tensor& src, Tensor& dst) override;
+  void forward_sparse(Backend& be, const Tensor& src, Tensor& dst) override;
   void forward_dense(Backend& be, const Tensor& src, Tensor& dst) override;
   int64_t m_in, m_out, m_kernel;
   ConvParams m_p;

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/compress/prune/mask.h"
-#include "engine/compress/prune/sparse_format.h"
+#include "engine/backend/formats/sparse_format.h"
 #include "engine/nn/safetensors.h"
 
 namespace lathe {

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "engine/compress/quant/observer.h"
-#include "engine/compress/quant/quant_params.h"
+#include "engine/backend/formats/quant_params.h"
 
 namespace lathe {
 

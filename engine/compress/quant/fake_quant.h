@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include "engine/compress/quant/quant_params.h"
+#include "engine/backend/formats/quant_params.h"
 #include "engine/nn/operand_transform.h"
 
 namespace lathe {

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <sstream>
 
-#include "engine/compress/quant/int8_pool.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/maxpool2d.h"
@@ -130,127 +129,158 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
     if (i < 0 || !is_compute(model.layer(i).kind()))
       throw ConfigError("quant: keep-f32 layer '" + name + "' is not a linear or conv2d node of the model");
   }
-  if (options.dynamic_activations) {
+  if (options.dynamic_activations)
     plan_dynamic(options);
-    return;
+  else
+    plan_static(acts, options);
+}
+
+Int8Model::Step& Int8Model::add_step(Kind k, std::string node, std::string text) {
+  auto s = std::make_unique<Step>();
+  s->kind = k;
+  s->node = std::move(node);
+  s->text = std::move(text);
+  m_steps.push_back(std::move(s));
+  return *m_steps.back();
+}
+
+Int8Model::Step& Int8Model::add_int8_layer(Kind kind, size_t node, const Int8LayerConfig& cfg, bool hwc_flat,
+                                           const Shape& hwc_of) {
+  Layer& layer = m_model.layer(node);
+  const std::string name = m_model.node_name(node);
+  const std::vector<Param*> params = layer.params();
+  LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
+  Tensor w = host_copy(params[0]->value, m_be);
+  Tensor b;
+  if (params.size() > 1)
+    b = host_copy(params[1]->value, m_be);
+  if (kind == Kind::int8_linear && hwc_flat)
+    w = permute_chw_to_hwc(w, hwc_of[0], hwc_of[1], hwc_of[2]);
+  Step& s = add_step(kind, name, "");
+  const Int8LayerData data =
+      make_int8_layer(w, b.defined() && !m_dynamic ? &b : nullptr, cfg);  // dynamic: bias in the rescale
+  if (kind == Kind::int8_conv) {
+    const ConvParams p = static_cast<Conv2d&>(layer).conv_params();
+    s.kernel = m_be.make_int8_kernel(data, &p);
+  } else {
+    s.kernel = m_be.make_int8_kernel(data);
   }
-  bool quantized = false;             // is the current value quantized?
-  QuantParams cur;                    // its parameters when it is
-  std::string producer = kInputTap;   // the node whose output the current value is
-  Shape shape = model.input_shape();  // per sample
-  bool hwc_flat = false;              // quantized value is a flatten of channels-last [C, H, W]
-  Shape hwc_of;                       // that [C, H, W]
-  auto add = [&](Kind k, std::string node, std::string text) -> Step& {
-    auto s = std::make_unique<Step>();
-    s->kind = k;
-    s->node = std::move(node);
-    s->text = std::move(text);
-    m_steps.push_back(std::move(s));
-    return *m_steps.back();
-  };
-  auto to_f32 = [&](const std::string& node) {
+  s.bias = b;
+  return s;
+}
+
+/// The static plan's walk over the chain: what the current value is and how it got there.
+struct Int8Model::Planner {
+  Planner(Int8Model& model, const ActivationParams& a, const Int8ModelOptions& o) : m(model), acts(a), options(o) {}
+  Int8Model& m;
+  const ActivationParams& acts;
+  const Int8ModelOptions& options;
+  bool quantized = false;            // is the current value quantized?
+  QuantParams cur;                   // its parameters when it is
+  std::string producer = kInputTap;  // the node whose output the current value is
+  Shape shape;                       // per sample
+  bool hwc_flat = false;             // quantized value is a flatten of channels-last [C, H, W]
+  Shape hwc_of;                      // that [C, H, W]
+
+  Model& model() { return m.m_model; }
+
+  void to_f32(const std::string& node) {
     if (!quantized)
       return;
-    Step& s = add(Kind::dequantize, node, std::string("dequantize ") + dtype_word(cur) + " -> f32");
+    Step& s = m.add_step(Kind::dequantize, node, std::string("dequantize ") + dtype_word(cur) + " -> f32");
     s.params = cur;
     quantized = false;
     LATHE_CHECK(!hwc_flat, "INT8 model: internal error, dequantizing an (H, W, C) flatten");
-  };
-  auto add_f32_layer = [&](size_t i) {
-    to_f32(model.node_name(i));
-    Step& s =
-        add(Kind::f32_layer, model.node_name(i), "f32 " + model.layer(i).describe() + " '" + model.node_name(i) + "'");
-    s.index = i;
-  };
+  }
 
-  for (size_t i = 0; i < model.size(); ++i) {
-    Layer& layer = model.layer(i);
-    const std::string kind = layer.kind(), name = model.node_name(i);
-    if (is_compute(kind)) {
-      const bool relu = relu_follows(model, i);
-      const size_t out = relu ? i + 1 : i;
-      const std::string out_name = model.node_name(out);
-      std::vector<Shape> in_shapes{Shape{1}};
-      in_shapes[0].insert(in_shapes[0].end(), shape.begin(), shape.end());
-      const Shape out_shape = layer.output_shape(in_shapes);
-      if (options.keep_f32.count(name)) {
-        add_f32_layer(i);
-        if (relu && !fused_by_model(model, i)) {
-          Step& r = add(Kind::f32_relu, out_name, "f32 relu '" + out_name + "'");
-          r.index = out;
-        }
-      } else {
-        if (!quantized) {
-          Step& q = add(Kind::quantize, name, "");
-          q.params = need(acts, producer);
-          q.to_channels_last = kind == "conv2d";
-          q.text = std::string("quantize '") + producer + "' f32 -> " + dtype_word(q.params);
-          cur = q.params;
-          quantized = true;
-        }
-        const int next = next_compute(model, out);
-        const bool quantized_out = next >= 0 && !options.keep_f32.count(model.node_name(next));
-        Int8LayerConfig cfg;
-        cfg.src = cur;
-        if (quantized_out)
-          cfg.dst = need(acts, out_name);
-        cfg.post = relu ? PostOp::relu : PostOp::none;
-        cfg.weight_range = options.weight_range;
-        cfg.per_channel_weights = options.per_channel_weights;
-        const std::vector<Param*> params = layer.params();
-        LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
-        Tensor w = host_copy(params[0]->value, m_be);
-        Tensor b;
-        if (params.size() > 1)
-          b = host_copy(params[1]->value, m_be);
-        Kind k;
-        std::string text;
-        if (kind == "conv2d") {
-          auto& conv = static_cast<Conv2d&>(layer);
-          Step& s = add(Kind::int8_conv, name, "");
-          s.conv = std::make_unique<Int8Conv2d>(conv.conv_params(), w, b.defined() ? &b : nullptr, cfg);
-          s.bias = b;
-          k = Kind::int8_conv;
-          (void)k;
-        } else {
-          if (hwc_flat)
-            w = permute_chw_to_hwc(w, hwc_of[0], hwc_of[1], hwc_of[2]);
-          Step& s = add(Kind::int8_linear, name, "");
-          s.linear = std::make_unique<Int8Linear>(w, b.defined() ? &b : nullptr, cfg);
-          s.bias = b;
-        }
-        Step& s = *m_steps.back();
-        s.out_node = out_name;
-        s.text = "int8 " + layer.describe() + (relu ? "+relu" : "") + " '" + name + "' " + dtype_word(cur) + " -> " +
-                 (quantized_out ? dtype_word(*cfg.dst) : "f32") + (hwc_flat ? " (weights in H,W,C order)" : "");
-        hwc_flat = false;
-        quantized = quantized_out;
-        if (quantized_out)
-          cur = *cfg.dst;
-      }
-      shape.assign(out_shape.begin() + 1, out_shape.end());
-      producer = out_name;
-      i = out;
-      continue;
-    }
+  void add_f32_layer(size_t i) {
+    to_f32(model().node_name(i));
+    Step& s = m.add_step(Kind::f32_layer, model().node_name(i),
+                         "f32 " + model().layer(i).describe() + " '" + model().node_name(i) + "'");
+    s.index = i;
+  }
+
+  Shape out_shape_of(size_t i) {
     std::vector<Shape> in_shapes{Shape{1}};
     in_shapes[0].insert(in_shapes[0].end(), shape.begin(), shape.end());
-    const Shape out_shape = layer.output_shape(in_shapes);
+    const Shape out = model().layer(i).output_shape(in_shapes);
+    return Shape(out.begin() + 1, out.end());
+  }
+
+  /// A Linear/Conv2d at node i (with the ReLU after it); returns the last node it covers.
+  size_t compute(size_t i) {
+    Layer& layer = model().layer(i);
+    const std::string kind = layer.kind(), name = model().node_name(i);
+    const bool relu = relu_follows(model(), i);
+    const size_t out = relu ? i + 1 : i;
+    const std::string out_name = model().node_name(out);
+    const Shape out_shape = out_shape_of(i);
+    if (options.keep_f32.count(name)) {
+      add_f32_layer(i);
+      if (relu && !fused_by_model(model(), i)) {
+        Step& r = m.add_step(Kind::f32_relu, out_name, "f32 relu '" + out_name + "'");
+        r.index = out;
+      }
+    } else {
+      int8_layer(i, relu, out_name, out);
+    }
+    shape = out_shape;
+    producer = out_name;
+    return out;
+  }
+
+  void int8_layer(size_t i, bool relu, const std::string& out_name, size_t out) {
+    Layer& layer = model().layer(i);
+    const std::string kind = layer.kind(), name = model().node_name(i);
+    if (!quantized) {
+      Step& q = m.add_step(Kind::quantize, name, "");
+      q.params = need(acts, producer);
+      q.to_channels_last = kind == "conv2d";
+      q.text = std::string("quantize '") + producer + "' f32 -> " + dtype_word(q.params);
+      cur = q.params;
+      quantized = true;
+    }
+    const int next = next_compute(model(), out);
+    const bool quantized_out = next >= 0 && !options.keep_f32.count(model().node_name(next));
+    Int8LayerConfig cfg;
+    cfg.src = cur;
+    if (quantized_out)
+      cfg.dst = need(acts, out_name);
+    cfg.post = relu ? PostOp::relu : PostOp::none;
+    cfg.weight_range = options.weight_range;
+    cfg.per_channel_weights = options.per_channel_weights;
+    Step& s = m.add_int8_layer(kind == "conv2d" ? Kind::int8_conv : Kind::int8_linear, i, cfg,
+                               kind == "linear" && hwc_flat, hwc_of);
+    s.out_node = out_name;
+    s.text = "int8 " + layer.describe() + (relu ? "+relu" : "") + " '" + name + "' " + dtype_word(cur) + " -> " +
+             (quantized_out ? dtype_word(*cfg.dst) : "f32") + (hwc_flat ? " (weights in H,W,C order)" : "");
+    hwc_flat = false;
+    quantized = quantized_out;
+    if (quantized_out)
+      cur = *cfg.dst;
+  }
+
+  /// Any other node: pass-through on the integers where possible, else an f32 step.
+  void passthrough(size_t i) {
+    Layer& layer = model().layer(i);
+    const std::string kind = layer.kind(), name = model().node_name(i);
+    const Shape out_shape = out_shape_of(i);
     if (kind == "dropout") {
       // Identity at inference: nothing to run; the value keeps its producer.
     } else if (kind == "maxpool2d" && quantized) {
-      Step& s =
-          add(Kind::int8_maxpool, name, std::string("int8 ") + layer.describe() + " '" + name + "' " + dtype_word(cur));
+      Step& s = m.add_step(Kind::int8_maxpool, name,
+                           std::string("int8 ") + layer.describe() + " '" + name + "' " + dtype_word(cur));
       s.pool = static_cast<MaxPool2d&>(layer).pool_params();
       producer = name;
     } else if (kind == "relu" && quantized) {
-      Step& s = add(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + dtype_word(cur));
+      Step& s = m.add_step(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + dtype_word(cur));
       s.params = cur;
       producer = name;
     } else if (kind == "flatten" && quantized && shape.size() == 3) {
-      const int next = next_compute(model, i);
-      if (next >= 0 && model.layer(next).kind() == "linear" && !options.keep_f32.count(model.node_name(next))) {
-        add(Kind::flatten_q, name, std::string("flatten '") + name + "' " + dtype_word(cur) + " in (H, W, C) order");
+      const int next = next_compute(model(), i);
+      if (next >= 0 && model().layer(next).kind() == "linear" && !options.keep_f32.count(model().node_name(next))) {
+        m.add_step(Kind::flatten_q, name,
+                   std::string("flatten '") + name + "' " + dtype_word(cur) + " in (H, W, C) order");
         hwc_flat = true;
         hwc_of = shape;
       } else {
@@ -263,28 +293,31 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
       add_f32_layer(i);
       producer = name;
     }
-    shape.assign(out_shape.begin() + 1, out_shape.end());
+    shape = out_shape;
   }
-  to_f32("output");
+};
+
+void Int8Model::plan_static(const ActivationParams& acts, const Int8ModelOptions& options) {
+  Planner p(*this, acts, options);
+  p.shape = m_model.input_shape();
+  for (size_t i = 0; i < m_model.size(); ++i) {
+    if (is_compute(m_model.layer(i).kind()))
+      i = p.compute(i);
+    else
+      p.passthrough(i);
+  }
+  p.to_f32("output");
 }
 
 void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
   m_dynamic = true;
   Model& model = m_model;
   bool nonneg = false;  // is the current value >= 0 (after a ReLU)?
-  auto add = [&](Kind k, const std::string& node, std::string text) -> Step& {
-    auto s = std::make_unique<Step>();
-    s->kind = k;
-    s->node = node;
-    s->text = std::move(text);
-    m_steps.push_back(std::move(s));
-    return *m_steps.back();
-  };
   for (size_t i = 0; i < model.size(); ++i) {
     Layer& layer = model.layer(i);
     const std::string kind = layer.kind(), name = model.node_name(i);
     if (!is_compute(kind) || options.keep_f32.count(name)) {
-      Step& s = add(Kind::f32_layer, name, "f32 " + layer.describe() + " '" + name + "'");
+      Step& s = add_step(Kind::f32_layer, name, "f32 " + layer.describe() + " '" + name + "'");
       s.index = i;
       if (kind == "relu")
         nonneg = true;
@@ -300,23 +333,14 @@ void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
     cfg.src.scale = {1.0f};
     cfg.weight_range = options.weight_range;
     cfg.per_channel_weights = options.per_channel_weights;
-    const std::vector<Param*> params = layer.params();
-    LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
-    const Tensor w = host_copy(params[0]->value, m_be);
-    Step& q = add(Kind::dynamic_quantize, name,
-                  std::string("quantize per batch f32 -> ") + (nonneg ? "u8" : "s8") + " (symmetric, max |x|)");
+    Step& q = add_step(Kind::dynamic_quantize, name,
+                       std::string("quantize per batch f32 -> ") + (nonneg ? "u8" : "s8") + " (symmetric, max |x|)");
     q.params = cfg.src;
     q.to_channels_last = kind == "conv2d";
-    Step& s = add(kind == "conv2d" ? Kind::int8_conv : Kind::int8_linear, name,
-                  "int8 " + layer.describe() + " '" + name + "' " + dtype_word(cfg.src) + " -> f32");
-    if (kind == "conv2d")
-      s.conv = std::make_unique<Int8Conv2d>(static_cast<Conv2d&>(layer).conv_params(), w, nullptr, cfg);
-    else
-      s.linear = std::make_unique<Int8Linear>(w, nullptr, cfg);
-    if (params.size() > 1)
-      s.bias = host_copy(params[1]->value, m_be);
+    Step& s = add_int8_layer(kind == "conv2d" ? Kind::int8_conv : Kind::int8_linear, i, cfg, false, {});
+    s.text = "int8 " + layer.describe() + " '" + name + "' " + dtype_word(cfg.src) + " -> f32";
     s.out_node = model.node_name(relu ? i + 1 : i);
-    Step& r = add(Kind::dynamic_rescale, name, std::string("rescale x s_x + bias") + (relu ? " + relu" : ""));
+    Step& r = add_step(Kind::dynamic_rescale, name, std::string("rescale x s_x + bias") + (relu ? " + relu" : ""));
     r.bias = s.bias;
     r.relu = relu;
     nonneg = relu;
@@ -325,13 +349,51 @@ void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
   }
 }
 
+std::string Int8Model::refusal() const {
+  if (m_be.device().is_cpu())
+    return "";
+  if (m_dynamic)
+    return "dynamic INT8 (quant.mode ptq-dynamic) takes each batch's max |x| and rescales in f32 between layers on "
+           "the host; backend '" +
+           m_be.name() + "' runs static (calibrated) plans only";
+  for (const auto& sp : m_steps) {
+    const Step& s = *sp;
+    const bool ok = (s.kind == Kind::quantize && m_be.supports(Op::quantize, s.params.storage_dtype())) ||
+                    s.kind == Kind::int8_conv || s.kind == Kind::int8_linear ||
+                    (s.kind == Kind::int8_maxpool && m_be.supports(Op::maxpool2d, DType::u8)) ||
+                    (s.kind == Kind::int8_relu && m_be.supports(Op::relu, DType::u8)) || s.kind == Kind::flatten_q ||
+                    (s.kind == Kind::f32_layer && const_cast<Model&>(m_model).layer(s.index).kind() == "flatten");
+    if (!ok)
+      return "step '" + s.text +
+             "' runs in f32 (a layer kept in f32 by keep_f32 / mixed precision, or f32 between "
+             "INT8 layers); backend '" +
+             m_be.name() + "' runs INT8 layers, integer max pooling / ReLU and flatten only";
+  }
+  return "";
+}
+
+std::string Int8Model::kernels() const {
+  for (const auto& s : m_steps)
+    if (s->kernel)
+      return s->kernel->implementation().empty() ? m_be.name() : s->kernel->implementation() + " (" + m_be.name() + ")";
+  return m_be.name();
+}
+
 Tensor Int8Model::forward(const Tensor& images) {
-  LATHE_CHECK(images.device().is_cpu() && images.dtype() == DType::f32 && images.ndim() >= 1,
-              "Int8Model::forward: images must be host f32 [N, ...], got ", images.describe());
-  const int64_t N = images.dim(0);
+  LATHE_CHECK(images.dtype() == DType::f32 && images.ndim() >= 1,
+              "Int8Model::forward: images must be f32 [N, ...], got ", images.describe());
+  const std::string why = refusal();
+  if (!why.empty())
+    throw ConfigError("INT8 on " + m_be.device_name() + ": " + why);
+  Tensor x = images;
+  if (x.device() != m_be.device()) {
+    Tensor d = m_be.empty(x.shape(), DType::f32, x.format());
+    m_be.copy(x, d);
+    x = d;
+  }
+  const int64_t N = x.dim(0);
   Shape want{N};
   want.insert(want.end(), m_model.input_shape().begin(), m_model.input_shape().end());
-  Tensor x = images;
   if (x.shape() != want) {
     LATHE_CHECK(shape_numel(want) == x.numel() && x.is_contiguous(), "Int8Model::forward: images ", x.describe(),
                 " do not match the model input ", shape_str(want));
@@ -341,85 +403,7 @@ Tensor Int8Model::forward(const Tensor& images) {
   for (const auto& sp : m_steps) {
     Step& s = *sp;
     const auto t0 = m_profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    switch (s.kind) {
-      case Kind::quantize: {
-        if (s.to_channels_last && x.ndim() == 4 && !x.is_channels_last()) {
-          Tensor cl = Tensor::empty(x.shape(), DType::f32, Device::cpu(), MemoryFormat::channels_last);
-          x.copy_to(cl);
-          x = cl;
-        }
-        x = quantize(x, s.params);
-        break;
-      }
-      case Kind::dequantize:
-        x = dequantize(x, s.params);
-        break;
-      case Kind::int8_conv:
-        x = s.conv->forward(x);
-        break;
-      case Kind::int8_linear:
-        x = s.linear->forward(x);
-        break;
-      case Kind::int8_maxpool:
-        x = int8_maxpool2d(x, s.pool);
-        break;
-      case Kind::int8_relu:
-        if (!x.is_dense())
-          x = x.contiguous_copy();
-        int8_relu_inplace(x, s.params.zero_point[0]);
-        break;
-      case Kind::flatten_q: {
-        // Channels-last [N, C, H, W] holds N rows of H*W*C bytes: copy them as [N, H*W*C].
-        LATHE_CHECK(x.ndim() == 4 && x.is_channels_last(), "Int8Model: flatten expects channels-last, got ",
-                    x.describe());
-        Tensor flat = Tensor::empty({x.dim(0), x.numel() / std::max<int64_t>(x.dim(0), 1)}, x.dtype());
-        std::memcpy(flat.raw(), x.raw(), x.nbytes());
-        x = flat;
-        break;
-      }
-      case Kind::dynamic_quantize: {
-        if (s.to_channels_last && x.ndim() == 4 && !x.is_channels_last()) {
-          Tensor cl = Tensor::empty(x.shape(), DType::f32, Device::cpu(), MemoryFormat::channels_last);
-          x.copy_to(cl);
-          x = cl;
-        } else if (!x.is_dense()) {
-          x = x.contiguous_copy();
-        }
-        const float* v = x.data<float>();
-        float mx = 0;
-        for (int64_t i = 0, n = x.numel(); i < n; ++i)
-          mx = std::max(mx, std::fabs(v[i]));
-        QuantParams p = s.params;
-        m_batch_scale = mx > 0 ? mx / static_cast<float>(p.qmax()) : 1.0f;
-        p.scale = {m_batch_scale};
-        x = quantize(x, p);
-        break;
-      }
-      case Kind::dynamic_rescale: {
-        // x: f32 [N, O] or channels-last [N, O, H, W]: the channel is the innermost dimension.
-        LATHE_CHECK(x.dtype() == DType::f32 && x.is_dense(), "Int8Model: rescale expects dense f32, got ",
-                    x.describe());
-        float* v = x.data<float>();
-        const int64_t O = x.dim(1), n = x.numel();
-        const float* b = s.bias.defined() ? s.bias.data<float>() : nullptr;
-        const float sx = m_batch_scale;
-        for (int64_t i = 0; i < n; ++i) {
-          float y = v[i] * sx + (b ? b[i % O] : 0.0f);
-          v[i] = s.relu && y < 0 ? 0.0f : y;
-        }
-        break;
-      }
-      case Kind::f32_layer:
-      case Kind::f32_relu: {
-        Layer& layer = m_model.layer(s.index);
-        const std::vector<const Tensor*> src{&x};
-        Tensor dst =
-            Tensor::empty(layer.output_shape({x.shape()}), DType::f32, Device::cpu(), layer.output_format(m_be, src));
-        layer.forward(ctx, src, dst);
-        x = dst;
-        break;
-      }
-    }
+    x = run_step(s, x, ctx);
     if (m_profiling) {
       m_be.synchronize();
       s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -428,12 +412,108 @@ Tensor Int8Model::forward(const Tensor& images) {
   return x;
 }
 
+namespace {
+
+/// x in the layout the next step reads: channels-last for a conv consumer, else dense (a copy
+/// through the backend only when needed).
+Tensor dense_for(Backend& be, const Tensor& x, bool channels_last) {
+  if (channels_last && x.ndim() == 4 && !x.is_channels_last()) {
+    Tensor cl = be.empty(x.shape(), x.dtype(), MemoryFormat::channels_last);
+    be.copy(x, cl);
+    return cl;
+  }
+  if (x.is_contiguous() || x.is_channels_last())
+    return x;
+  Tensor c = be.empty(x.shape(), x.dtype());
+  be.copy(x, c);
+  return c;
+}
+
+}  // namespace
+
+Tensor Int8Model::run_step(Step& s, Tensor x, LayerContext& ctx) {
+  switch (s.kind) {
+    case Kind::quantize: {
+      x = dense_for(m_be, x, s.to_channels_last);
+      Tensor q = m_be.empty(x.shape(), s.params.storage_dtype(), x.format());
+      m_be.quantize(x, s.params, q);
+      return q;
+    }
+    case Kind::dequantize: {
+      Tensor f = m_be.empty(x.shape(), DType::f32, x.format());
+      m_be.dequantize(x, s.params, f);
+      return f;
+    }
+    case Kind::int8_conv:
+    case Kind::int8_linear:
+      return s.kernel->forward(x);
+    case Kind::int8_maxpool: {
+      const PoolParams& p = s.pool;
+      const Shape out{x.dim(0), x.dim(1), conv_out_size(x.dim(2), p.kernel_h, p.stride_h, p.pad_h),
+                      conv_out_size(x.dim(3), p.kernel_w, p.stride_w, p.pad_w)};
+      Tensor y = m_be.empty(out, x.dtype(), MemoryFormat::channels_last);
+      m_be.int8_maxpool2d(p, x, y);
+      return y;
+    }
+    case Kind::int8_relu:
+      x = dense_for(m_be, x, false);
+      m_be.int8_relu(x, s.params.zero_point[0]);
+      return x;
+    case Kind::flatten_q:
+      // Channels-last [N, C, H, W] holds N rows of H*W*C values: the next Linear reads them as
+      // [N, H*W*C] (its weight columns are in (H, W, C) order), a view, no copy.
+      LATHE_CHECK(x.ndim() == 4 && x.is_channels_last() && x.is_dense(),
+                  "Int8Model: flatten expects channels-last, got ", x.describe());
+      return x.reinterpret({x.dim(0), x.numel() / std::max<int64_t>(x.dim(0), 1)});
+    case Kind::dynamic_quantize:
+      return dynamic_quantize(s, dense_for(m_be, x, s.to_channels_last));
+    case Kind::dynamic_rescale:
+      dynamic_rescale(s, x);
+      return x;
+    case Kind::f32_layer:
+    case Kind::f32_relu: {
+      Layer& layer = m_model.layer(s.index);
+      const std::vector<const Tensor*> src{&x};
+      Tensor dst = m_be.empty(layer.output_shape({x.shape()}), DType::f32, layer.output_format(m_be, src));
+      layer.forward(ctx, src, dst);
+      return dst;
+    }
+  }
+  LATHE_FAIL("Int8Model: unknown step '", s.text, "'");
+}
+
+Tensor Int8Model::dynamic_quantize(const Step& s, const Tensor& x) {
+  const float* v = x.data<float>();
+  float mx = 0;
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    mx = std::max(mx, std::fabs(v[i]));
+  QuantParams p = s.params;
+  m_batch_scale = mx > 0 ? mx / static_cast<float>(p.qmax()) : 1.0f;
+  p.scale = {m_batch_scale};
+  Tensor q = m_be.empty(x.shape(), p.storage_dtype(), x.format());
+  m_be.quantize(x, p, q);
+  return q;
+}
+
+void Int8Model::dynamic_rescale(const Step& s, Tensor& x) const {
+  // x: f32 [N, O] or channels-last [N, O, H, W]: the channel is the innermost dimension.
+  LATHE_CHECK(x.dtype() == DType::f32 && x.is_dense(), "Int8Model: rescale expects dense f32, got ", x.describe());
+  float* v = x.data<float>();
+  const int64_t O = x.dim(1), n = x.numel();
+  const float* b = s.bias.defined() ? s.bias.data<float>() : nullptr;
+  const float sx = m_batch_scale;
+  for (int64_t i = 0; i < n; ++i) {
+    float y = v[i] * sx + (b ? b[i % O] : 0.0f);
+    v[i] = s.relu && y < 0 ? 0.0f : y;
+  }
+}
+
 std::vector<std::pair<std::string, Tensor>> Int8Model::state_tensors() const {
   std::vector<std::pair<std::string, Tensor>> t;
   for (const auto& sp : m_steps) {
     const Step& s = *sp;
     if (s.kind == Kind::int8_conv || s.kind == Kind::int8_linear) {
-      const Int8LayerData& L = s.conv ? s.conv->layer() : s.linear->layer();
+      const Int8LayerData& L = s.kernel->layer();
       t.emplace_back(s.node + ".weight", L.weights_q);
       Tensor ws = Tensor::empty({L.out_channels()}, DType::f32);
       std::memcpy(ws.raw(), L.weights.scale.data(), ws.nbytes());
@@ -494,8 +574,8 @@ std::string Int8Model::plan() const {
 std::vector<Int8LayerQuantization> Int8Model::layer_quantization() const {
   std::vector<Int8LayerQuantization> out;
   for (const auto& s : m_steps)
-    if (s->conv || s->linear) {
-      const Int8LayerData& L = s->conv ? s->conv->layer() : s->linear->layer();
+    if (s->kernel) {
+      const Int8LayerData& L = s->kernel->layer();
       out.push_back({s->node, L.config.src, L.weights.bits, L.config.per_channel_weights});
     }
   return out;
@@ -517,8 +597,8 @@ int Int8Model::f32_layers() const {
 
 int Int8Model::weight_bits() const {
   for (const auto& s : m_steps)
-    if (s->conv || s->linear)
-      return (s->conv ? s->conv->layer() : s->linear->layer()).weights.bits;
+    if (s->kernel)
+      return s->kernel->layer().weights.bits;
   return 0;
 }
 

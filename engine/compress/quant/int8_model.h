@@ -1,6 +1,7 @@
 // Int8Model: real INT8 inference for a trained sequential Model (mlp, cnn, custom layer lists
 // without residual branches or batch norm). Each Linear/Conv2d (with the ReLU after it fused)
-// runs as s8 weights x u8/s8 activations -> s32 -> requantized output (int8_ops.h); activations
+// runs as s8 weights x u8/s8 activations -> s32 -> requantized output on the backend's INT8
+// kernel (Backend::make_int8_kernel: oneDNN on cpu, cuBLASLt on cuda, loops on reference); activations
 // stay quantized between consecutive INT8 layers, through max-pooling (on the integers), ReLU,
 // dropout (identity at inference) and flatten; the last layer writes f32 logits.
 //
@@ -23,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/compress/quant/int8_ops.h"
+#include "engine/compress/quant/int8_layer.h"
 #include "engine/nn/model.h"
 
 namespace lathe {
@@ -63,16 +64,24 @@ class Int8Model {
  public:
   /// Quantizes `model`'s weights and plans the execution. `model` must outlive this object (its
   /// f32 layers run the keep_f32 nodes). Parameters on a device are copied to the host through
-  /// `be`: the plan and its quantized weights are host-side; forward() runs its f32 steps on `be`,
-  /// so a plan with f32 steps needs a CPU `be` (a GPU runs the plan through CudaInt8Model). Every
-  /// tap the plan uses must be in `acts` (8-bit, per tensor); a missing one throws lathe::Error.
+  /// `be`, quantized there, and each INT8 layer is prepared on `be` (make_int8_kernel); forward()
+  /// runs every step through `be`'s ops. refusal() says whether `be` covers the plan. Every tap the
+  /// plan uses must be in `acts` (8-bit, per tensor); a missing one throws lathe::Error.
   Int8Model(Model& model, Backend& be, const ActivationParams& acts, const Int8ModelOptions& options = {});
   ~Int8Model();
   Int8Model(Int8Model&&) noexcept;
 
-  /// images: host f32 [N, ...model input shape...] (an image batch for a flat model is viewed as
-  /// [N, features]); returns host f32 logits [N, classes].
+  /// images: f32 [N, ...model input shape...] on the host or the backend's device (uploaded; an
+  /// image batch for a flat model is viewed as [N, features]); returns f32 logits [N, classes] on
+  /// the backend's device. Throws ConfigError with refusal()'s reason on a backend that lacks a step.
   Tensor forward(const Tensor& images);
+
+  /// Why the plan's backend cannot run it ("" when it can): a dynamic plan off the CPU (per-batch
+  /// max |x| and the rescale run on the host), or a step whose op the backend does not support
+  /// (named: dequantize / f32 layers between INT8 layers are CPU-only).
+  std::string refusal() const;
+  /// What runs the INT8 layers ("oneDNN int8 (cpu)", "cuBLASLt int8 GEMM (cuda)"), for events.
+  std::string kernels() const;
 
   /// The tensors a saved INT8 model holds: per INT8 layer `<node>.weight` (s8, as the kernel reads
   /// it), `<node>.weight_scale` (f32 [O]), `<node>.bias` (f32), `<node>.input_scale` /
@@ -99,8 +108,7 @@ class Int8Model {
   /// (step text, seconds) per step since profiling was switched on.
   std::vector<std::pair<std::string, double>> profile() const;
 
-  /// One step of the plan. Public and read-only through steps() so an executor on another device
-  /// (engine/backend/cuda/cuda_int8_model.h) runs the same plan with the same quantized layers.
+  /// One step of the plan (read-only through steps(), for tests and tools).
   struct Step {
     enum class Kind {
       quantize,
@@ -118,12 +126,11 @@ class Int8Model {
     Kind kind;
     std::string node;  // node name (the group's first node for INT8 layers)
     std::string out_node;
-    size_t index = 0;               // node index (f32 layers)
-    QuantParams params;             // quantize: the target; dequantize / int8_relu: the current parameters
-    bool to_channels_last = false;  // quantize: make the f32 input channels-last first (conv consumer)
-    std::unique_ptr<Int8Conv2d> conv;
-    std::unique_ptr<Int8Linear> linear;
-    Tensor bias;  // f32 bias of an INT8 layer, for saving
+    size_t index = 0;                    // node index (f32 layers)
+    QuantParams params;                  // quantize: the target; dequantize / int8_relu: the current parameters
+    bool to_channels_last = false;       // quantize: make the f32 input channels-last first (conv consumer)
+    std::unique_ptr<Int8Kernel> kernel;  // int8_conv / int8_linear, prepared on the plan's backend
+    Tensor bias;                         // f32 bias of an INT8 layer, for saving
     PoolParams pool;
     bool relu = false;  // dynamic_rescale
     std::string text;
@@ -140,6 +147,16 @@ class Int8Model {
  private:
   /// The plan of dynamic_activations (see Int8ModelOptions).
   void plan_dynamic(const Int8ModelOptions& options);
+  // The static plan, node by node (the constructor's seams).
+  struct Planner;
+  void plan_static(const ActivationParams& acts, const Int8ModelOptions& options);
+  /// Quantizes a Linear/Conv2d's host weights into Int8LayerData and prepares it on m_be.
+  Step& add_int8_layer(Step::Kind kind, size_t node, const Int8LayerConfig& cfg, bool hwc_flat, const Shape& hwc_of);
+  Step& add_step(Step::Kind kind, std::string node, std::string text);
+  /// Runs one step on x (forward()'s body).
+  Tensor run_step(Step& s, Tensor x, LayerContext& ctx);
+  Tensor dynamic_quantize(const Step& s, const Tensor& x);
+  void dynamic_rescale(const Step& s, Tensor& x) const;
 
   Model& m_model;
   Backend& m_be;

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/compress/quant/quant_params.h"
+#include "engine/backend/formats/quant_params.h"
 #include "engine/core/tensor.h"
 
 namespace lathe {

@@ -1,6 +1,6 @@
 // CSR and bitmask serialization of pruned weights. Integers and floats are written in host byte
 // order (little-endian on every target we build for), packed with no padding, so size == bytes.
-#include "engine/compress/prune/sparse_format.h"
+#include "engine/backend/formats/sparse_format.h"
 
 #include <cstring>
 #include <string>

@@ -5,13 +5,13 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <cstdint>
 
-#include "engine/compress/prune/spmm.h"
+#include "engine/backend/cpu/spmm.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #include <immintrin.h>
 
-#include "engine/compress/prune/spmm_kernel.h"
+#include "engine/backend/cpu/spmm_kernel.h"
 
 namespace lathe::detail {
 

@@ -1,5 +1,5 @@
 // CsrMatrix conversions and invariant checks.
-#include "engine/compress/prune/csr_matrix.h"
+#include "engine/backend/formats/csr_matrix.h"
 
 #include <limits>
 #include <string>

@@ -13,6 +13,9 @@ namespace lathe {
 /// Padding positions are ignored (as -inf would be). Throws lathe::Error on other inputs.
 Tensor int8_maxpool2d(const Tensor& src, const PoolParams& p);
 
+/// The same into dst [N, C, OH, OW] channels-last host (shapes checked by the caller: op_contract.h).
+void int8_maxpool2d_into(const Tensor& src, const PoolParams& p, Tensor& dst);
+
 /// max(q, zero_point) elementwise: ReLU on a quantized tensor (dense host s8/u8), in place.
 void int8_relu_inplace(Tensor& t, int32_t zero_point);
 

@@ -1,5 +1,5 @@
 // Quantization parameters from ranges, and the reference quantize/dequantize loops.
-#include "engine/compress/quant/quant_params.h"
+#include "engine/backend/formats/quant_params.h"
 
 #include <algorithm>
 #include <limits>

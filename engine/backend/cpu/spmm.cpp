@@ -1,5 +1,5 @@
 // ISA dispatch, threading, the scalar kernel and the reference for the CSR x dense products.
-#include "engine/compress/prune/spmm.h"
+#include "engine/backend/cpu/spmm.h"
 
 #include <omp.h>
 

@@ -1,6 +1,6 @@
 // Reference INT8 linear and conv2d: int64 accumulation of (q_x - z_x) * q_w, then the f32
 // requantization of int8_layer.h, element by element.
-#include "engine/compress/quant/int8_reference.h"
+#include "engine/backend/cpu/reference_int8.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,13 +3,13 @@
 // around the kernel only; spmm_rows calls it only when cpuid reports both.
 #include <cstdint>
 
-#include "engine/compress/prune/spmm.h"
+#include "engine/backend/cpu/spmm.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
 
-#include "engine/compress/prune/spmm_kernel.h"
+#include "engine/backend/cpu/spmm_kernel.h"
 
 namespace lathe::detail {
 

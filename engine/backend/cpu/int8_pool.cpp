@@ -1,5 +1,5 @@
 // Integer max pooling over channels-last s8/u8 tensors (channels innermost: vectorised max) and ReLU.
-#include "engine/compress/quant/int8_pool.h"
+#include "engine/backend/cpu/int8_pool.h"
 
 #include <algorithm>
 #include <limits>
@@ -41,16 +41,19 @@ Tensor int8_maxpool2d(const Tensor& src, const PoolParams& p) {
   LATHE_CHECK(src.device().is_cpu() && src.ndim() == 4 && (src.dtype() == DType::s8 || src.dtype() == DType::u8) &&
                   src.is_channels_last(),
               "int8_maxpool2d: src must be host [N, C, H, W] s8/u8 channels-last, got ", src.describe());
-  const int64_t N = src.dim(0), C = src.dim(1), H = src.dim(2), W = src.dim(3);
-  const int64_t OH = conv_out_size(H, p.kernel_h, p.stride_h, p.pad_h);
-  const int64_t OW = conv_out_size(W, p.kernel_w, p.stride_w, p.pad_w);
-  LATHE_CHECK(OH > 0 && OW > 0, "int8_maxpool2d: empty output for ", src.describe());
-  Tensor dst = Tensor::empty({N, C, OH, OW}, src.dtype(), Device::cpu(), MemoryFormat::channels_last);
+  const int64_t OH = conv_out_size(src.dim(2), p.kernel_h, p.stride_h, p.pad_h);
+  const int64_t OW = conv_out_size(src.dim(3), p.kernel_w, p.stride_w, p.pad_w);
+  Tensor dst = Tensor::empty({src.dim(0), src.dim(1), OH, OW}, src.dtype(), Device::cpu(), MemoryFormat::channels_last);
+  int8_maxpool2d_into(src, p, dst);
+  return dst;
+}
+
+void int8_maxpool2d_into(const Tensor& src, const PoolParams& p, Tensor& dst) {
+  const int64_t N = src.dim(0), C = src.dim(1), H = src.dim(2), W = src.dim(3), OH = dst.dim(2), OW = dst.dim(3);
   if (src.dtype() == DType::s8)
     maxpool_nhwc(static_cast<const int8_t*>(src.raw()), static_cast<int8_t*>(dst.raw()), N, C, H, W, OH, OW, p);
   else
     maxpool_nhwc(static_cast<const uint8_t*>(src.raw()), static_cast<uint8_t*>(dst.raw()), N, C, H, W, OH, OW, p);
-  return dst;
 }
 
 void int8_relu_inplace(Tensor& t, int32_t zero_point) {

@@ -1,3 +1,4 @@
+// The CPU kernels of Backend::make_sparse_matmul (SpmmArgs and SpmmIsa: compressed_ops.h).
 // Sparse x dense matrix products for pruned layers on the CPU: C = post(bias + A * B) with A a CSR
 // weight [rows, cols] and B dense [cols, n] row-major, so the batch (Linear) or the output pixels
 // (Conv2d via im2col) run along the vectorised dimension n. Kernels: scalar, AVX2 + FMA and
@@ -7,11 +8,10 @@
 
 #include <cstdint>
 
-#include "engine/compress/prune/csr_matrix.h"
+#include "engine/backend/compressed_ops.h"
+#include "engine/backend/formats/csr_matrix.h"
 
 namespace lathe {
-
-enum class SpmmIsa { scalar, avx2, avx512 };
 
 /// "scalar", "avx2+fma", "avx512f".
 const char* spmm_isa_name(SpmmIsa isa);
@@ -19,17 +19,6 @@ const char* spmm_isa_name(SpmmIsa isa);
 bool spmm_isa_supported(SpmmIsa isa);
 /// The widest supported ISA (AVX-512 > AVX2 + FMA > scalar).
 SpmmIsa spmm_best_isa();
-
-/// C[r, j] = post(bias[r] + sum_k A[r, k] * B[k, j]) for r < a.rows, j < n.
-struct SpmmArgs {
-  const float* b = nullptr;
-  int64_t ldb = 0;  ///< row stride of B (>= n)
-  float* c = nullptr;
-  int64_t ldc = 0;  ///< row stride of C (>= n)
-  int64_t n = 0;
-  const float* bias = nullptr;  ///< a.rows entries, or null
-  bool relu = false;
-};
 
 /// Rows [row_begin, row_end) on the calling thread with `isa` (which must be supported).
 void spmm_rows(const CsrMatrix& a, const SpmmArgs& args, int64_t row_begin, int64_t row_end, SpmmIsa isa);

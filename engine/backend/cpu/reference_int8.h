@@ -1,8 +1,8 @@
 // Plain reference INT8 linear and conv2d: integer loops implementing exactly the arithmetic in
-// int8_layer.h, the oracle for the oneDNN INT8 primitives (int8_ops.h).
+// formats/int8_layer_data.h, the oracle for the oneDNN and cuBLASLt INT8 kernels (Backend::make_int8_kernel).
 #pragma once
 
-#include "engine/compress/quant/int8_layer.h"
+#include "engine/backend/formats/int8_layer_data.h"
 
 namespace lathe {
 

@@ -1,5 +1,5 @@
 // CPU INT8 capability detection through oneDNN's effective ISA (see int8_cpu.h).
-#include "engine/compress/quant/int8_cpu.h"
+#include "engine/backend/cpu/int8_cpu.h"
 
 #include <algorithm>
 #include <oneapi/dnnl/dnnl.hpp>

@@ -1,12 +1,23 @@
-// oneDNN int8 matmul and convolution for Int8Linear and Int8Conv2d, cached per input shape.
-#include "engine/compress/quant/int8_ops.h"
-
+// The cpu backend's INT8 linear and conv2d: oneDNN 2.x int8 matmul and convolution, s8 weights x
+// u8/s8 activations -> s32 -> requantized to s8/u8 (or f32 for the last layer) with per-output-
+// channel output scales, fused bias and ReLU; the arithmetic of formats/int8_layer_data.h, bit for
+// bit with the reference backend's integer loops. Primitives are cached per input shape.
+//
+// oneDNN 2.x attributes used: set_output_scales(mask 1 << 1, s_x s_w[o] / s_y), runtime zero points
+// for src and dst (only when non-zero), an eltwise ReLU post-op; bias passed in f32 accumulator
+// units. Weights are reordered once per primitive into the layout oneDNN picks (format `any`,
+// which carries the s8-src compensation). Conv activations are channels-last (NHWC), what the
+// x86 int8 kernels run on without reorders.
+// CPUs without VNNI: the weights are 7-bit (int8_cpu.h) so oneDNN's s16 pair sums cannot saturate,
+// and where a convolution asks to halve s8 weights (s8 src, "scale_adjust" 0.5) it is handed 2 q_w
+// with compensating power-of-two scales, so the results stay bit-exact with the reference.
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/backend/cpu/dnnl_util.h"
-#include "engine/compress/quant/int8_reference.h"
+#include "engine/backend/cpu/int8_cpu.h"
 
 namespace lathe {
 
@@ -137,101 +148,68 @@ struct Int8Runtime {
   }
 };
 
-}  // namespace
+/// A prepared oneDNN int8 linear or conv2d (the contract is checked by Int8Kernel::forward).
+class DnnlInt8Kernel final : public Int8Kernel {
+ public:
+  DnnlInt8Kernel(const Int8LayerData& layer, const ConvParams* conv)
+      : Int8Kernel(layer, conv, Device::cpu()),
+        m_rt(layer, conv ? memory::desc({layer.out_channels()}, dt::f32, tag::a)
+                         : memory::desc({1, layer.out_channels()}, dt::f32, tag::ab)) {}
+  std::string implementation() const override { return m_rt.last_impl; }
 
-struct Int8Linear::Impl : Int8Runtime {
-  using Int8Runtime::Int8Runtime;
+ protected:
+  Tensor run(const Tensor& src) override { return is_conv() ? run_conv(src) : run_linear(src); }
+
+ private:
+  Tensor run_linear(const Tensor& src);
+  Tensor run_conv(const Tensor& src);
+  Int8Runtime m_rt;
 };
-struct Int8Conv2d::Impl : Int8Runtime {
-  using Int8Runtime::Int8Runtime;
-};
 
-// ---------------------------------------------------------------- Int8Linear (matmul)
-Int8Linear::Int8Linear(const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config)
-    : m_layer(make_int8_layer(weights, bias, config)) {
-  LATHE_CHECK(weights.ndim() == 2, "Int8Linear weights must be [O, K], got ", weights.describe());
-  m_impl = std::make_unique<Impl>(m_layer, memory::desc({1, m_layer.out_channels()}, dt::f32, tag::ab));
-}
-Int8Linear::~Int8Linear() = default;
-Int8Linear::Int8Linear(Int8Linear&&) noexcept = default;
-Int8Linear& Int8Linear::operator=(Int8Linear&&) noexcept = default;
-
-std::string Int8Linear::implementation() const { return m_impl->last_impl; }
-
-Tensor Int8Linear::forward_reference(const Tensor& src) const { return int8_linear_reference(m_layer, src); }
-
-Tensor Int8Linear::forward(const Tensor& src) {
-  const int64_t K = m_layer.weights_q.dim(1), O = m_layer.out_channels();
-  LATHE_CHECK(src.device().is_cpu() && src.ndim() == 2 && src.dim(1) == K && src.dtype() == m_layer.src_dtype(),
-              "Int8Linear::forward: src must be host [N, ", K, "] ", dtype_name(m_layer.src_dtype()), ", got ",
-              src.describe());
+Tensor DnnlInt8Kernel::run_linear(const Tensor& src) {
+  const Int8LayerData& L = layer();
+  const int64_t K = L.weights_q.dim(1), O = L.out_channels();
   const int64_t N = src.dim(0);
   const memory::desc src_md({N, K}, to_dnnl(src.dtype()), memory::dims{src.stride(0), src.stride(1)});
-  const memory::desc dst_md({N, O}, to_dnnl(m_layer.dst_dtype()), tag::ab);
-  Tensor dst = Tensor::empty({N, O}, m_layer.dst_dtype());
-  if (N == 0)
-    return dst;
+  const memory::desc dst_md({N, O}, to_dnnl(L.dst_dtype()), tag::ab);
+  Tensor dst = Tensor::empty({N, O}, L.dst_dtype());
   const std::string key = shape_key(src);
-  auto it = m_impl->cache.find(key);
-  if (it == m_impl->cache.end()) {
+  auto it = m_rt.cache.find(key);
+  if (it == m_rt.cache.end()) {
     try {
       const memory::desc w_any({K, O}, dt::s8, tag::any);
       const memory::desc w_plain({K, O}, dt::s8, memory::dims{1, K});  // [O, K] read as its transpose
       const memory::desc b_md({1, O}, dt::f32, tag::ab);
-      const auto d = m_layer.has_bias ? dnnl::matmul::desc(src_md, w_any, b_md, dst_md)
-                                      : dnnl::matmul::desc(src_md, w_any, dst_md);
-      const dnnl::matmul::primitive_desc pd(d, make_attr(m_layer, m_layer.output_scales), m_impl->eng);
+      const auto d =
+          L.has_bias ? dnnl::matmul::desc(src_md, w_any, b_md, dst_md) : dnnl::matmul::desc(src_md, w_any, dst_md);
+      const dnnl::matmul::primitive_desc pd(d, make_attr(L, L.output_scales), m_rt.eng);
       LATHE_CHECK(weights_scale_adjust(pd.weights_desc()) == 1.0f, "oneDNN int8 matmul ", pd.impl_info_str(),
-                  " wants scaled weights, which Int8Linear does not handle");
-      CachedPrimitive p{dnnl::matmul(pd),
-                        m_impl->prepare_weights(w_plain, m_layer.weights_q, pd.weights_desc()),
-                        pd.impl_info_str(),
-                        {}};
-      it = m_impl->cache.emplace(key, std::move(p)).first;
+                  " wants scaled weights, which the int8 linear does not handle");
+      CachedPrimitive p{
+          dnnl::matmul(pd), m_rt.prepare_weights(w_plain, L.weights_q, pd.weights_desc()), pd.impl_info_str(), {}};
+      it = m_rt.cache.emplace(key, std::move(p)).first;
     } catch (const dnnl::error& e) {
-      LATHE_FAIL("oneDNN int8 matmul unavailable for src ", src.describe(), " -> ", dtype_name(m_layer.dst_dtype()),
-                 ": ", e.what());
+      LATHE_FAIL("oneDNN int8 matmul unavailable for src ", src.describe(), " -> ", dtype_name(L.dst_dtype()), ": ",
+                 e.what());
     }
   }
-  m_impl->run(m_layer, it->second, src, src_md, dst, dst_md);
+  m_rt.run(L, it->second, src, src_md, dst, dst_md);
   return dst;
 }
 
-// ---------------------------------------------------------------- Int8Conv2d (convolution)
-Int8Conv2d::Int8Conv2d(const ConvParams& p, const Tensor& weights, const Tensor* bias, const Int8LayerConfig& config)
-    : m_params(p), m_layer(make_int8_layer(weights, bias, config)) {
-  LATHE_CHECK(weights.ndim() == 4, "Int8Conv2d weights must be [O, C, KH, KW], got ", weights.describe());
-  LATHE_CHECK(p.stride_h >= 1 && p.stride_w >= 1 && p.pad_h >= 0 && p.pad_w >= 0, "Int8Conv2d: bad stride/padding");
-  m_impl = std::make_unique<Impl>(m_layer, memory::desc({m_layer.out_channels()}, dt::f32, tag::a));
-}
-Int8Conv2d::~Int8Conv2d() = default;
-Int8Conv2d::Int8Conv2d(Int8Conv2d&&) noexcept = default;
-Int8Conv2d& Int8Conv2d::operator=(Int8Conv2d&&) noexcept = default;
-
-std::string Int8Conv2d::implementation() const { return m_impl->last_impl; }
-
-Tensor Int8Conv2d::forward_reference(const Tensor& src) const { return int8_conv2d_reference(m_layer, m_params, src); }
-
-Tensor Int8Conv2d::forward(const Tensor& src) {
-  const Tensor& wq = m_layer.weights_q;
+Tensor DnnlInt8Kernel::run_conv(const Tensor& src) {
+  const Int8LayerData& L = layer();
+  const Tensor& wq = L.weights_q;
   const int64_t C = wq.dim(1), O = wq.dim(0), KH = wq.dim(2), KW = wq.dim(3);
-  LATHE_CHECK(src.device().is_cpu() && src.ndim() == 4 && src.dim(1) == C && src.dtype() == m_layer.src_dtype(),
-              "Int8Conv2d::forward: src must be host [N, ", C, ", H, W] ", dtype_name(m_layer.src_dtype()), ", got ",
-              src.describe());
-  LATHE_CHECK(src.is_channels_last(), "Int8Conv2d::forward wants channels-last (NHWC) src, got ", src.describe(),
-              "; quantize a channels-last f32 tensor");
-  const ConvParams& p = m_params;
+  const ConvParams& p = conv_params();
   const int64_t N = src.dim(0), H = src.dim(2), W = src.dim(3);
   const int64_t OH = conv_out_size(H, KH, p.stride_h, p.pad_h), OW = conv_out_size(W, KW, p.stride_w, p.pad_w);
-  LATHE_CHECK(OH > 0 && OW > 0, "Int8Conv2d::forward: empty output for ", src.describe());
   const memory::desc src_md({N, C, H, W}, to_dnnl(src.dtype()), tag::acdb);
-  const memory::desc dst_md({N, O, OH, OW}, to_dnnl(m_layer.dst_dtype()), tag::acdb);
-  Tensor dst = Tensor::empty({N, O, OH, OW}, m_layer.dst_dtype(), Device::cpu(), MemoryFormat::channels_last);
-  if (N == 0)
-    return dst;
+  const memory::desc dst_md({N, O, OH, OW}, to_dnnl(L.dst_dtype()), tag::acdb);
+  Tensor dst = Tensor::empty({N, O, OH, OW}, L.dst_dtype(), Device::cpu(), MemoryFormat::channels_last);
   const std::string key = shape_key(src);
-  auto it = m_impl->cache.find(key);
-  if (it == m_impl->cache.end()) {
+  auto it = m_rt.cache.find(key);
+  if (it == m_rt.cache.end()) {
     try {
       const memory::dims strides{p.stride_h, p.stride_w}, pl{p.pad_h, p.pad_w};
       const memory::dims pr{(OH - 1) * p.stride_h + KH - H - p.pad_h, (OW - 1) * p.stride_w + KW - W - p.pad_w};
@@ -240,30 +218,36 @@ Tensor Int8Conv2d::forward(const Tensor& src) {
       const memory::desc b_md({O}, dt::f32, tag::a);
       const auto fwd = dnnl::prop_kind::forward_inference;
       const auto alg = dnnl::algorithm::convolution_direct;
-      const auto d = m_layer.has_bias
+      const auto d = L.has_bias
                          ? dnnl::convolution_forward::desc(fwd, alg, src_md, w_any, b_md, dst_md, strides, pl, pr)
                          : dnnl::convolution_forward::desc(fwd, alg, src_md, w_any, dst_md, strides, pl, pr);
-      dnnl::convolution_forward::primitive_desc pd(d, make_attr(m_layer, m_layer.output_scales), m_impl->eng);
+      dnnl::convolution_forward::primitive_desc pd(d, make_attr(L, L.output_scales), m_rt.eng);
       const float adj = weights_scale_adjust(pd.weights_desc());
-      const AdjustedLayer a = adjust_for_kernel(m_layer, adj);
+      const AdjustedLayer a = adjust_for_kernel(L, adj);
       if (adj != 1.0f)
-        pd = dnnl::convolution_forward::primitive_desc(d, make_attr(m_layer, a.output_scales), m_impl->eng);
+        pd = dnnl::convolution_forward::primitive_desc(d, make_attr(L, a.output_scales), m_rt.eng);
       CachedPrimitive cp{dnnl::convolution_forward(pd),
-                         m_impl->prepare_weights(w_plain, a.weights_q, pd.weights_desc()),
+                         m_rt.prepare_weights(w_plain, a.weights_q, pd.weights_desc()),
                          pd.impl_info_str(),
                          {}};
-      if (adj != 1.0f && m_layer.has_bias) {
-        cp.bias = memory(b_md, m_impl->eng);
+      if (adj != 1.0f && L.has_bias) {
+        cp.bias = memory(b_md, m_rt.eng);
         std::memcpy(cp.bias.get_data_handle(), a.bias.data(), a.bias.size() * sizeof(float));
       }
-      it = m_impl->cache.emplace(key, std::move(cp)).first;
+      it = m_rt.cache.emplace(key, std::move(cp)).first;
     } catch (const dnnl::error& e) {
-      LATHE_FAIL("oneDNN int8 convolution unavailable for src ", src.describe(), " -> ",
-                 dtype_name(m_layer.dst_dtype()), ": ", e.what());
+      LATHE_FAIL("oneDNN int8 convolution unavailable for src ", src.describe(), " -> ", dtype_name(L.dst_dtype()),
+                 ": ", e.what());
     }
   }
-  m_impl->run(m_layer, it->second, src, src_md, dst, dst_md);
+  m_rt.run(L, it->second, src, src_md, dst, dst_md);
   return dst;
+}
+
+}  // namespace
+
+std::unique_ptr<Int8Kernel> DnnlBackend::make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv) {
+  return std::make_unique<DnnlInt8Kernel>(layer, conv);
 }
 
 }  // namespace lathe

@@ -18,14 +18,9 @@
 
 #include <string>
 
-namespace lathe {
+#include "engine/backend/formats/int8_layer_data.h"
 
-/// How INT8 layers choose their weight range.
-enum class Int8WeightRange {
-  auto_for_cpu,  // reduced on CPUs whose int8 dot product saturates, full where it is exact
-  full,          // always the requested bits (results may saturate on CPUs without VNNI)
-  reduced,       // always at most 7 bits
-};
+namespace lathe {
 
 /// True when oneDNN's effective ISA has an exact u8 x s8 -> s32 dot product (AVX512-VNNI or AMX),
 /// from dnnl::get_effective_cpu_isa() (so DNNL_MAX_CPU_ISA limits are honoured). AVX2-VNNI is
