@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -128,8 +130,13 @@ struct ComputeConfig {
   GradCompression grad_compression = GradCompression::none;
 };
 
-// The compression stages are not implemented yet (issues 5 and 6): their choices stay strings
-// until the stage that interprets them lands.
+/// The typed section of a stage (engine/run/stage.h). The built-in stages' sections are members of
+/// ExperimentConfig below; any other stage keeps its own in ExperimentConfig::stage_configs.
+struct StageConfig {
+  virtual ~StageConfig() = default;
+};
+
+/// prune.* (parsed by the prune stage, stage_prune.cpp).
 struct PruneConfig {
   std::string method = "none", scope = "global", schedule = "one-shot";
   double ratio = 0.5;
@@ -161,8 +168,8 @@ struct QuantConfig {
   double outlier_fraction = 0.05;  // of the calibration set: the highest-loss training images
   bool compare_calibrators = false;
   int64_t qat_epochs = 1;
-  double qat_lr_scale = 0.1;  // QAT learning rate = train.optimizer.lr x this
-  bool mixed_precision = false;     // accuracy-driven: keep sensitive layers in f32
+  double qat_lr_scale = 0.1;       // QAT learning rate = train.optimizer.lr x this
+  bool mixed_precision = false;    // accuracy-driven: keep sensitive layers in f32
   double max_accuracy_drop = 1.0;  // points
 };
 
@@ -195,8 +202,23 @@ struct ExperimentConfig {
   CheckpointConfig checkpoint;
   CostConfig cost;
   OutputConfig output;
+  /// Typed sections of stages that are not members above, keyed by section (Stage::parse sets them).
+  std::map<std::string, std::shared_ptr<const StageConfig>> stage_configs;
   nlohmann::json raw;  ///< the validated JSON (train.optimizer.lr stays null when it was left unset)
 };
+
+[[noreturn]] void throw_missing_stage_config(const std::string& section);
+
+/// The typed section a stage stored under `section` (see stage_configs); lathe::Error when there is
+/// none or it is of another type.
+template <class T>
+const T& stage_config(const ExperimentConfig& cfg, const std::string& section) {
+  const auto it = cfg.stage_configs.find(section);
+  const T* typed = it == cfg.stage_configs.end() ? nullptr : dynamic_cast<const T*>(it->second.get());
+  if (!typed)
+    throw_missing_stage_config(section);
+  return *typed;
+}
 
 /// The typed view of a config. Validates `validated` again (cheap, idempotent), so passing an
 /// unvalidated config throws ConfigError rather than reading garbage.

@@ -73,6 +73,10 @@ std::string_view enum_name(BackendChoice v) { return name_of(static_cast<size_t>
 std::string_view enum_name(GradCompression v) { return name_of(static_cast<size_t>(v), kCompressionNames); }
 std::string_view enum_name(Pricing v) { return name_of(static_cast<size_t>(v), kPricingNames); }
 
+void throw_missing_stage_config(const std::string& section) {
+  LATHE_FAIL("no typed config of section \"", section, "\": its stage's parse() did not store one");
+}
+
 double default_learning_rate(ModelZoo zoo) {
   switch (zoo) {
     case ModelZoo::mlp:

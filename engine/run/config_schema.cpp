@@ -1,5 +1,6 @@
 // The experiment schema table, and the helpers that describe a field to a user or a form.
-// To add a knob: add one row here; validation, --help, flatten_config and the GUI follow from it.
+// To add a knob: add one row here (or, for a stage's section, to its Stage::schema_fields); validation,
+// --help, flatten_config and the GUI follow from it.
 #include "engine/run/config_schema.h"
 
 #include <cmath>
@@ -10,56 +11,13 @@ namespace lathe {
 namespace {
 
 using Kind = FieldSpec::Kind;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using namespace schema;
 
 const char* kCheckpointReason = "checkpoints land with the run-store issue";
 
 std::string section_of(const std::string& path) {
   const size_t dot = path.find('.');
   return dot == std::string::npos ? "experiment" : path.substr(0, dot);
-}
-
-// Small builders so that each row of the table reads as one line.
-FieldSpec field(std::string path, Kind kind, nlohmann::json def, std::string doc) {
-  FieldSpec f;
-  f.path = std::move(path);
-  f.kind = kind;
-  f.default_value = std::move(def);
-  f.doc = std::move(doc);
-  f.section = section_of(f.path);
-  return f;
-}
-FieldSpec integer(std::string path, int64_t def, double min, double max, std::string doc) {
-  FieldSpec f = field(std::move(path), Kind::integer, def, std::move(doc));
-  f.min = min;
-  f.max = max;
-  return f;
-}
-FieldSpec number(std::string path, nlohmann::json def, double min, double max, std::string doc,
-                 bool min_exclusive = false, bool max_exclusive = false) {
-  FieldSpec f = field(std::move(path), Kind::number, std::move(def), std::move(doc));
-  f.min = min;
-  f.max = max;
-  f.min_exclusive = min_exclusive;
-  f.max_exclusive = max_exclusive;
-  return f;
-}
-FieldSpec boolean(std::string path, bool def, std::string doc) {
-  return field(std::move(path), Kind::boolean, def, std::move(doc));
-}
-FieldSpec string(std::string path, std::string def, std::string doc) {
-  return field(std::move(path), Kind::string, std::move(def), std::move(doc));
-}
-// The default is the first choice unless `def` names another.
-FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def = "") {
-  FieldSpec f = field(std::move(path), Kind::enumeration, def.empty() ? choices.front() : def, std::move(doc));
-  f.choices = std::move(choices);
-  return f;
-}
-FieldSpec unsupported(FieldSpec f, std::string reason) {
-  f.supported = false;
-  f.unsupported_reason = std::move(reason);
-  return f;
 }
 
 std::vector<FieldSpec> build_schema() {
@@ -228,6 +186,50 @@ std::string format_bound(double v) {
 }
 
 }  // namespace
+
+namespace schema {
+FieldSpec field(std::string path, Kind kind, nlohmann::json def, std::string doc) {
+  FieldSpec f;
+  f.path = std::move(path);
+  f.kind = kind;
+  f.default_value = std::move(def);
+  f.doc = std::move(doc);
+  f.section = section_of(f.path);
+  return f;
+}
+FieldSpec integer(std::string path, int64_t def, double min, double max, std::string doc) {
+  FieldSpec f = field(std::move(path), Kind::integer, def, std::move(doc));
+  f.min = min;
+  f.max = max;
+  return f;
+}
+FieldSpec number(std::string path, nlohmann::json def, double min, double max, std::string doc, bool min_exclusive,
+                 bool max_exclusive) {
+  FieldSpec f = field(std::move(path), Kind::number, std::move(def), std::move(doc));
+  f.min = min;
+  f.max = max;
+  f.min_exclusive = min_exclusive;
+  f.max_exclusive = max_exclusive;
+  return f;
+}
+FieldSpec boolean(std::string path, bool def, std::string doc) {
+  return field(std::move(path), Kind::boolean, def, std::move(doc));
+}
+FieldSpec string(std::string path, std::string def, std::string doc) {
+  return field(std::move(path), Kind::string, std::move(def), std::move(doc));
+}
+FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def) {
+  FieldSpec f = field(std::move(path), Kind::enumeration, def.empty() ? choices.front() : def, std::move(doc));
+  f.choices = std::move(choices);
+  return f;
+}
+FieldSpec unsupported(FieldSpec f, std::string reason) {
+  f.supported = false;
+  f.unsupported_reason = std::move(reason);
+  return f;
+}
+
+}  // namespace schema
 
 const std::vector<FieldSpec>& experiment_schema() {
   static const std::vector<FieldSpec> schema = build_schema();
