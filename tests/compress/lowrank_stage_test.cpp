@@ -73,7 +73,7 @@ TEST(LowRankStage, ReplacesTheModelFineTunesAndLogsWhatItPromised) {
   ctx.wall_ms = [] { return 0.0; };
   ctx.step = 10;  // as if training had run
 
-  std::unique_ptr<Stage> stage = make_lowrank_stage();
+  std::unique_ptr<Stage> stage = new_lowrank_stage();
   EXPECT_EQ(stage->section(), "lowrank");
   ASSERT_TRUE(stage->enabled(cfg));
   stage->run(ctx);

@@ -198,6 +198,6 @@ void LowRankStage::run(StageContext& ctx) {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_lowrank_stage() { return std::make_unique<LowRankStage>(); }
+std::unique_ptr<Stage> new_lowrank_stage() { return std::make_unique<LowRankStage>(); }
 
 }  // namespace lathe

@@ -10,7 +10,8 @@
 
 namespace lathe {
 
-/// A fresh low-rank stage, for the stage registry (stage_list.cpp).
-std::unique_ptr<Stage> make_lowrank_stage();
+/// A fresh low-rank stage: the factory stage_list.cpp lists (it declares it there too, as it does for
+/// every stage).
+std::unique_ptr<Stage> new_lowrank_stage();
 
 }  // namespace lathe
