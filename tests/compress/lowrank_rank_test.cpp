@@ -74,9 +74,12 @@ TEST(LowRankRank, GlobalBytesBudgetGoesWhereItKeepsTheMostEnergy) {
   // Costs differ: C is 100 x 10 (110 values per rank), D 10 x 10 (20). Equal relative spectra, so D,
   // five times cheaper per rank, fills first: of the budget 0.5 x 1100 = 550, rank 1 of both takes 130,
   // D up to its cap of 4 takes 60 more, then C grows by 3 ranks to 520 (a fifth rank would make it 630).
+  // D, at its cap (80 values), then stays dense: its 20 values more fit in the 30 left.
   const std::vector<double> flat(10, 1.0);
   const std::vector<LayerSpectrum> mixed = {{100, 10, flat}, {10, 10, flat}};
-  EXPECT_EQ(global_ranks_for_bytes_ratio(mixed, 0.5), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(global_ranks_for_bytes_ratio(mixed, 0.5), (std::vector<int64_t>{4, 0}));
+  // A budget of 418: C reaches rank 3 at 410, and the 8 values left do not cover D's 20.
+  EXPECT_EQ(global_ranks_for_bytes_ratio(mixed, 0.38), (std::vector<int64_t>{3, 4}));
   // A layer no rank can shrink (1 x 5) stays dense (rank 0) and its values count against the budget.
   const std::vector<LayerSpectrum> with_vector = {{1, 5, {2}}, {10, 10, b}};
   EXPECT_EQ(global_ranks_for_bytes_ratio(with_vector, 0.5), (std::vector<int64_t>{0, 2}));  // 5 + 40 <= 52.5

@@ -147,7 +147,10 @@ LowRankPlan plan_lowrank(Model& model, Backend& be, const LowRankOptions& option
     LowRankLayer& l = rep.layers[candidates[c]];
     const int64_t r = ranks[c];
     if (!saves_bytes(l.rows, l.cols, r)) {
-      l.dense_because = reason_not_saving(l.rows, l.cols, r);
+      const bool budget_kept_dense =
+          global && options.rank == 0 && options.energy == 0 && r == 0 && max_saving_rank(l.rows, l.cols) >= 1;
+      l.dense_because = budget_kept_dense ? "the budget reached its saving cap and covers its dense size"
+                                          : reason_not_saving(l.rows, l.cols, r);
       plan.svd[candidates[c]] = Svd{};
       continue;
     }

@@ -119,6 +119,18 @@ std::vector<int64_t> global_ranks_for_bytes_ratio(const std::vector<LayerSpectru
     if (ranks[l] < caps[l])
       heap.push({gain_of(l), l});
   }
+  // A layer taken to its cap saves almost nothing; where the budget left covers its few values
+  // more, it stays dense instead: exact, and one matmul instead of two.
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerSpectrum& s = layers[l];
+    if (caps[l] < 1 || ranks[l] != caps[l])
+      continue;
+    const double extra = static_cast<double>(s.rows * s.cols - caps[l] * (s.rows + s.cols));
+    if (used + extra <= budget * (1 + 1e-12)) {
+      used += extra;
+      ranks[l] = 0;
+    }
+  }
   return ranks;
 }
 

@@ -37,7 +37,8 @@ std::vector<int64_t> global_ranks_for_energy(const std::vector<LayerSpectrum>& l
 /// layers' dense values. Every layer starts at rank 1; then the next singular value is added to the
 /// layer where it keeps the most of that layer's own energy (sigma^2 / ||W||_F^2) per value it costs
 /// (rows + cols), while it fits the budget and stays below max_saving_rank. A layer where no rank
-/// saves values is left dense (rank 0) and counted at its dense size.
+/// saves values is left dense (rank 0) and counted at its dense size; so is a layer that reached its
+/// max_saving_rank when the budget left covers the difference to its dense size.
 std::vector<int64_t> global_ranks_for_bytes_ratio(const std::vector<LayerSpectrum>& layers, double ratio);
 
 }  // namespace lathe
