@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "app/cli_cost.h"
@@ -20,6 +21,7 @@
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
 #include "engine/run/trainer.h"
+#include "engine/store/run_model.h"
 #include "engine/store/run_writer.h"
 
 #ifdef LATHE_HAVE_CUDA
@@ -123,6 +125,12 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   opts.stop = &g_stop;
   opts.extra_sink = &sinks;
   opts.store_path = db;
+  // "run:<ref>" (distill.teacher) is resolved here, through the store; without one the engine looks
+  // in the run folders under output.dir.
+  if (std::filesystem::exists(db))
+    opts.resolve_run = [db, runs_root = exp.output.dir](const std::string& ref, const std::string& field) {
+      return lathe::find_run_model(db, ref, runs_root, field);
+    };
   opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
     auto w = std::make_unique<lathe::RunWriter>(db);
     lathe::RunInfo info;

@@ -12,12 +12,13 @@
 #include "engine/backend/backend.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
+#include "engine/exec/batch_loop.h"
+#include "engine/exec/communicator.h"
 #include "engine/nn/model.h"
 #include "engine/nn/optimizer.h"
 #include "engine/run/config.h"
 #include "engine/run/cost_model.h"
 #include "engine/run/metrics_sink.h"
-#include "engine/exec/batch_loop.h"
 #include "engine/run/trainer.h"
 
 namespace lathe {
@@ -40,6 +41,8 @@ struct StageContext {
   bool spot = false;
   std::function<double()> wall_ms;  ///< ms since the run started
   Progress progress;                ///< last progress reported (epoch, accuracy, ...)
+  /// The ranks of a data-parallel run; one process: LocalCommunicator (every call a no-op).
+  std::shared_ptr<Communicator> comm = std::make_shared<LocalCommunicator>();
   /// The run's cost so far at this moment, in dollars.
   double cost_usd_now() const;
 
@@ -49,6 +52,20 @@ struct StageContext {
   LoaderOptions loader_options() const;
   /// Steps per epoch of a phase with this loader (after grad_accum).
   int64_t steps_per_epoch(const LoaderOptions& lo) const;
+};
+
+/// Where a training phase stands right after an optimizer step: what a checkpoint records
+/// (TrainHooks::on_step_end). A phase started from (epoch, step_in_epoch) with this optimizer's
+/// state and the same ctx.step continues exactly where this one stood (TrainPhase::start).
+struct TrainLoopState {
+  const std::string& phase;   ///< TrainPhase::name
+  int epoch = 0;              ///< 0-based epoch being run
+  int64_t step_in_epoch = 0;  ///< optimizer steps done in this epoch (1 .. steps_per_epoch)
+  int64_t steps_per_epoch = 0;
+  int64_t global_step = 0;  ///< ctx.step after this step
+  int64_t phase_step = 0;   ///< optimizer steps done in the phase: the LR schedule's position
+  Optimizer& optimizer;     ///< its state (momentum, Adam moments) is what a checkpoint saves
+  const LrSchedule& schedule;
 };
 
 /// How a stage changes the training loop. Every member is optional.
@@ -71,6 +88,21 @@ struct TrainHooks {
   std::function<void(MetricsSink& sink, int64_t step, double wall_ms)> on_log;
   /// Called after each evaluation of the phase (e.g. the distillation teacher's accuracy once).
   std::function<void(const EvalResult& result, int64_t step)> after_eval;
+  /// After every optimizer step, once its metrics and progress are out and before a stop request
+  /// ends the phase: the checkpoint seam (write a checkpoint every N steps / minutes, or on a stop).
+  std::function<void(const TrainLoopState& state)> on_step_end;
+};
+
+/// Where a phase starts: (0, 0) is its beginning. A resumed phase starts at the (epoch,
+/// step_in_epoch) a TrainLoopState recorded, with ctx.step set back to its global_step and the
+/// optimizer restored by the caller: the loader is deterministic by (seed, epoch), so the batches
+/// of the epoch before step_in_epoch are drawn and skipped, and dropout and augmentation depend on
+/// the global step and the sample only, so the run continues bit for bit.
+struct PhaseStart {
+  int epoch = 0;
+  int64_t step_in_epoch = 0;
+  /// The optimizer to continue with (its state restored); null = a fresh one from TrainPhase::optimizer.
+  std::shared_ptr<Optimizer> optimizer;
 };
 
 /// One training phase: the main training, or a fine-tuning after pruning / QAT.
@@ -82,6 +114,7 @@ struct TrainPhase {
   OptimizerConfig optimizer;  ///< a fresh optimizer is made for the phase
   int grad_accum = 1;
   int64_t eval_every = 1;  ///< evaluate every N epochs and after the last
+  PhaseStart start;        ///< (0, 0) = from the beginning; see PhaseStart to resume
 };
 
 struct PhaseResult {
@@ -103,6 +136,10 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o);
 /// Runs the phase on ctx.model: metrics train/loss, train/accuracy, train/samples_per_s, train/lr,
 /// device/util, device/mfu, mem/peak_bytes, cost/usd at ~20 points an epoch, test/loss and
 /// test/accuracy after evaluations; progress to options.on_progress. Advances ctx.step.
+/// The loop, in order: broadcast the parameters (ctx.comm); per optimizer step: the micro-batches
+/// (gradient accumulation), all_reduce_gradients, before_update, the update, after_update, the
+/// metrics at a logging point, progress, on_step_end, the stop check; per epoch (eval_every): the
+/// evaluation, the epoch event, after_eval. phase.start resumes mid-phase (PhaseStart).
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks = {});
 
 /// Says that a phase without training steps starts (prune, calibrate, benchmark): a "phase" event
@@ -110,11 +147,11 @@ PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainH
 void begin_phase(StageContext& ctx, const std::string& name);
 
 /// Evaluates ctx.model on the test set and logs test/loss and test/accuracy at ctx.step (and, with a
-/// non-empty prefix, `<prefix>/test_accuracy` too).
+/// non-empty prefix, `<prefix>/test_accuracy` too). The sums are reduced over the ranks (ctx.comm).
 EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix = "");
 
 /// Saves ctx.model as safetensors at run_dir/<file> and returns its size in bytes (0 when no run
-/// folder is written); logs an artifact event.
+/// folder is written); logs an artifact event. Every rank meets at a barrier first.
 int64_t save_model_artifact(StageContext& ctx, const std::string& file, const std::string& kind);
 
 }  // namespace lathe
