@@ -31,23 +31,11 @@ struct RecordingSink final : MetricsSink {
   }
 };
 
-// The config: lowrank.* parsed by parse_lowrank_config (what the stage's parse() stores), the rest by
-// parse_experiment.
 ExperimentConfig config_with(const std::vector<std::string>& overrides) {
-  std::vector<std::string> sets = {"train.batch_size=16", "train.epochs=1", "train.optimizer.lr=0.05"};
-  nlohmann::json lr = {{"lowrank", {{"method", "svd"}, {"finetune_epochs", 1}}}};
-  for (const std::string& o : overrides)
-    if (o.rfind("lowrank.", 0) == 0) {
-      const size_t eq = o.find('=');
-      const std::string key = o.substr(8, eq - 8), value = o.substr(eq + 1);
-      lr["lowrank"][key] =
-          key != "exclude" && nlohmann::json::accept(value) ? nlohmann::json::parse(value) : nlohmann::json(value);
-    } else {
-      sets.push_back(o);
-    }
-  ExperimentConfig cfg = test::config_from(sets);
-  cfg.stage_configs["lowrank"] = std::make_shared<LowRankConfig>(parse_lowrank_config(lr));
-  return cfg;
+  std::vector<std::string> sets = {"train.batch_size=16", "train.epochs=1", "train.optimizer.lr=0.05",
+                                   "lowrank.method=svd", "lowrank.finetune_epochs=1"};
+  sets.insert(sets.end(), overrides.begin(), overrides.end());
+  return test::config_from(sets);
 }
 
 std::unique_ptr<Model> small_cnn() {
