@@ -19,8 +19,7 @@
 #include "engine/store/store.h"
 
 #ifdef LATHE_HAVE_REPORT
-#include <QApplication>
-
+#include "widgets/common/offscreen_app.h"
 #include "widgets/report/report.h"
 #endif
 
@@ -430,20 +429,8 @@ int cmd_report(const std::string& db, const std::vector<std::string>& refs, cons
   const report::Format format = report::parse_format(report_format_text(format_arg, out_path));
   Store store = open_for_reading(db);
   // Charts are drawn off screen: no display is needed or used (unless QT_QPA_PLATFORM says otherwise).
-  std::unique_ptr<QApplication> app;
-  if (format != report::Format::csv && !QCoreApplication::instance()) {
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-      qputenv("QT_QPA_PLATFORM", "offscreen");
-    if (qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR")) {  // what Qt would pick, without its warning
-      const std::string runtime = "/tmp/runtime-" + std::to_string(::getuid());
-      ::mkdir(runtime.c_str(), 0700);
-      qputenv("XDG_RUNTIME_DIR", QByteArray::fromStdString(runtime));
-    }
-    static int argc = 1;
-    static char arg0[] = "lathe-cli";
-    static char* argv[] = {arg0, nullptr};
-    app = std::make_unique<QApplication>(argc, argv);
-  }
+  if (format != report::Format::csv)
+    widgets::offscreen_application("lathe-cli");
   report::write_report(store, refs, format, out_path);
   std::fprintf(stderr, "lathe-cli: wrote the %s report of %zu run(s) to %s\n", report::format_name(format).c_str(),
                refs.size(), out_path.c_str());

@@ -16,6 +16,7 @@
 
 #include "app/cli_cost.h"
 #include "app/cli_history.h"
+#include "app/cli_peak.h"
 #include "app/cli_repair.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
@@ -142,6 +143,14 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     w->begin_run(info);  // only a begun run is recorded as failed if the run later throws
     writer = std::move(w);
     sinks.add(writer.get());
+  };
+  opts.recorded_peak_flops = [&](const std::string& cpu, int threads) {
+    try {
+      return lathe::cli::best_recorded_peak_flops(db, cpu, threads);
+    } catch (const std::exception& e) {  // a store that cannot be read now only loses the floor
+      std::fprintf(stderr, "lathe-cli: warning: no recorded peak from the store (%s)\n", e.what());
+      return 0.0;
+    }
   };
   if (!json)
     opts.on_progress = [&](const lathe::Progress& p) { bar.update(p); };

@@ -14,6 +14,7 @@
 
 #include "app/gui/app_paths.h"
 #include "app/gui/main_window.h"
+#include "widgets/common/offscreen_app.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ bool checkDisplay(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::strncmp(argv[i], "--screenshot", 12) == 0 || std::strcmp(argv[i], "--help") == 0 ||
         std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--version") == 0) {
-      setenv("QT_QPA_PLATFORM", "offscreen", 1);
+      lathe::widgets::use_offscreen_platform();
       return true;
     }
   std::fprintf(stderr,

@@ -3,6 +3,7 @@
 
 #include <QDir>
 #include <QFileDialog>
+#include <QGroupBox>
 #include <QMessageBox>
 #include <QSplitter>
 #include <QStatusBar>
@@ -25,8 +26,19 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   m_feed = new ui::LiveFeed(m_opt.dbPath, 200, 250'000, 20'000, this);
 
   auto* split = new QSplitter(this);
-  m_designer = new ui::DesignerPanel(m_opt.experimentsDir, split);
+  auto* designerSplit = new QSplitter(Qt::Vertical, split);
+  m_designer = new ui::DesignerPanel(m_opt.experimentsDir, designerSplit);
   m_designer->setMinimumWidth(340);
+  auto* costBox = new QGroupBox("Cost (lathe-cli cost)", designerSplit);
+  auto* costLayout = new QVBoxLayout(costBox);
+  costLayout->setContentsMargins(4, 4, 4, 4);
+  m_cost = new ui::CostPanel(m_opt.measureCost ? m_opt.cliPath : QString(), costBox);
+  costLayout->addWidget(m_cost);
+  designerSplit->addWidget(m_designer);
+  designerSplit->addWidget(costBox);
+  designerSplit->setStretchFactor(0, 3);
+  designerSplit->setStretchFactor(1, 1);
+  designerSplit->setSizes({600, 300});
   m_tabs = new QTabWidget(split);
   auto* live = new QWidget(m_tabs);
   auto* liveLayout = new QVBoxLayout(live);
@@ -53,7 +65,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   m_overview = new RunOverview(m_opt.dbPath, m_tabs);
   m_tabs->addTab(m_overview, "Overview");
 #endif
-  split->addWidget(m_designer);
+  split->addWidget(designerSplit);
   split->addWidget(m_tabs);
   split->setStretchFactor(1, 1);
   split->setSizes({380, 1100});
@@ -72,6 +84,8 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   connect(m_designer->form(), &ui::ExperimentForm::validated, this, [this](bool ok, const QString& msg) {
     m_runAction->setEnabled(ok);
     m_runAction->setToolTip(ok ? "Run this experiment (lathe-cli run)" : "Fix the marked fields first:\n" + msg);
+    if (ok)
+      m_cost->setConfig(m_designer->form()->config());  // the cost panel follows the design
     if (!ok)
       statusBar()->showMessage("Config has errors: " + msg.section('\n', 0, 0), 8000);
     else if (statusBar()->currentMessage().startsWith("Config has errors"))

@@ -12,6 +12,7 @@
 
 #include "widgets/ui/chart_panel.h"
 #include "widgets/ui/compare_view.h"
+#include "widgets/ui/cost_panel.h"
 #include "widgets/ui/designer_panel.h"
 #include "widgets/ui/queue_list.h"
 #include "widgets/ui/run_browser.h"
@@ -27,7 +28,8 @@ struct WindowOptions {
   QString dbPath;
   QString cliPath;
   QString experimentsDir;
-  QString configPath;  ///< loaded into the designer at start ("" = experiments/default.json)
+  QString configPath;       ///< loaded into the designer at start ("" = experiments/default.json)
+  bool measureCost = true;  ///< the designer's cost panel runs `lathe-cli cost` as the design changes
 };
 
 class MainWindow : public QMainWindow {
@@ -38,6 +40,7 @@ class MainWindow : public QMainWindow {
 
   ui::DesignerPanel* designer() const { return m_designer; }
   ui::ChartPanel* charts() const { return m_charts; }
+  ui::CostPanel* cost() const { return m_cost; }
   ui::RunBrowser* browser() const { return m_browser; }
   ui::CompareView* compare() const { return m_compare; }
   ui::RunQueue* queue() const { return m_queue; }
@@ -75,6 +78,7 @@ class MainWindow : public QMainWindow {
 
   WindowOptions m_opt;
   ui::DesignerPanel* m_designer;
+  ui::CostPanel* m_cost;
   ui::ChartPanel* m_charts;
   ui::RunBrowser* m_browser;
   ui::CompareView* m_compare;

@@ -7,6 +7,8 @@
 //      work caused by the store; it never reads the store itself) is timed on its own.
 // Prints the numbers with what and where they were measured. Targets: >= 30 frames/s,
 // GUI thread blocked <= 50 ms by store reads.
+#include <time.h>
+#include <unistd.h>
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QGridLayout>
@@ -17,11 +19,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <thread>
-#include <time.h>
-#include <unistd.h>
 
 #include "engine/store/run_writer.h"
 #include "engine/store/store.h"
+#include "widgets/common/offscreen_app.h"
 #include "widgets/ui/live_chart.h"
 #include "widgets/ui/store_tailer.h"
 
@@ -46,8 +47,7 @@ struct Args {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-    qputenv("QT_QPA_PLATFORM", "offscreen");
+  lathe::widgets::use_offscreen_platform();
   QApplication app(argc, argv);
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -204,22 +204,27 @@ int main(int argc, char** argv) {
   writer->finish(RunStatus::finished);
   max_handler_ms = std::max(max_handler_ms, handler_before);
 
-  std::printf("\nmeasured offscreen (QT_QPA_PLATFORM=%s), 4 charts of %lld+ points, %d new points/s per chart (%lld "
-              "written per chart during the run), window 1400x800, this machine:\n",
-              qgetenv("QT_QPA_PLATFORM").constData(), static_cast<long long>(a.points), a.rate,
-              static_cast<long long>(written.load()));
-  std::printf("  replot capacity: %.1f frames/s (each frame = all 4 charts replotted; slowest frame %.1f ms)  "
-              "target >= 30: %s\n",
-              capacity_fps, max_frame_ms, capacity_fps >= 30 ? "met" : "NOT met");
-  std::printf("  GUI-thread CPU time per frame: %.1f ms -> projection for one unshared core: %.1f frames/s "
-              "(a projection from CPU time, not a measured rate)\n",
-              cpu_per_frame_ms, 1000.0 / cpu_per_frame_ms);
-  std::printf("  app mode (33 ms timer, <= 2 charts per tick, replot only on new data; the tail delivers 5 batches/s): "
-              "%.1f chart replots/s, longest GUI event-loop stall %.1f ms (wall)\n",
-              replots / phase2_s, max_stall_ms);
-  std::printf("  GUI thread time per store batch (appending; store reads run on the tail thread): max %.2f ms wall "
-              "(%.2f ms CPU)  target <= 50 ms: %s\n",
-              max_handler_ms, max_handler_cpu_ms, max_handler_ms <= 50 ? "met" : "NOT met");
+  std::printf(
+      "\nmeasured offscreen (QT_QPA_PLATFORM=%s), 4 charts of %lld+ points, %d new points/s per chart (%lld "
+      "written per chart during the run), window 1400x800, this machine:\n",
+      qgetenv("QT_QPA_PLATFORM").constData(), static_cast<long long>(a.points), a.rate,
+      static_cast<long long>(written.load()));
+  std::printf(
+      "  replot capacity: %.1f frames/s (each frame = all 4 charts replotted; slowest frame %.1f ms)  "
+      "target >= 30: %s\n",
+      capacity_fps, max_frame_ms, capacity_fps >= 30 ? "met" : "NOT met");
+  std::printf(
+      "  GUI-thread CPU time per frame: %.1f ms -> projection for one unshared core: %.1f frames/s "
+      "(a projection from CPU time, not a measured rate)\n",
+      cpu_per_frame_ms, 1000.0 / cpu_per_frame_ms);
+  std::printf(
+      "  app mode (33 ms timer, <= 2 charts per tick, replot only on new data; the tail delivers 5 batches/s): "
+      "%.1f chart replots/s, longest GUI event-loop stall %.1f ms (wall)\n",
+      replots / phase2_s, max_stall_ms);
+  std::printf(
+      "  GUI thread time per store batch (appending; store reads run on the tail thread): max %.2f ms wall "
+      "(%.2f ms CPU)  target <= 50 ms: %s\n",
+      max_handler_ms, max_handler_cpu_ms, max_handler_ms <= 50 ? "met" : "NOT met");
   std::printf("  store reads on the tail thread (not blocking the GUI): longest poll %.1f ms over %lld batches\n",
               max_read_ms, static_cast<long long>(batches));
   std::printf("  points in the charts at the end: %d per chart\n", charts[0]->pointCount(metrics[0]));

@@ -94,74 +94,72 @@ double default_learning_rate(ModelZoo zoo) {
   return 0.01;
 }
 
-ExperimentConfig parse_experiment(const json& validated) {
-  const json j = validate_config(validated);
-  ExperimentConfig c;
-  c.name = j.at("name").get<std::string>();
-  c.seed = j.at("seed").get<uint64_t>();
-  c.description = j.at("description").get<std::string>();
+namespace {
 
-  const json& d = j.at("data");
-  c.data.dataset = parse_enum<DatasetKind>(d.at("dataset"), kDatasetNames, "data.dataset");
-  c.data.path = d.at("path").get<std::string>();
-  c.data.train_images = d.at("train_images").get<std::string>();
-  c.data.train_labels = d.at("train_labels").get<std::string>();
-  c.data.test_images = d.at("test_images").get<std::string>();
-  c.data.test_labels = d.at("test_labels").get<std::string>();
-  c.data.train_subset = d.at("train_subset").get<int64_t>();
-  c.data.test_subset = d.at("test_subset").get<int64_t>();
+void parse_data(const json& d, DataConfig& out) {
+  out.dataset = parse_enum<DatasetKind>(d.at("dataset"), kDatasetNames, "data.dataset");
+  out.path = d.at("path").get<std::string>();
+  out.train_images = d.at("train_images").get<std::string>();
+  out.train_labels = d.at("train_labels").get<std::string>();
+  out.test_images = d.at("test_images").get<std::string>();
+  out.test_labels = d.at("test_labels").get<std::string>();
+  out.train_subset = d.at("train_subset").get<int64_t>();
+  out.test_subset = d.at("test_subset").get<int64_t>();
   const json& a = d.at("augment");
-  c.data.augment.shift_px = a.at("shift_px").get<int>();
-  c.data.augment.hflip = a.at("hflip").get<bool>();
-  c.data.augment.noise_std = a.at("noise_std").get<double>();
-  c.data.augment.strength = a.at("strength").get<double>();
-  c.data.prefetch = d.at("prefetch").get<int>();
+  out.augment.shift_px = a.at("shift_px").get<int>();
+  out.augment.hflip = a.at("hflip").get<bool>();
+  out.augment.noise_std = a.at("noise_std").get<double>();
+  out.augment.strength = a.at("strength").get<double>();
+  out.prefetch = d.at("prefetch").get<int>();
+}
 
-  const json& m = j.at("model");
-  c.model.zoo = parse_enum<ModelZoo>(m.at("zoo"), kZooNames, "model.zoo");
-  c.model.layers = m.at("layers");
-  c.model.init_from = m.at("init_from").get<std::string>();
+void parse_model(const json& m, ModelConfig& out) {
+  out.zoo = parse_enum<ModelZoo>(m.at("zoo"), kZooNames, "model.zoo");
+  out.layers = m.at("layers");
+  out.init_from = m.at("init_from").get<std::string>();
+}
 
-  const json& t = j.at("train");
-  c.train.epochs = t.at("epochs").get<int>();
-  c.train.batch_size = t.at("batch_size").get<int>();
-  c.train.precision = parse_enum<Precision>(t.at("precision"), kPrecisionNames, "train.precision");
+/// train.*; the default learning rate depends on the model (`zoo`).
+void parse_train(const json& t, ModelZoo zoo, TrainConfig& out) {
+  out.epochs = t.at("epochs").get<int>();
+  out.batch_size = t.at("batch_size").get<int>();
+  out.precision = parse_enum<Precision>(t.at("precision"), kPrecisionNames, "train.precision");
   const json& ls = t.at("loss_scale");
-  c.train.loss_scale.init = ls.at("init").get<double>();
-  c.train.loss_scale.growth_factor = ls.at("growth_factor").get<double>();
-  c.train.loss_scale.backoff_factor = ls.at("backoff_factor").get<double>();
-  c.train.loss_scale.growth_interval = ls.at("growth_interval").get<int64_t>();
+  out.loss_scale.init = ls.at("init").get<double>();
+  out.loss_scale.growth_factor = ls.at("growth_factor").get<double>();
+  out.loss_scale.backoff_factor = ls.at("backoff_factor").get<double>();
+  out.loss_scale.growth_interval = ls.at("growth_interval").get<int64_t>();
   const json& o = t.at("optimizer");
-  c.train.optimizer.type = parse_enum<OptimizerType>(o.at("type"), kOptimizerNames, "train.optimizer.type");
-  c.train.optimizer.lr_is_default = o.at("lr").is_null();
-  c.train.optimizer.lr = o.at("lr").is_null() ? default_learning_rate(c.model.zoo) : o.at("lr").get<double>();
-  c.train.optimizer.momentum = o.at("momentum").get<double>();
-  c.train.optimizer.weight_decay = o.at("weight_decay").get<double>();
-  c.train.optimizer.nesterov = o.at("nesterov").get<bool>();
-  c.train.optimizer.beta1 = o.at("beta1").get<double>();
-  c.train.optimizer.beta2 = o.at("beta2").get<double>();
-  c.train.optimizer.eps = o.at("eps").get<double>();
+  out.optimizer.type = parse_enum<OptimizerType>(o.at("type"), kOptimizerNames, "train.optimizer.type");
+  out.optimizer.lr_is_default = o.at("lr").is_null();
+  out.optimizer.lr = o.at("lr").is_null() ? default_learning_rate(zoo) : o.at("lr").get<double>();
+  out.optimizer.momentum = o.at("momentum").get<double>();
+  out.optimizer.weight_decay = o.at("weight_decay").get<double>();
+  out.optimizer.nesterov = o.at("nesterov").get<bool>();
+  out.optimizer.beta1 = o.at("beta1").get<double>();
+  out.optimizer.beta2 = o.at("beta2").get<double>();
+  out.optimizer.eps = o.at("eps").get<double>();
   const json& s = t.at("schedule");
-  c.train.schedule.type = parse_enum<ScheduleType>(s.at("type"), kScheduleNames, "train.schedule.type");
-  c.train.schedule.warmup_epochs = s.at("warmup_epochs").get<double>();
-  c.train.schedule.step_epochs = s.at("step_epochs").get<int64_t>();
-  c.train.schedule.gamma = s.at("gamma").get<double>();
-  c.train.schedule.min_lr = s.at("min_lr").get<double>();
-  c.train.grad_accum = t.at("grad_accum").get<int>();
-  c.train.threads = t.at("threads").get<int>();
-  c.train.eval_every = t.at("eval_every").get<int64_t>();
-  c.train.save_model = t.at("save_model").get<bool>();
+  out.schedule.type = parse_enum<ScheduleType>(s.at("type"), kScheduleNames, "train.schedule.type");
+  out.schedule.warmup_epochs = s.at("warmup_epochs").get<double>();
+  out.schedule.step_epochs = s.at("step_epochs").get<int64_t>();
+  out.schedule.gamma = s.at("gamma").get<double>();
+  out.schedule.min_lr = s.at("min_lr").get<double>();
+  out.grad_accum = t.at("grad_accum").get<int>();
+  out.threads = t.at("threads").get<int>();
+  out.eval_every = t.at("eval_every").get<int64_t>();
+  out.save_model = t.at("save_model").get<bool>();
+}
 
-  const json& cp = j.at("compute");
-  c.compute.backend = parse_enum<BackendChoice>(cp.at("backend"), kBackendNames, "compute.backend");
-  c.compute.devices = cp.at("devices").get<int>();
-  c.compute.grad_compression =
+void parse_compute(const json& cp, ComputeConfig& out) {
+  out.backend = parse_enum<BackendChoice>(cp.at("backend"), kBackendNames, "compute.backend");
+  out.devices = cp.at("devices").get<int>();
+  out.grad_compression =
       parse_enum<GradCompression>(cp.at("grad_compression"), kCompressionNames, "compute.grad_compression");
+}
 
-  // Each stage parses its own section (prune, distill, quant, ...): engine/run/stage.h.
-  for (const auto& stage : stage_prototypes())
-    stage->parse(j, c);
-
+/// checkpoint.*, cost.*, output.*.
+void parse_run_sections(const json& j, ExperimentConfig& c) {
   c.checkpoint.every_min = j.at("checkpoint").at("every_min").get<double>();
   c.checkpoint.keep = j.at("checkpoint").at("keep").get<int64_t>();
 
@@ -171,6 +169,24 @@ ExperimentConfig parse_experiment(const json& validated) {
   c.cost.interruptions_per_hour = cost.at("interruptions_per_hour").get<double>();
 
   c.output.dir = j.at("output").at("dir").get<std::string>();
+}
+
+}  // namespace
+
+ExperimentConfig parse_experiment(const json& validated) {
+  const json j = validate_config(validated);
+  ExperimentConfig c;
+  c.name = j.at("name").get<std::string>();
+  c.seed = j.at("seed").get<uint64_t>();
+  c.description = j.at("description").get<std::string>();
+  parse_data(j.at("data"), c.data);
+  parse_model(j.at("model"), c.model);
+  parse_train(j.at("train"), c.model.zoo, c.train);
+  parse_compute(j.at("compute"), c.compute);
+  // Each stage parses its own section (prune, distill, quant, ...): engine/run/stage.h.
+  for (const auto& stage : stage_prototypes())
+    stage->parse(j, c);
+  parse_run_sections(j, c);
   c.raw = j;
   return c;
 }

@@ -1,8 +1,10 @@
 // The experiment pipeline's shared pieces: the context every stage works on (train -> distill ->
 // prune + fine-tune -> quantize -> evaluate -> benchmark), the training loop with hooks that the
 // stages use (distillation replaces the loss, pruning masks gradients, the loss scaler skips
-// steps), and the evaluation that logs test metrics. run_experiment (trainer.cpp) builds the
-// context and calls the stages in order.
+// steps), the communicator seam (ctx.comm) and the checkpoint seams (TrainHooks::on_step_end with
+// a TrainLoopState; TrainPhase::start to resume mid-phase), and the evaluation that logs test
+// metrics. run_experiment (trainer.cpp) builds the context and calls the registered stages
+// (stage.h) in their order.
 #pragma once
 
 #include <functional>

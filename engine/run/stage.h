@@ -76,6 +76,13 @@ class Stage {
   /// Adds the phases it will run (phase_plan.h) to `plan`, which holds the main "train" phase and
   /// what earlier stages added; `steps_per_epoch` is the training loader's (after grad_accum).
   virtual void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const {}
+  /// plan() with what estimating the work of stepless phases needs (PlannedPhase::est_steps /
+  /// est_seconds; phase_plan.h has forward_steps and benchmark_phase). plan_phases calls this one;
+  /// the default calls plan(cfg, in.steps_per_epoch, plan), so a stage overrides either.
+  virtual void plan_estimated(const ExperimentConfig& cfg, const PlanInputs& in,
+                              std::vector<PlannedPhase>& plan) const {
+    this->plan(cfg, in.steps_per_epoch, plan);
+  }
 
   /// Checks the stage's inputs against the model, data and backend before anything is written (a
   /// teacher file, N:M groups that fit, a backend that can run it): ConfigError / DataError naming

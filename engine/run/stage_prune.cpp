@@ -370,11 +370,12 @@ class PruneStage final : public Stage {
 
   bool enabled(const ExperimentConfig& cfg) const override { return cfg.prune.method != PruneMethod::none; }
 
-  void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const override {
-    plan.push_back({"prune", 0});
+  void plan_estimated(const ExperimentConfig& cfg, const PlanInputs& in,
+                      std::vector<PlannedPhase>& plan) const override {
+    plan.push_back({"prune", 0, in.eval_steps});  // the masks, then the pruned model's test pass
     if (cfg.prune.finetune_epochs > 0)
-      plan.push_back({"finetune", steps_per_epoch * cfg.prune.finetune_epochs});
-    plan.push_back({"benchmark", 0});
+      plan.push_back({"finetune", in.steps_per_epoch * cfg.prune.finetune_epochs});
+    plan.push_back(benchmark_phase(in.eval_steps));
   }
 
   void prepare(const StageSetup& s) override {

@@ -423,11 +423,14 @@ class QuantizeStage final : public Stage {
 
   bool enabled(const ExperimentConfig& cfg) const override { return cfg.quant.mode != QuantMode::none; }
 
-  void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const override {
-    plan.push_back({"calibrate", 1});  // run_quantize_stage logs its results one step on
+  void plan_estimated(const ExperimentConfig& cfg, const PlanInputs& in,
+                      std::vector<PlannedPhase>& plan) const override {
+    // run_quantize_stage logs its results one step on; the statistics pass over the calibration
+    // set, then the INT8 model's test pass.
+    plan.push_back({"calibrate", 1, forward_steps(cfg.quant.calib_samples, cfg.train.batch_size) + in.eval_steps});
     if (cfg.quant.mode == QuantMode::qat)
-      plan.push_back({"qat", steps_per_epoch * cfg.quant.qat_epochs + 1});  // + the step of the rebuilt INT8 model
-    plan.push_back({"benchmark", 0});
+      plan.push_back({"qat", in.steps_per_epoch * cfg.quant.qat_epochs + 1});  // + the step of the rebuilt INT8 model
+    plan.push_back(benchmark_phase(in.eval_steps));
   }
 
   void prepare(const StageSetup& s) override { prepare_quantize_stage(s.cfg, s.model, s.be); }

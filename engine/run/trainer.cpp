@@ -106,6 +106,9 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
 
   if (be.device().is_cpu()) {
     s.peak = cpu_peak_flops(s.threads);
+    if (const double floor = options.recorded_peak_flops ? options.recorded_peak_flops(be.device_name(), s.threads) : 0;
+        floor > s.peak.flops_per_s)
+      s.peak = {floor, s.peak.how + "; using the best recorded in the run store for this CPU and thread count"};
   } else {
     s.peak.flops_per_s = s.instance->peak_flops("fp32");
     s.peak.how = s.peak.flops_per_s > 0 ? "datasheet (" + s.instance->peak_flops_source + ") for " + s.instance->name
@@ -233,7 +236,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
   // Every phase's planned steps (phase_plan.h): progress and ETA count the whole pipeline.
-  log_started(ctx, setup, outputs, plan_phases(cfg, ctx.steps_per_epoch(phase.loader)));
+  log_started(ctx, setup, outputs, plan_phases(cfg, ctx.steps_per_epoch(phase.loader), ctx.data.test.count));
 
   // ---- the main training, with the hooks of the stages that attach to it ----
   TrainHooks train_hooks;

@@ -38,6 +38,9 @@ struct RunOptions {
   /// Called once set-up has succeeded (config, data, model, prices), just before anything is
   /// written: the place to register the run in the store, so a bad input leaves no trace there.
   std::function<void(const std::string& run_id, const std::string& backend, const std::string& device)> on_start;
+  /// The best f32 peak FLOP/s recorded for this CPU model and thread count (lathe-cli reads it from
+  /// the store): the floor of the peak MFU is computed against. Unset or 0: none.
+  std::function<double(const std::string& cpu_model, int threads)> recorded_peak_flops;
 };
 
 struct RunSummary {

@@ -8,6 +8,7 @@
 #include "engine/store/store.h"
 #include "gui_test_util.h"
 #include "widgets/ui/compare_view.h"
+#include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
 namespace {
@@ -111,11 +112,73 @@ TEST(GuiCompare, BoldsTheBestRunByTheMetricsDirection) {
         EXPECT_EQ(item->font().bold(), i == winner)
             << metric.toStdString() << " " << stat.toStdString() << " run " << i;
       }
+  // $ per run (the final cost/usd) and $ per accuracy point (cost / (accuracy x 100)): lowest is best.
+  const double per_point[] = {0.03 / 80, 0.01 / 85, 0.02 / 90};
+  for (int i = 0; i < 3; ++i) {
+    QTableWidgetItem* run_usd = metric_item(view.metricTable(), "cost/usd_per_run", "last", i);
+    QTableWidgetItem* point = metric_item(view.metricTable(), "cost/usd_per_accuracy_point", "last", i);
+    ASSERT_NE(run_usd, nullptr);
+    ASSERT_NE(point, nullptr);
+    EXPECT_EQ(run_usd->text(), QString::fromStdString(plain_number(std::vector<double>{0.03, 0.01, 0.02}[i], 5)));
+    EXPECT_EQ(point->text(), QString::fromStdString(plain_number(per_point[i], 5))) << i;
+    EXPECT_EQ(point->font().bold(), i == 1) << i;
+    EXPECT_EQ(metric_item(view.metricTable(), "cost/usd_per_accuracy_point", "best", i)->font().bold(), i == 1);
+  }
   // Pareto defaults follow the same directions: lower latency and cost are better, accuracy higher.
   view.setScatterAxes("latency/dense/b1_ms", "test/accuracy");
   EXPECT_EQ(view.paretoRuns(), (std::vector<int>{1, 2}));
   view.setScatterAxes("cost/usd", "throughput/dense/b1_samples_per_s");
   EXPECT_EQ(view.paretoRuns(), (std::vector<int>{1, 2}));
+}
+
+TEST(GuiCompare, ShortSeriesGetAMarkerOnEveryPoint) {
+  test::GuiTempDir dir;
+  // test/loss once per epoch: one point, three points; a dense curve of 200 points.
+  std::vector<double> dense(200, 0.5);
+  const std::string one = test::write_run(dir.db(), "one", config(0, 1, 0.02), {{"test/loss", {0.7}}});
+  const std::string few = test::write_run(dir.db(), "few", config(1, 3, 0.02), {{"test/loss", {0.9, 0.7, 0.6}}});
+  const std::string many = test::write_run(dir.db(), "many", config(2, 9, 0.02), {{"test/loss", dense}});
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(one), QString::fromStdString(few), QString::fromStdString(many)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  view.setCurveMetric("test/loss");
+  QCustomPlot* plot = view.curvePlot();
+  ASSERT_EQ(plot->graphCount(), 3);
+  EXPECT_EQ(plot->graph(0)->dataCount(), 1);
+  EXPECT_EQ(plot->graph(0)->scatterStyle().shape(), QCPScatterStyle::ssDisc);
+  EXPECT_EQ(plot->graph(1)->dataCount(), 3);
+  EXPECT_EQ(plot->graph(1)->scatterStyle().shape(), QCPScatterStyle::ssDisc);  // a few points: marked too
+  EXPECT_EQ(plot->graph(1)->scatterStyle().pen().color(), plot->graph(1)->pen().color());
+  EXPECT_EQ(plot->graph(2)->scatterStyle().shape(), QCPScatterStyle::ssNone);  // a dense curve: a line
+}
+
+TEST(GuiCompare, SpeedupsFromContendedLatenciesAreMarked) {
+  test::GuiTempDir dir;
+  // Run a's INT8 latency at batch 256 was timed while others used 45% of the CPUs; b's was clean.
+  const std::string a = test::write_run(
+      dir.db(), "a", config(0, 1, 0.02),
+      {{"quant/speedup_b256", {3.0}}, {"latency/int8/b256_others_cpu_share", {0.45}}, {"quant/speedup_b1", {2.0}}});
+  const std::string b = test::write_run(
+      dir.db(), "b", config(1, 1, 0.02),
+      {{"quant/speedup_b256", {2.5}}, {"latency/int8/b256_others_cpu_share", {0.02}}, {"quant/speedup_b1", {1.5}}});
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(a), QString::fromStdString(b)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  QTableWidgetItem* contended = metric_item(view.metricTable(), "quant/speedup_b256", "last", 0);
+  QTableWidgetItem* clean = metric_item(view.metricTable(), "quant/speedup_b256", "last", 1);
+  ASSERT_NE(contended, nullptr);
+  ASSERT_NE(clean, nullptr);
+  EXPECT_EQ(contended->text(), QString("3 ") + QChar(0x2020));
+  EXPECT_TRUE(contended->toolTip().contains("contended")) << contended->toolTip().toStdString();
+  EXPECT_EQ(clean->text(), "2.5");
+  EXPECT_TRUE(clean->toolTip().isEmpty());
+  EXPECT_EQ(metric_item(view.metricTable(), "quant/speedup_b1", "last", 0)->text(), "2");  // b1 was not contended
 }
 
 TEST(GuiCompare, TooFewRunsSaysWhatToDo) {

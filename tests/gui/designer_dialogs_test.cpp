@@ -32,6 +32,21 @@ TEST(GuiDesigner, LabelFollowsWhatIsShownAndMarksEdits) {
   EXPECT_TRUE(d.currentFile().isEmpty());
 }
 
+TEST(GuiDesigner, LabelNamesPresetsAndHomeFilesShortly) {
+  // No machine's folders on screen (README screenshots included): a preset by its folder's name,
+  // a file at home under "~"; the tooltip keeps the full path.
+  const QString presets = QString::fromStdString(test::experiments_dir());
+  DesignerPanel d(presets);
+  ASSERT_TRUE(d.loadFile(presets + "/mlp.json", false).isEmpty());
+  EXPECT_EQ(d.fileLabel(), "experiments/mlp.json");
+  test::GuiTempDir dir;
+  const QByteArray home = qgetenv("HOME");
+  qputenv("HOME", QByteArray::fromStdString(dir.file("home")));
+  EXPECT_EQ(d.displayPath(QString::fromStdString(dir.file("home/runs/my.json"))), "~/runs/my.json");
+  qputenv("HOME", home);
+  EXPECT_EQ(d.displayPath("/srv/shared/x.json"), "/srv/shared/x.json");
+}
+
 TEST(GuiDesigner, SaveAsNeverStartsOnAPreset) {
   const QString presets = QString::fromStdString(test::experiments_dir());
   DesignerPanel d(presets);

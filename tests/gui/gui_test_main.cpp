@@ -4,9 +4,10 @@
 
 #include <QApplication>
 
+#include "widgets/common/offscreen_app.h"
+
 int main(int argc, char** argv) {
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-    qputenv("QT_QPA_PLATFORM", "offscreen");
+  lathe::widgets::use_offscreen_platform();
   QApplication app(argc, argv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -22,6 +22,7 @@ WindowOptions options(const test::GuiTempDir& dir) {
   WindowOptions o;
   o.dbPath = dir.qdb();
   o.cliPath = QString::fromStdString(test::cli_path());
+  o.measureCost = false;  // no lathe-cli cost children in the window tests (cost_panel_test has its own)
   o.experimentsDir = QString::fromStdString(test::experiments_dir());
   return o;
 }

@@ -1,6 +1,8 @@
 // RunProgress over a prune + INT8 pipeline: the bar names the phase and counts every phase's
 // planned steps, so fine-tuning is "step 630 of 940", not "step 630 of 469", and a finished run
-// shows its last step of the whole plan. Also the phase plan the engine logs (phase_plan.h).
+// shows its last step of the whole plan; the ETA weighs the stepless phases (prune, calibrate,
+// benchmark) by the plan's estimate, so it is not 0 while they run. Also the phase plan the engine
+// logs (phase_plan.h).
 #include <gtest/gtest.h>
 
 #include "engine/run/config.h"
@@ -45,6 +47,16 @@ TEST(GuiRunProgress, PhaseAndEtaOfTheWholePipeline) {
   EXPECT_EQ(plan[2].name, "finetune");
   EXPECT_EQ(plan[4].name, "calibrate");
   EXPECT_EQ(planned_steps(plan), 469 + 469 + 1);
+  // Stepless work in training-step equivalents: a test pass of 10000 samples at batch 128 is
+  // 10000 / (3 x 128) steps; the calibration adds 512 / 384; each benchmark times 2 models x 2
+  // batch sizes for >= 0.3 s.
+  const double eval = 10000.0 / 384;
+  EXPECT_DOUBLE_EQ(plan[1].est_steps, eval);
+  EXPECT_DOUBLE_EQ(plan[4].est_steps, 512.0 / 384 + eval);
+  EXPECT_DOUBLE_EQ(plan[3].est_steps, eval);
+  EXPECT_DOUBLE_EQ(plan[5].est_seconds, 1.2);
+  EXPECT_EQ(plan[0].est_steps, 0);
+  EXPECT_DOUBLE_EQ(plan_phases(cfg, 469, 1000)[1].est_steps, 1000.0 / 384);  // the real test set's size
 
   RunProgress p;
   TailBatch first = batch(100, 10'000, RunStatus::running,
@@ -55,15 +67,18 @@ TEST(GuiRunProgress, PhaseAndEtaOfTheWholePipeline) {
   EXPECT_EQ(p.phase(), "train");
   EXPECT_EQ(p.totalSteps(), 939);
   EXPECT_TRUE(p.barText().startsWith("train ")) << p.barText().toStdString();
-  // 100 steps in 10 s: 839 steps to go at 10 steps/s.
+  // 100 steps in 10 s: 1044.5 - 100 step equivalents to go at 10 a second, and the two benchmarks' 2.4 s.
   ASSERT_TRUE(p.etaSeconds().has_value());
-  EXPECT_NEAR(*p.etaSeconds(), 83.9, 1e-9);
+  EXPECT_NEAR(*p.etaSeconds(), 96.85, 1e-9);
 
   p.applyBatch(batch(630, 63'000, RunStatus::running,
-                     {event("phase", {{"phase", "prune"}}), event("phase", {{"phase", "finetune"}, {"steps", 469}})}));
+                     {event("phase", {{"phase", "prune"}, {"first_step", 469}}),
+                      event("phase", {{"phase", "finetune"}, {"steps", 469}, {"first_step", 469}})}));
   EXPECT_EQ(p.phase(), "finetune");
   EXPECT_NE(p.text().indexOf("finetune (phase 3 of 6), step 630 of 939"), -1) << p.text().toStdString();
-  EXPECT_NEAR(*p.etaSeconds(), 30.9, 1e-9);  // the fine-tuning's rest and the quantization step
+  // Done: train, prune, 161 fine-tuning steps (656.04 equivalents in 63 s); the rest of the plan to go.
+  EXPECT_NEAR(*p.etaSeconds(), (1044.5 - 469 - eval - 161) * 63 / (469 + eval + 161) + 2.4, 1e-9);
+  EXPECT_NEAR(*p.etaSeconds(), 39.704, 1e-3);
   EXPECT_EQ(p.barValue(), 630 * 1000 / 939);
 
   // The quantization logs under quant/* one step on; the second benchmark is the plan's 6th phase.
@@ -73,6 +88,11 @@ TEST(GuiRunProgress, PhaseAndEtaOfTheWholePipeline) {
                      "quant/test_accuracy"));
   EXPECT_EQ(p.phase(), "benchmark");
   EXPECT_NE(p.text().indexOf("benchmark (phase 6 of 6)"), -1) << p.text().toStdString();
+  // Every step is done, yet the last benchmark is still to run: its test pass and its 1.2 s.
+  ASSERT_TRUE(p.etaSeconds().has_value());
+  EXPECT_NEAR(*p.etaSeconds(), eval * (95 - 1.2) / (1044.5 - eval) + 1.2, 1e-9);
+  EXPECT_GT(*p.etaSeconds(), 3.5);
+  EXPECT_NE(p.text().indexOf("ETA 4 s"), -1) << p.text().toStdString();
 
   p.applyBatch(batch(939, 99'000, RunStatus::finished));
   EXPECT_NE(p.text().indexOf("finished, step 939 of 939"), -1) << p.text().toStdString();

@@ -6,6 +6,7 @@
 
 #include "report_test_util.h"
 #include "widgets/report/report.h"
+#include "widgets/report/report_text.h"
 
 namespace lathe::report {
 namespace {
@@ -103,6 +104,26 @@ TEST_F(ReportDirection, HtmlGlanceBoldsTheBestByDirection) {
   }
   EXPECT_NE(html.find("Lower is better for losses, bytes"), std::string::npos);
   EXPECT_EQ(html.find("lowest loss or cost"), std::string::npos);
+}
+
+TEST_F(ReportDirection, GlanceHasDollarsPerRunAndPerAccuracyPoint) {
+  Store store = Store::open(db());
+  const std::string path = m_dir.file("cost.html");
+  write_report(store, ids(), Format::html, path);
+  const std::string html = read_file(path);
+  const size_t glance = html.find("Results at a glance");
+  ASSERT_NE(glance, std::string::npos);
+  // $ per run: each run's final cost/usd; gamma is the cheapest.
+  EXPECT_EQ(row_cells(html, glance, "cost/usd_per_run"),
+            (std::vector<std::string>{"0.0789", "0.0456", "<b>0.0123</b>"}));
+  // $ per accuracy point: cost / (accuracy x 100), lower is better (though its name says accuracy).
+  const std::vector<std::string> per_point = row_cells(html, glance, "cost/usd_per_accuracy_point");
+  EXPECT_EQ(per_point, (std::vector<std::string>{format_value(0.0789 / 83.33), format_value(0.0456 / 81.11),
+                                                 "<b>" + format_value(0.0123 / 82.22) + "</b>"}));
+  // The single-run report's cards show it too.
+  const std::string one = m_dir.file("one.html");
+  write_report(store, {m_runs.beta}, Format::html, one);
+  EXPECT_NE(read_file(one).find(format_headline("cost/usd_per_accuracy_point", 0.0456 / 81.11)), std::string::npos);
 }
 
 TEST_F(ReportDirection, PdfBoldsTheBestByDirection) {

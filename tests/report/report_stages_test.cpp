@@ -4,12 +4,13 @@
 // one "trained" row. The single-run report shows the table.
 #include "widgets/report/report_stages.h"
 #include "report_test_util.h"
+#include "widgets/common/contention.h"
 #include "widgets/report/report.h"
 
 namespace lathe::report {
 namespace {
 
-std::string seed_compressed(const std::string& db) {
+std::string seed_compressed(const std::string& db, const std::vector<std::pair<std::string, double>>& extra = {}) {
   RunWriter w(db);
   RunInfo info;
   info.name = "prune-int8";
@@ -37,6 +38,8 @@ std::string seed_compressed(const std::string& db) {
                                                          {"latency/int8/b1_spread_pct", 20},
                                                          {"latency/pruned/b1_others_cpu_share", 0.6}};
   for (const auto& [name, v] : m)
+    w.sample(name, 10, 1, v);
+  for (const auto& [name, v] : extra)
     w.sample(name, 10, 1, v);
   w.finish(RunStatus::finished);
   return id;
@@ -70,14 +73,48 @@ TEST(ReportStages, DenseVersusCompressedSideBySide) {
   const size_t at = html.find("Stage results");
   ASSERT_NE(at, std::string::npos);
   const std::string table = html.substr(at, html.find("</table>", at) - at);
-  for (const char* s : {">INT8 ", ">86.50 %<", ">488.28 KiB<", ">10 ms<", ">25,600 samples/s<", ">2.5x<",
-                        ">4x<", ">976.56 KiB<", ">1.91 MiB<"})
+  for (const char* s : {">INT8 ", ">86.50 %<", ">488.28 KiB<", ">10 ms<", ">25,600 samples/s<", ">2.5x<", ">4x<",
+                        ">976.56 KiB<", ">1.91 MiB<"})
     EXPECT_NE(table.find(s), std::string::npos) << s << " in\n" << table;
   // The spread of the INT8 b1 repetitions, and the pruned model's figures marked contended.
   EXPECT_NE(table.find(">0.2 ms <span class=\"muted\">&plusmn;10%</span><"), std::string::npos) << table;
   EXPECT_TRUE(rows[1].contended());
   EXPECT_FALSE(rows[3].contended());
   EXPECT_NE(html.find("contended: other processes used more than 20% of the CPUs"), std::string::npos);
+}
+
+TEST(ReportStages, SpeedupsBuiltOnContendedLatenciesAreMarked) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  // The pruned model was timed under contention (seed_compressed), and so was the f32 baseline of
+  // the INT8 model at batch 256 (0.5 of the CPUs taken by others); the INT8 model itself was not.
+  const std::string id = seed_compressed(dir.file("lathe.db"), {{"latency/f32/b256_others_cpu_share", 0.5},
+                                                                {"latency/int8/b256_others_cpu_share", 0.05},
+                                                                {"prune/speedup_b1", 2.0},
+                                                                {"quant/speedup_b256", 4.0},
+                                                                {"quant/speedup_b1", 2.5}});
+  Store store = Store::open(dir.file("lathe.db"));
+  const ReportData data = collect_report_data(store, {id});
+  const std::vector<StageRow> rows = stage_rows(data.runs[0]);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_TRUE(rows[1].speedup_contended);   // its own latency
+  EXPECT_FALSE(rows[3].contended());        // the INT8 latencies are clean...
+  EXPECT_TRUE(rows[3].speedup_contended);   // ...but its baseline's were not
+  EXPECT_FALSE(rows[0].speedup_contended);  // a baseline has no speedup
+  const std::string path = dir.file("run.html");
+  write_report(store, {id}, Format::html, path);
+  const std::string html = test::read_file(path);
+  const size_t at = html.find("Stage results");
+  const std::string table = html.substr(at, html.find("</table>", at) - at);
+  EXPECT_NE(table.find(">2x <span class=\"error\">&dagger;</span><"), std::string::npos) << table;
+  EXPECT_NE(table.find(">4x <span class=\"error\">&dagger;</span><"), std::string::npos) << table;
+  EXPECT_NE(html.find("while a latency this speedup is built on was timed"), std::string::npos);
+  // The same test for the logged speedup metrics (Compare marks them with it).
+  const auto& sums = data.runs[0].summaries;
+  EXPECT_TRUE(widgets::speedup_contended(sums, "prune/speedup_b1"));     // pruned b1: 0.6
+  EXPECT_TRUE(widgets::speedup_contended(sums, "quant/speedup_b256"));   // f32 b256: 0.5
+  EXPECT_FALSE(widgets::speedup_contended(sums, "quant/speedup_b1"));    // neither b1 share recorded
+  EXPECT_FALSE(widgets::speedup_contended(sums, "latency/int8/b1_ms"));  // not a speedup
 }
 
 TEST(ReportStages, AnUncompressedRunHasOneTrainedRow) {

@@ -23,26 +23,13 @@
 #include "engine/store/run_writer.h"
 #include "engine/store/store.h"
 #include "tests/support/run_shell.h"
+#include "widgets/common/offscreen_app.h"
 
 namespace lathe::test {
 
 namespace fs = std::filesystem;
 
-inline void ensure_qapp() {
-  if (QCoreApplication::instance())
-    return;
-  if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-    qputenv("QT_QPA_PLATFORM", "offscreen");
-  if (qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR")) {  // what Qt would pick, without its warning
-    const std::string runtime = "/tmp/runtime-" + std::to_string(::getuid());
-    ::mkdir(runtime.c_str(), 0700);
-    qputenv("XDG_RUNTIME_DIR", QByteArray::fromStdString(runtime));
-  }
-  static int argc = 1;
-  static char name[] = "test_report";
-  static char* argv[] = {name, nullptr};
-  new QApplication(argc, argv);  // lives until the process ends (Qt objects may outlive a test)
-}
+inline void ensure_qapp() { widgets::offscreen_application("test_report"); }
 
 class TempDir {
  public:

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "widgets/common/chart_palette.h"
 
 namespace lathe::report {
 
@@ -59,11 +60,7 @@ QCPRange value_range(const ChartSpec& spec) {
 
 }  // namespace
 
-std::string run_color(size_t index) {
-  static const char* const kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  return kPalette[index % std::size(kPalette)];
-}
+std::string run_color(size_t index) { return widgets::chart_color_hex(index); }
 
 void require_widget_application(const char* what) {
   auto* app = qobject_cast<QApplication*>(QCoreApplication::instance());

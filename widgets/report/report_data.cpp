@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "widgets/common/cost_metrics.h"
 
 namespace lathe::report {
 
@@ -77,6 +78,7 @@ ReportData collect_report_data(const Store& store, const std::vector<std::string
     run.record = store.run(id);
     run.params = store.params(id);
     run.summaries = store.summaries(id);
+    widgets::add_derived_cost_summaries(run.summaries);  // $ per run, $ per accuracy point
     run.events = store.events(id);
     run.artifacts = store.artifacts(id);
     for (size_t i = 0; i < run.record.devices.size(); ++i)

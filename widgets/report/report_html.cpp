@@ -6,6 +6,7 @@
 #include <cmath>
 #include <optional>
 
+#include "widgets/common/cost_metrics.h"
 #include "widgets/report/report_charts.h"
 #include "widgets/report/report_events.h"
 #include "widgets/report/report_html_parts.h"
@@ -179,8 +180,8 @@ const char* const kDirectionNote =
     "Lower is better for losses, bytes, params, FLOPs, memory, latency, time and cost; higher for accuracy, "
     "samples/s, throughput, speedup and MFU.";
 
-const char* const kHeadline[] = {"test/accuracy", "test/loss",  "train/samples_per_s",
-                                 "model/bytes",   "device/mfu", "cost/usd"};
+const char* const kHeadline[] = {"test/accuracy", "test/loss", "train/samples_per_s",        "model/bytes",
+                                 "device/mfu",    "cost/usd",  widgets::kUsdPerAccuracyPoint};
 
 void write_cards(std::string& out, const ReportRun& run) {
   std::vector<std::pair<std::string, std::string>> cards;  // value, label
@@ -285,6 +286,7 @@ int best_run(const ReportData& data, const std::string& metric, bool use_last) {
 /// The headline metrics, then every latency the runs measured (dense, pruned, f32, int8 ...).
 std::vector<std::string> glance_metrics(const ReportData& data) {
   std::vector<std::string> out(std::begin(kHeadline), std::end(kHeadline));
+  out.insert(out.end() - 1, widgets::kUsdPerRun);  // $ per run, then $ per accuracy point
   for (const std::string& m : data.metrics)
     if (m.rfind("latency/", 0) == 0 && m.size() > 3 && m.compare(m.size() - 3, 3, "_ms") == 0)
       out.push_back(m);

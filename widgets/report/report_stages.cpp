@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "widgets/common/contention.h"
 #include "widgets/report/report_html_parts.h"
 #include "widgets/report/report_text.h"
 
@@ -36,6 +37,7 @@ StageRow measured(const ReportRun& run, std::string model, const std::string& la
 
 void speedup_over(StageRow& row, const StageRow& base, std::string baseline) {
   row.baseline = std::move(baseline);
+  row.speedup_contended = row.contended() || base.contended();
   if (row.b1_ms && base.b1_ms && *row.b1_ms > 0)
     row.speedup_b1 = *base.b1_ms / *row.b1_ms;
   if (row.b256_ms && base.b256_ms && *row.b256_ms > 0)
@@ -115,17 +117,27 @@ void write_stage_results(std::string& out, const ReportRun& run) {
       s += " <span class=\"error\">*</span>";
     return s;
   };
-  bool any_contended = false;
+  const auto speedup = [&](const std::optional<double>& x, bool contended) {
+    std::string s = cell(x, "x");
+    if (x && contended)
+      s += " <span class=\"error\">&dagger;</span>";
+    return s;
+  };
+  bool any_contended = false, any_speedup_contended = false;
   for (const StageRow& r : rows) {
     std::string name = esc(r.model);
     if (!r.baseline.empty())
       name += " <span class=\"muted\">(vs " + esc(r.baseline) + ")</span>";
     any_contended = any_contended || r.contended();
+    any_speedup_contended = any_speedup_contended || (r.speedup_contended && (r.speedup_b1 || r.speedup_b256));
     t.row({name, cell(r.accuracy, "%"), cell(r.bytes, "bytes"), latency(r.b1_ms, r.b1_spread_pct, r.contended()),
            latency(r.b256_ms, r.b256_spread_pct, r.contended()), cell(r.b256_samples_per_s, "rate"),
-           cell(r.speedup_b1, "x"), cell(r.speedup_b256, "x")});
+           speedup(r.speedup_b1, r.speedup_contended), speedup(r.speedup_b256, r.speedup_contended)});
   }
   t.close();
+  if (any_speedup_contended)
+    out += std::string("<p class=\"sub\"><span class=\"error\">&dagger;</span> speedup ") +
+           esc(widgets::kContendedSpeedupNote) + ".</p>\n";
   if (any_contended)
     out +=
         "<p class=\"sub\"><span class=\"error\">*</span> contended: other processes used more than 20% of the CPUs "

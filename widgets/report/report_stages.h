@@ -22,6 +22,8 @@ struct StageRow {
   /// above 0.2 its latency figures are marked contended.
   std::optional<double> others_cpu_share;
   bool contended() const { return others_cpu_share && *others_cpu_share > 0.2; }
+  /// Its speedups divide a contended latency (its own or its baseline's): marked, not trusted.
+  bool speedup_contended = false;
 };
 
 /// The stage rows of a run, in pipeline order; one "trained" row when no compression stage ran.

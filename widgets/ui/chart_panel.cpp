@@ -1,12 +1,20 @@
 // ChartPanel (see chart_panel.h).
 #include "widgets/ui/chart_panel.h"
 
-#include <QGridLayout>
+#include <QContextMenuEvent>
 #include <QHBoxLayout>
+#include <QMenu>
+#include <QSettings>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace lathe::ui {
+namespace {
+
+QString settingsKey(const QString& preset) { return "liveCharts/" + (preset.isEmpty() ? QString("(none)") : preset); }
+
+}  // namespace
 
 ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   auto* column = new QVBoxLayout(this);
@@ -29,9 +37,27 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   controls->addWidget(m_smooth);
   m_smoothLabel = new QLabel("0.60", this);
   controls->addWidget(m_smoothLabel);
+  m_addButton = new QToolButton(this);
+  m_addButton->setObjectName("addChart");
+  m_addButton->setText("Add chart");
+  m_addButton->setToolTip(
+      "Chart any other metric of the run (remembered for this preset; right-click a chart to remove it)");
+  m_addButton->setPopupMode(QToolButton::InstantPopup);
+  auto* menu = new QMenu(m_addButton);
+  m_addButton->setMenu(menu);
+  connect(menu, &QMenu::aboutToShow, this, [this, menu]() {
+    menu->clear();
+    const QStringList metrics = addableMetrics();
+    if (metrics.isEmpty())
+      menu->addAction("(no other metric logged yet)")->setEnabled(false);
+    for (const QString& m : metrics)
+      menu->addAction(m, this, [this, m]() { addChart(m); });
+  });
+  controls->addWidget(m_addButton);
   column->addLayout(controls);
 
   auto* grid = new QGridLayout;
+  m_grid = grid;
   const std::vector<std::pair<QString, QStringList>> layout = {
       {"Loss", {"train/loss", "test/loss"}},    {"Accuracy", {"train/accuracy", "test/accuracy"}},
       {"Samples / s", {"train/samples_per_s"}}, {"Device utilisation and MFU", {"device/util", "device/mfu"}},
@@ -50,6 +76,7 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
     m_charts.push_back(chart);
     ++i;
   }
+  m_fixedCharts = m_charts.size();
   column->addLayout(grid, 1);
 
   connect(m_xMode, &QComboBox::currentIndexChanged, this,
@@ -66,6 +93,83 @@ LiveChart* ChartPanel::chartFor(const std::string& metric) const {
     if (c->hasMetric(metric))
       return c;
   return nullptr;
+}
+
+QString ChartPanel::presetOf(const QString& runName) {
+  QString base = runName;
+  const int rerun = base.indexOf(" (re-run of ");
+  if (rerun >= 0)
+    base = base.left(rerun);
+  QStringList words = base.split(' ', Qt::SkipEmptyParts);
+  while (!words.isEmpty() && words.back().contains('='))  // sweep_run_name's knob=value tokens
+    words.removeLast();
+  return words.join(' ');
+}
+
+QStringList ChartPanel::addableMetrics() const {
+  QStringList out;
+  for (const auto& [metric, points] : m_unshown)
+    out << QString::fromStdString(metric);
+  return out;  // std::map: sorted
+}
+
+QStringList ChartPanel::addedMetrics() const {
+  QStringList out;
+  for (size_t i = m_fixedCharts; i < m_charts.size(); ++i)
+    out << m_charts[i]->metrics().value(0);
+  return out;
+}
+
+LiveChart* ChartPanel::makeAddedChart(const QString& metric) {
+  if (LiveChart* existing = chartFor(metric.toStdString()))
+    return existing;
+  auto* chart = new LiveChart(metric, {metric}, this);
+  chart->setMinimumSize(260, 170);
+  chart->setXMapping(m_map);
+  chart->setSmoothing(m_smooth->value() / 100.0);
+  chart->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(chart, &QWidget::customContextMenuRequested, this, [this, metric, chart](const QPoint& at) {
+    QMenu menu;
+    menu.addAction("Remove chart " + metric, this, [this, metric]() { removeChart(metric); });
+    menu.exec(chart->mapToGlobal(at));
+  });
+  m_charts.push_back(chart);
+  auto it = m_unshown.find(metric.toStdString());
+  if (it != m_unshown.end()) {
+    chart->append(it->first, it->second);
+    m_unshown.erase(it);
+  }
+  layoutCharts();
+  return chart;
+}
+
+LiveChart* ChartPanel::addChart(const QString& metric) {
+  LiveChart* chart = makeAddedChart(metric);
+  rememberAdded();
+  return chart;
+}
+
+bool ChartPanel::removeChart(const QString& metric) {
+  for (size_t i = m_fixedCharts; i < m_charts.size(); ++i)
+    if (m_charts[i]->hasMetric(metric.toStdString())) {
+      LiveChart* chart = m_charts[i];
+      m_charts.erase(m_charts.begin() + static_cast<std::ptrdiff_t>(i));
+      m_grid->removeWidget(chart);
+      chart->deleteLater();
+      m_unshown[metric.toStdString()];  // offered again (its points come with the next run)
+      m_nextChart = 0;
+      layoutCharts();
+      rememberAdded();
+      return true;
+    }
+  return false;
+}
+
+void ChartPanel::rememberAdded() const { QSettings("lathe", "lathe").setValue(settingsKey(m_preset), addedMetrics()); }
+
+void ChartPanel::layoutCharts() {
+  for (size_t i = 0; i < m_charts.size(); ++i)
+    m_grid->addWidget(m_charts[i], static_cast<int>(i / 3), static_cast<int>(i % 3));
 }
 
 void ChartPanel::setXMode(XMapping::Mode mode) {
@@ -92,6 +196,21 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
     m_runId = batch.runId;
     for (LiveChart* c : m_charts)
       c->clear();
+    m_unshown.clear();
+    // The charts added for this run's preset (a new preset drops the last one's).
+    const QString preset = batch.run ? presetOf(QString::fromStdString(batch.run->name)) : QString();
+    if (preset != m_preset) {
+      m_preset = preset;
+      while (m_charts.size() > m_fixedCharts) {
+        LiveChart* chart = m_charts.back();
+        m_charts.pop_back();
+        m_grid->removeWidget(chart);
+        chart->deleteLater();
+      }
+      m_nextChart = 0;
+      for (const QString& m : QSettings("lathe", "lathe").value(settingsKey(m_preset)).toStringList())
+        makeAddedChart(m);
+    }
     m_map.stepsPerEpoch = 0;
     m_map.usdPerHour = 0;
     m_epochs = 0;
@@ -114,9 +233,14 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
     m_map.stepsPerEpoch = m_epochs > 0 && m_totalSteps > 0 ? m_totalSteps / m_epochs : 0;
     applyMapping();
   }
-  for (const auto& [metric, points] : batch.series)
-    if (LiveChart* c = chartFor(metric))
+  for (const auto& [metric, points] : batch.series) {
+    if (LiveChart* c = chartFor(metric)) {
       c->append(metric, points);
+    } else {
+      std::vector<Point>& kept = m_unshown[metric];
+      kept.insert(kept.end(), points.begin(), points.end());
+    }
+  }
   if (batch.run)
     m_title->setText(QString("%1  (%2, %3)")
                          .arg(QString::fromStdString(batch.run->name), QString::fromStdString(batch.run->id),

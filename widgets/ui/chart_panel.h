@@ -1,14 +1,21 @@
 // ChartPanel: the live view of one run. Six LiveCharts (loss, accuracy, samples/s, device
 // utilisation + MFU, memory, $ spent), an x-axis chooser (step / epoch / wall time / $) and an EMA
-// slider. Batches from the store tail are appended as they come; a 33 ms coalescing timer replots
-// up to two changed charts per tick, so a flood of samples never costs more than that.
+// slider. "Add chart" adds a chart of any other metric the run has logged (sparsity per layer,
+// quant search points, loss scale, ...); the charts added are remembered per preset (QSettings
+// "liveCharts/<preset>", the preset being the run's name without its sweep knob=value tokens) and
+// come back for the next run of it. Batches from the store tail are appended as they come; a 33 ms
+// coalescing timer replots up to two changed charts per tick, so a flood of samples never costs
+// more than that.
 #pragma once
 
 #include <QComboBox>
+#include <QGridLayout>
 #include <QLabel>
 #include <QSlider>
 #include <QTimer>
+#include <QToolButton>
 #include <QWidget>
+#include <map>
 #include <vector>
 
 #include "widgets/ui/live_chart.h"
@@ -34,9 +41,30 @@ class ChartPanel : public QWidget {
   /// Replots completed since construction.
   int64_t replots() const { return m_replots; }
 
+  /// Metrics the watched run has logged that no chart shows yet (what "Add chart" offers), sorted.
+  QStringList addableMetrics() const;
+  /// Adds a chart of `metric` with the points seen so far, and remembers it for the run's preset.
+  LiveChart* addChart(const QString& metric);
+  /// Removes a chart added with addChart (and forgets it for the preset); false if there is none.
+  bool removeChart(const QString& metric);
+  /// The metrics of the added charts, in order.
+  QStringList addedMetrics() const;
+  /// The preset the added charts are remembered for ("" before a run).
+  QString preset() const { return m_preset; }
+  /// The preset of a run name: without its sweep tokens ("mlp-fashion lr=0.02" -> "mlp-fashion").
+  static QString presetOf(const QString& runName);
+
  private:
   void applyMapping();
+  LiveChart* makeAddedChart(const QString& metric);
+  void rememberAdded() const;
+  void layoutCharts();
   std::vector<LiveChart*> m_charts;
+  size_t m_fixedCharts = 0;                             ///< the first charts are the six built in; the rest were added
+  std::map<std::string, std::vector<Point>> m_unshown;  ///< every point of the metrics no chart shows
+  QString m_preset;
+  QGridLayout* m_grid = nullptr;
+  QToolButton* m_addButton = nullptr;
   QComboBox* m_xMode = nullptr;
   QSlider* m_smooth = nullptr;
   QLabel* m_smoothLabel = nullptr;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/store/store.h"
+#include "widgets/common/cost_metrics.h"
 
 namespace lathe::ui {
 
@@ -51,6 +52,9 @@ CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, 
       for (const std::string& id : ids)
         per_run.push_back(store.downsample(id, metric, buckets).points());
     }
+    // $ per run and $ per accuracy point beside the logged metrics (no curves: one value a run).
+    for (auto& per_run : out.summaries)
+      widgets::add_derived_cost_summaries(per_run);
   } catch (const std::exception& e) {
     out = CompareData{};
     out.error = QString("Cannot read the runs to compare: %1").arg(e.what());

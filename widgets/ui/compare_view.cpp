@@ -10,14 +10,15 @@
 #include <map>
 #include <set>
 
+#include "widgets/common/chart_palette.h"
+#include "widgets/common/contention.h"
 #include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
 namespace {
 
-const QColor kPalette[] = {QColor(31, 119, 180),  QColor(255, 127, 14), QColor(44, 160, 44),   QColor(214, 39, 40),
-                           QColor(148, 103, 189), QColor(140, 86, 75),  QColor(227, 119, 194), QColor(127, 127, 127),
-                           QColor(188, 189, 34),  QColor(23, 190, 207)};
+/// Series with at most this many points are drawn with a marker on every point.
+constexpr int kMarkedPoints = 30;
 
 QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v, 5)) : QString("-"); }
 
@@ -252,6 +253,11 @@ void CompareView::fillMetrics() {
           v = st == "last" ? s->last : st == "best" ? s->best() : st == "min" ? s->min : s->max;
         }
         QTableWidgetItem* item = cell(num(v));
+        if (s && widgets::speedup_contended(m_data.summaries[i], metric)) {
+          item->setText(item->text() + " " + QChar(0x2020));  // a dagger, as in the reports
+          item->setForeground(QColor(183, 28, 28));
+          item->setToolTip(widgets::kContendedSpeedupNote);
+        }
         const int best = std::string(stat) == "last" ? bestLast : std::string(stat) == "best" ? bestBest : -1;
         if (static_cast<int>(i) == best) {  // the best run of this metric, by its direction
           QFont bold = item->font();
@@ -280,7 +286,7 @@ void CompareView::drawCurves() {
   if (it != m_data.curves.end())
     for (size_t i = 0; i < it->second.size(); ++i) {
       QCPGraph* g = m_curves->addGraph();
-      g->setPen(QPen(kPalette[i % 10], 1.4));
+      g->setPen(QPen(widgets::chart_color(i), 1.4));
       g->setName(runLabel(i));
       QVector<double> x, y;
       for (const Point& p : it->second[i]) {
@@ -288,11 +294,18 @@ void CompareView::drawCurves() {
         y << p.value;
       }
       g->setData(x, y, true);
-      if (x.size() == 1)
-        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 6));
+      // A short series (test loss per epoch: one to a few points) gets a marker on each point, so
+      // a one-point series is visible and a few-point one is not mistaken for a dense curve.
+      if (x.size() <= kMarkedPoints)
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i), x.size() == 1 ? 7 : 5));
     }
   m_curves->yAxis->setLabel(QString::fromStdString(metric));
   m_curves->rescaleAxes();
+  for (QCPAxis* axis : {m_curves->xAxis, m_curves->yAxis}) {  // room for the markers at the ends
+    const QCPRange r = axis->range();
+    const double pad = r.size() > 0 ? 0.03 * r.size() : std::max(1e-9, 0.05 * std::abs(r.center()));
+    axis->setRange(r.lower - pad, r.upper + pad);
+  }
   m_curves->replot();
 }
 
@@ -347,7 +360,7 @@ void CompareView::drawScatter() {
       continue;
     QCPGraph* g = m_scatter->addGraph();
     g->setLineStyle(QCPGraph::lsNone);
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, kPalette[i % 10], 9));
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i), 9));
     g->setName(runLabel(i));
     g->addData(points[i].x, points[i].y);
     m_scatterPoints.emplace_back(static_cast<int>(i), points[i]);

@@ -68,9 +68,22 @@ DesignerPanel::DesignerPanel(QString presetsDir, QWidget* parent)
   });
 }
 
+QString DesignerPanel::displayPath(const QString& path) const {
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  const QString presets = m_presetsDir.isEmpty() ? QString() : QFileInfo(m_presetsDir).absoluteFilePath() + "/";
+  if (!presets.isEmpty() && abs.startsWith(presets))  // a preset: by the folder's name, as in the repository
+    return QDir::toNativeSeparators(QFileInfo(m_presetsDir).fileName() + "/" + abs.mid(presets.size()));
+  const QString home = QDir::homePath() + "/";
+  if (home.size() > 1 && abs.startsWith(home))
+    return QDir::toNativeSeparators("~/" + abs.mid(home.size()));
+  return QDir::toNativeSeparators(abs);
+}
+
 void DesignerPanel::updateLabel() {
-  const QString where = m_file.isEmpty() ? m_origin : QDir::toNativeSeparators(m_file);
+  const QString where = m_file.isEmpty() ? m_origin : displayPath(m_file);
   m_fileLabel->setText(m_modified ? where + "  (modified, not saved)" : where);
+  m_fileLabel->setToolTip(m_file.isEmpty() ? QString()
+                                           : QDir::toNativeSeparators(QFileInfo(m_file).absoluteFilePath()));
 }
 
 bool DesignerPanel::mayDiscardEdits(bool interactive) {
@@ -114,7 +127,7 @@ QString DesignerPanel::loadFile(const QString& path, bool interactive) {
     m_file = path;
     m_modified = false;
     updateLabel();
-    emit message("Loaded " + path);
+    emit message("Loaded " + displayPath(path));
     return {};
   } catch (const std::exception& e) {
     const QString text =

@@ -30,6 +30,9 @@ class DesignerPanel : public QWidget {
   /// of the same name in the user's documents folder.
   QString saveAsDefaultPath() const;
   QString presetsDir() const { return m_presetsDir; }
+  /// How a file is named on screen: a preset as "experiments/mlp.json", a file under the home
+  /// folder as "~/...", anything else by its absolute path (the full path is the label's tooltip).
+  QString displayPath(const QString& path) const;
 
  signals:
   void message(const QString& text);

@@ -3,11 +3,10 @@
 
 #include <cmath>
 
+#include "widgets/common/chart_palette.h"
+
 namespace lathe::ui {
 namespace {
-
-const QColor kPalette[] = {QColor(31, 119, 180), QColor(255, 127, 14),  QColor(44, 160, 44),
-                           QColor(214, 39, 40),  QColor(148, 103, 189), QColor(140, 86, 75)};
 
 QString num(double v) { return std::isfinite(v) ? QString::fromStdString(plain_number(v)) : QString("-"); }
 
@@ -66,7 +65,7 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   for (const QString& m : metrics) {
     Series s;
     s.name = m;
-    const QColor c = kPalette[i++ % 6];
+    const QColor c = widgets::chart_color(i++);
     s.raw = addGraph();
     QColor light = c;
     light.setAlpha(80);

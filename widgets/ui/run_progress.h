@@ -1,7 +1,9 @@
 // RunProgress: a progress bar with the phase and the ETA of the whole pipeline for the watched run,
 // computed from what the store tail delivers: the phase plan and total_steps (every phase's planned
 // steps) from the run's "started" event, the current phase from its "phase" events, the highest step
-// and wall time seen in any of its samples, the run's status from its row.
+// and wall time seen in any of its samples, the run's status from its row. The ETA weighs each phase
+// by the plan's estimate of its work (est_steps, est_seconds), so it stays above 0 during the
+// phases that advance no step (prune, calibrate, benchmark).
 #pragma once
 
 #include <QLabel>
@@ -35,8 +37,14 @@ class RunProgress : public QWidget {
   QProgressBar* m_bar;
   QLabel* m_label;
   QString m_runId, m_status, m_phase;
-  std::vector<std::pair<QString, int64_t>> m_plan;  ///< phase, planned steps
-  int m_phaseIndex = -1;                            ///< index into m_plan of the current phase
+  struct PlanEntry {
+    QString name;
+    int64_t steps = 0;
+    double estSteps = 0, estSeconds = 0;  ///< phase_plan.h: work beyond the steps, fixed time
+  };
+  std::vector<PlanEntry> m_plan;
+  int m_phaseIndex = -1;         ///< index into m_plan of the current phase
+  int64_t m_phaseFirstStep = 0;  ///< the step the current phase started from
   int64_t m_step = 0, m_total = 0;
   double m_wallMs = 0;
 };

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Redoes the README screenshots (docs/screenshots/) from a real store: a prune + INT8 run of the
+# MLP (its overview and the main window watching it) and a learning-rate sweep of three runs,
+# each named by its value (Compare, curves). Small runs (train_subset) keep it to a few minutes.
+# Nothing of this machine shows: the store is opened by a relative path from a scratch folder,
+# the designer names its preset by the repository folder, and the runs record the host name
+# "workstation" (set in a private UTS namespace with unshare when allowed, else the real one).
+# Usage: scripts/readme-screenshots.sh [BUILD_DIR]   (default: build)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$repo/build}" && pwd)
+cli=$build/app/lathe-cli
+gui=$build/app/gui/lathe
+out=$repo/docs/screenshots
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+# Runs as lathe-cli would on a user's workstation: same binary, its host name neutral.
+as_workstation() {
+  if unshare -u true 2>/dev/null; then
+    unshare -u sh -c 'hostname workstation && exec "$@"' sh "$@"
+  else
+    echo "readme-screenshots: unshare not allowed; the runs record this machine's host name" >&2
+    "$@"
+  fi
+}
+small=(--db lathe.db --set output.dir=runs --set data.train_subset=8192 --set data.test_subset=2000
+       --set train.epochs=2)
+
+as_workstation "$cli" run "$repo/experiments/mlp.json" "${small[@]}" --set 'name=mlp-fashion prune+int8' \
+  --set prune.method=l1-unstructured --set prune.ratio=0.7 --set prune.finetune_epochs=1 \
+  --set quant.mode=ptq-static --set quant.calib_samples=512
+for lr in 0.01 0.05 0.2; do  # three epochs: three test points per curve
+  as_workstation "$cli" run "$repo/experiments/mlp.json" "${small[@]}" --set "name=mlp-fashion lr=$lr" \
+    --set "train.optimizer.lr=$lr" --set train.epochs=3
+done
+
+id_of() { "$cli" --db lathe.db list --json | python3 -c "import json,sys; print(next(r['id'] for r in json.load(sys.stdin)['runs'] if r['name'] == sys.argv[1]))" "$1"; }
+pruned=$(id_of 'mlp-fashion prune+int8')
+sweep="$(id_of 'mlp-fashion lr=0.01'),$(id_of 'mlp-fashion lr=0.05'),$(id_of 'mlp-fashion lr=0.2')"
+
+shot() { QT_QPA_PLATFORM=offscreen "$gui" --db lathe.db --size 1400x900 "$@"; }
+shot --screenshot "$out/lathe-overview.png" --overview "$pruned"
+shot --screenshot "$out/lathe-main.png" --watch "$pruned" --tab live --wait-ms 12000  # the cost panel measures
+shot --screenshot "$out/lathe-sweep-compare.png" --compare "$sweep" --compare-page curves
+shot --screenshot "$out/lathe-compare.png" --compare "$pruned,$sweep" --compare-page scatter \
+  --scatter model/bytes,test/accuracy
+echo "readme-screenshots: wrote $out/lathe-{overview,main,sweep-compare,compare}.png"
