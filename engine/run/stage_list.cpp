@@ -9,6 +9,7 @@ std::unique_ptr<Stage> new_distill_stage();    // engine/run/stage_distill.cpp
 std::unique_ptr<Stage> new_precision_stage();  // engine/run/stage_precision.cpp
 std::unique_ptr<Stage> new_prune_stage();      // engine/run/stage_prune.cpp
 std::unique_ptr<Stage> new_quantize_stage();   // engine/run/stage_quantize.cpp
+std::unique_ptr<Stage> new_lowrank_stage();    // engine/compress/lowrank/lowrank_stage.cpp
 
 const std::vector<StageFactory>& stage_factories() {
   static const std::vector<StageFactory> factories{
@@ -16,6 +17,7 @@ const std::vector<StageFactory>& stage_factories() {
       new_precision_stage,
       new_prune_stage,
       new_quantize_stage,
+      new_lowrank_stage,
   };
   return factories;
 }

@@ -439,6 +439,8 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
         got = enum_name(c.quant.calibration);
       else if (f.path == "quant.granularity")
         got = enum_name(c.quant.granularity);
+      else if (f.section == "lowrank")  // its enums: tests/compress/lowrank_config_test.cpp
+        continue;
       else
         ADD_FAILURE() << "no typed field checked for " << f.path;
       EXPECT_EQ(got, choice) << f.path;

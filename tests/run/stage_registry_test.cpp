@@ -24,7 +24,7 @@ TEST(StageRegistry, SectionsOwnedOnceInPipelineOrder) {
     if (i > 0)
       EXPECT_LT(stages[i - 1]->order(), stages[i]->order());
   }
-  EXPECT_EQ(sections, (std::vector<std::string>{"distill", "precision", "prune", "quant"}));
+  EXPECT_EQ(sections, (std::vector<std::string>{"distill", "precision", "prune", "lowrank", "quant"}));
   for (const std::string& s : sections)
     ASSERT_NE(find_stage(s), nullptr) << s;
   EXPECT_EQ(find_stage("train"), nullptr);
@@ -46,7 +46,7 @@ TEST(StageRegistry, StageFieldsAreInTheSchemaUnderTheirSection) {
       EXPECT_EQ(f.section, stage->section()) << f.path;
       EXPECT_TRUE(schema_paths.count(f.path)) << f.path;
     }
-  EXPECT_EQ(stage_fields, 16u + 9u + 12u);  // prune, distill, quant
+  EXPECT_EQ(stage_fields, 16u + 9u + 12u + 8u);  // prune, distill, quant, lowrank
   // Still one row per path.
   EXPECT_EQ(schema_paths.size(), experiment_schema().size());
 }

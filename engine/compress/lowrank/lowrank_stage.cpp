@@ -1,0 +1,203 @@
+// The low-rank stage: dense baseline -> truncated SVD and factored layers -> fine-tuning -> accuracy,
+// ranks, parameters, real file size, and dense vs factored latency measured in this run.
+//
+// Metrics: dense/test_accuracy, lowrank_before_finetune/test_accuracy, lowrank/test_accuracy,
+// lowrank/accuracy_drop_pt, lowrank/rank/<layer> (a dense layer logs its full rank),
+// lowrank/weight_bytes_ratio (factored / dense Linear+Conv2d weights: what the bytes target sets),
+// lowrank/bytes_ratio (file / dense file), lowrank/params_ratio, model/params, model/dense_bytes,
+// model/bytes, latency/{dense,lowrank}/b{1,256}_ms with their throughput, lowrank/speedup_b{1,256}.
+#include "engine/compress/lowrank/lowrank_stage.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "engine/compress/lowrank/lowrank_config.h"
+#include "engine/nn/model_io.h"
+#include "engine/run/latency.h"
+
+namespace lathe {
+
+namespace {
+
+const char* kSection = "lowrank";
+
+const LowRankConfig& config_of(const ExperimentConfig& cfg) { return stage_config<LowRankConfig>(cfg, kSection); }
+
+EvalResult evaluate_as(StageContext& ctx, const std::string& prefix) {
+  const EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.data.test, 500);
+  ctx.sink.sample(prefix + "/test_accuracy", ctx.step, ctx.wall_ms(), ev.accuracy);
+  ctx.sink.sample(prefix + "/test_loss", ctx.step, ctx.wall_ms(), ev.loss);
+  return ev;
+}
+
+/// The exact serialized size of `model`: written at `path`, or to a temporary file that is removed.
+int64_t saved_bytes(Model& model, Backend& be, const std::string& path,
+                    const std::map<std::string, std::string>& metadata) {
+  if (!path.empty())
+    return save_model(model, be, path, metadata);
+  static std::atomic<int> counter{0};
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() /
+      ("lathe-lowrank-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".safetensors");
+  const int64_t bytes = save_model(model, be, tmp.string(), metadata);
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+  return bytes;
+}
+
+/// Dense and factored latency, alternating twice and keeping each batch size's faster median, so a
+/// burst of load from other processes does not land on one model only.
+void measure_both(StageContext& ctx, Model& dense, Model& factored) {
+  const std::vector<int64_t> sample = {1, ctx.data.test.rows, ctx.data.test.cols};
+  std::vector<LatencyResult> best[2];
+  for (int round = 0; round < 2 && !ctx.stop_requested(); ++round)
+    for (int k = 0; k < 2; ++k) {
+      const std::vector<LatencyResult> now = measure_model_latency(k == 0 ? dense : factored, ctx.be, sample);
+      if (best[k].empty())
+        best[k] = now;
+      for (size_t i = 0; i < now.size(); ++i)
+        if (now[i].ms_per_batch < best[k][i].ms_per_batch)
+          best[k][i] = now[i];
+    }
+  if (best[0].empty() || best[1].empty())
+    return;
+  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "dense", best[0], ctx.be.device_name());
+  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "lowrank", best[1], ctx.be.device_name());
+  for (size_t i = 0; i < best[0].size(); ++i)
+    if (best[1][i].ms_per_batch > 0)
+      ctx.sink.sample("lowrank/speedup_b" + std::to_string(best[0][i].batch), ctx.step, ctx.wall_ms(),
+                      best[0][i].ms_per_batch / best[1][i].ms_per_batch);
+}
+
+void log_factorisation(StageContext& ctx, const LowRankConfig& c, const LowRankReport& rep) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LowRankLayer& l : rep.layers) {
+    const int64_t full = std::min(l.rows, l.cols);
+    layers.push_back({{"layer", l.name},
+                      {"kind", l.kind},
+                      {"shape", {l.rows, l.cols}},
+                      {"rank", l.rank > 0 ? l.rank : full},
+                      {"factored", l.rank > 0},
+                      {"kept_energy", l.kept_energy},
+                      {"dense_because", l.dense_because}});
+    ctx.sink.sample("lowrank/rank/" + l.name, ctx.step, ctx.wall_ms(), static_cast<double>(l.rank > 0 ? l.rank : full));
+    if (l.rank > 0)
+      ctx.sink.sample("lowrank/kept_energy/" + l.name, ctx.step, ctx.wall_ms(), l.kept_energy);
+  }
+  const char* selection = c.options.rank > 0 ? "rank" : c.options.energy > 0 ? "energy" : "target_bytes_ratio";
+  ctx.sink.event("lowrank", {{"method", "svd"},
+                             {"selection", selection},
+                             {"rank", c.options.rank},
+                             {"energy", c.options.energy},
+                             {"target_bytes_ratio", c.options.target_bytes_ratio},
+                             {"scope", c.options.scope == LowRankScope::global ? "global" : "layer"},
+                             {"exclude", c.options.exclude},
+                             {"layers", layers},
+                             {"weight_values_before", rep.weight_values_before},
+                             {"weight_values_after", rep.weight_values_after},
+                             {"params_before", rep.params_before},
+                             {"params_after", rep.params_after}});
+  ctx.sink.sample("lowrank/weight_bytes_ratio", ctx.step, ctx.wall_ms(),
+                  static_cast<double>(rep.weight_values_after) / static_cast<double>(rep.weight_values_before));
+  ctx.sink.sample("lowrank/params_ratio", ctx.step, ctx.wall_ms(),
+                  static_cast<double>(rep.params_after) / static_cast<double>(rep.params_before));
+  ctx.sink.sample("model/params", ctx.step, ctx.wall_ms(), static_cast<double>(rep.params_after));
+}
+
+class LowRankStage final : public Stage {
+ public:
+  std::string section() const override { return kSection; }
+  int order() const override { return stage_order::lowrank; }
+  std::vector<FieldSpec> schema_fields() const override { return lowrank_schema_fields(); }
+
+  void parse(const nlohmann::json& validated, ExperimentConfig& cfg) const override {
+    cfg.stage_configs[kSection] = std::make_shared<LowRankConfig>(parse_lowrank_config(validated));
+  }
+
+  bool enabled(const ExperimentConfig& cfg) const override { return config_of(cfg).method != LowRankMethod::none; }
+
+  void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const override {
+    plan.push_back({"lowrank", 0});
+    if (config_of(cfg).finetune_epochs > 0)
+      plan.push_back({"finetune", steps_per_epoch * config_of(cfg).finetune_epochs});
+    plan.push_back({"benchmark", 0});
+  }
+
+  // Every check of the real run but the SVDs, on the untrained model: exclusions, conv shapes.
+  void prepare(const StageSetup& setup) override { check_lowrank_model(setup.model, config_of(setup.cfg).options); }
+
+  void run(StageContext& ctx) override;
+};
+
+void LowRankStage::run(StageContext& ctx) {
+  const LowRankConfig& c = config_of(ctx.cfg);
+  if (ctx.stop_requested())
+    return;
+  begin_phase(ctx, "lowrank");
+  const std::map<std::string, std::string> meta = {
+      {"format", "pt"}, {"lathe_model", std::string(enum_name(ctx.cfg.model.zoo))}, {"lathe_run", ctx.run_id}};
+
+  // ---- the dense baseline, in this run ----
+  const EvalResult dense_eval = evaluate_as(ctx, "dense");
+  auto dense_meta = meta;
+  dense_meta["lathe_kind"] = "dense";
+  const int64_t dense_bytes = saved_bytes(*ctx.model, ctx.be, "", dense_meta);
+  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
+  ctx.sink.sample("model/dense_params", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
+
+  // ---- truncated SVD: a new model of smaller dense layers ----
+  LowRankReport report;
+  std::unique_ptr<Model> factored = factorize_model(*ctx.model, ctx.be, c.options, &report);
+  log_factorisation(ctx, c, report);
+  std::unique_ptr<Model> dense = std::move(ctx.model);
+  ctx.model = std::move(factored);
+  evaluate_as(ctx, "lowrank_before_finetune");
+  if (ctx.stop_requested())
+    return;
+
+  // ---- fine-tune the factored model (a fresh optimizer: train_phase makes one) ----
+  EvalResult eval;
+  if (c.finetune_epochs > 0) {
+    const TrainPhase phase =
+        fine_tuning_phase(ctx, "finetune", static_cast<int>(c.finetune_epochs), c.finetune_lr_scale);
+    ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
+    const PhaseResult tuned = train_phase(ctx, phase);
+    if (tuned.stopped || ctx.stop_requested())
+      return;
+    eval = tuned.last_eval;
+  }
+  if (eval.samples > 0)
+    ctx.sink.sample("lowrank/test_accuracy", ctx.step, ctx.wall_ms(), eval.accuracy);
+  else
+    eval = evaluate_and_log(ctx, "lowrank");
+  ctx.sink.sample("lowrank/accuracy_drop_pt", ctx.step, ctx.wall_ms(), 100.0 * (dense_eval.accuracy - eval.accuracy));
+
+  // ---- the factored model on disk: its real size ----
+  nlohmann::json ranks = nlohmann::json::object();
+  for (const LowRankLayer& l : report.layers)
+    if (l.rank > 0)
+      ranks[l.name] = l.rank;
+  auto lowrank_meta = meta;
+  lowrank_meta["lathe_kind"] = "lowrank";
+  lowrank_meta["lathe_lowrank_ranks"] = ranks.dump();  // node -> rank: "<node>.0" / "<node>.1" rebuild the graph
+  const std::string path = ctx.run_dir.empty() ? "" : ctx.run_dir + "/model.lowrank.safetensors";
+  const int64_t bytes = saved_bytes(*ctx.model, ctx.be, path, lowrank_meta);
+  if (!path.empty())
+    ctx.sink.event("artifact", {{"kind", "lowrank"}, {"path", path}, {"bytes", bytes}});
+  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
+  ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(bytes));
+  ctx.sink.sample("lowrank/bytes_ratio", ctx.step, ctx.wall_ms(),
+                  static_cast<double>(bytes) / static_cast<double>(dense_bytes));
+
+  // ---- dense vs factored latency, measured now, on this device ----
+  begin_phase(ctx, "benchmark");
+  measure_both(ctx, *dense, *ctx.model);
+}
+
+}  // namespace
+
+std::unique_ptr<Stage> new_lowrank_stage() { return std::make_unique<LowRankStage>(); }
+
+}  // namespace lathe
