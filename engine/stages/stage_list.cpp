@@ -1,4 +1,4 @@
-// The list of stages, in one place: a stage is one declaration and one entry below. An explicit
+// The list of stages, in one place (engine/stages: above the pipeline and every stage folder): a stage is one declaration and one entry below. An explicit
 // list rather than self-registering objects, because the linker drops an object file of a static
 // library that nothing references (and its registration with it).
 #include "engine/run/stage_registry.h"
