@@ -3,6 +3,8 @@
 // phase plan assembled from the stages, and save_state / load_state round trips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "engine/core/error.h"
@@ -24,7 +26,15 @@ TEST(StageRegistry, SectionsOwnedOnceInPipelineOrder) {
     if (i > 0)
       EXPECT_LT(stages[i - 1]->order(), stages[i]->order());
   }
-  EXPECT_EQ(sections, (std::vector<std::string>{"distill", "precision", "prune", "lowrank", "quant"}));
+  // The built-in stages, in this order; stages in folders of their own (lowrank) come in between
+  // without this test naming them.
+  const std::vector<std::string> built_in{"distill", "precision", "prune", "quant"};
+  std::vector<std::string> seen;
+  for (const std::string& s : sections)
+    if (std::find(built_in.begin(), built_in.end(), s) != built_in.end())
+      seen.push_back(s);
+  EXPECT_EQ(seen, built_in);
+  EXPECT_EQ(std::set<std::string>(sections.begin(), sections.end()).size(), sections.size()) << "a section twice";
   for (const std::string& s : sections)
     ASSERT_NE(find_stage(s), nullptr) << s;
   EXPECT_EQ(find_stage("train"), nullptr);
@@ -38,15 +48,17 @@ TEST(StageRegistry, StageFieldsAreInTheSchemaUnderTheirSection) {
   std::set<std::string> schema_paths;
   for (const FieldSpec& f : experiment_schema())
     schema_paths.insert(f.path);
-  size_t stage_fields = 0;
+  std::map<std::string, size_t> stage_fields;
   for (const auto& stage : stage_prototypes())
     for (const FieldSpec& f : stage->schema_fields()) {
-      ++stage_fields;
+      ++stage_fields[stage->section()];
       EXPECT_EQ(f.path.rfind(stage->section() + ".", 0), 0u) << f.path;
       EXPECT_EQ(f.section, stage->section()) << f.path;
       EXPECT_TRUE(schema_paths.count(f.path)) << f.path;
     }
-  EXPECT_EQ(stage_fields, 16u + 9u + 12u + 8u);  // prune, distill, quant, lowrank
+  EXPECT_EQ(stage_fields["prune"], 16u);
+  EXPECT_EQ(stage_fields["distill"], 9u);
+  EXPECT_EQ(stage_fields["quant"], 12u);
   // Still one row per path.
   EXPECT_EQ(schema_paths.size(), experiment_schema().size());
 }
