@@ -2,13 +2,11 @@
 // accuracy, FLOPs, parameters, real file size, and dense vs pruned latency measured in this run.
 #include "engine/run/stage_prune_structured.h"
 
-#include <unistd.h>
 #include <algorithm>
-#include <atomic>
-#include <filesystem>
 
 #include "engine/nn/model_io.h"
 #include "engine/run/latency.h"
+#include "engine/run/stage_measure.h"
 
 namespace lathe {
 
@@ -34,65 +32,6 @@ void prepare_structured_prune_stage(const ExperimentConfig& cfg, Model& model, B
   prune_structured(model, backend, structured_options_from_config(cfg.prune));
 }
 
-namespace {
-
-std::vector<int64_t> sample_shape(const StageContext& ctx) { return {1, ctx.data.test.rows, ctx.data.test.cols}; }
-
-/// Evaluates ctx.model and logs only `<prefix>/test_accuracy` and `<prefix>/test_loss`: test/* at
-/// this step already holds the training's last evaluation.
-EvalResult evaluate_as(StageContext& ctx, const std::string& prefix) {
-  const EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.data.test, 500);
-  ctx.sink.sample(prefix + "/test_accuracy", ctx.step, ctx.wall_ms(), ev.accuracy);
-  ctx.sink.sample(prefix + "/test_loss", ctx.step, ctx.wall_ms(), ev.loss);
-  return ev;
-}
-
-/// Saves `model` at `path`, or, with no path, to a temporary file that is removed: either way the
-/// exact serialized size.
-int64_t saved_bytes(Model& model, Backend& be, const std::string& path,
-                    const std::map<std::string, std::string>& metadata) {
-  if (!path.empty())
-    return save_model(model, be, path, metadata);
-  static std::atomic<int> counter{0};
-  const std::string tmp = (std::filesystem::temp_directory_path() / ("lathe-structured-" + std::to_string(getpid()) +
-                                                                     "-" + std::to_string(counter++) + ".safetensors"))
-                              .string();
-  const int64_t bytes = save_model(model, be, tmp, metadata);
-  std::error_code ec;
-  std::filesystem::remove(tmp, ec);
-  return bytes;
-}
-
-/// Dense and pruned latency, alternating dense/pruned twice and keeping each batch size's faster
-/// median, so a burst of load from other processes does not land on one model only.
-void measure_both(StageContext& ctx, Model& dense, Model& pruned) {
-  std::vector<LatencyResult> best_dense, best_pruned;
-  auto keep_faster = [](std::vector<LatencyResult>& best, const std::vector<LatencyResult>& now) {
-    if (best.empty()) {
-      best = now;
-      return;
-    }
-    for (size_t i = 0; i < best.size(); ++i)
-      if (now[i].ms_per_batch < best[i].ms_per_batch)
-        best[i] = now[i];
-  };
-  for (int round = 0; round < 2 && !ctx.stop_requested(); ++round) {
-    keep_faster(best_dense, measure_model_latency(dense, ctx.be, sample_shape(ctx)));
-    keep_faster(best_pruned, measure_model_latency(pruned, ctx.be, sample_shape(ctx)));
-  }
-  if (best_dense.empty())
-    return;
-  const std::string device = ctx.be.device_name();
-  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "dense", best_dense, device);
-  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "pruned", best_pruned, device);
-  for (size_t i = 0; i < best_dense.size(); ++i)
-    if (best_pruned[i].ms_per_batch > 0)
-      ctx.sink.sample("prune/speedup_b" + std::to_string(best_dense[i].batch), ctx.step, ctx.wall_ms(),
-                      best_dense[i].ms_per_batch / best_pruned[i].ms_per_batch);
-}
-
-}  // namespace
-
 void run_structured_prune_stage(StageContext& ctx) {
   const PruneConfig& pc = ctx.cfg.prune;
   const StructuredOptions options = structured_options_from_config(pc);
@@ -105,7 +44,7 @@ void run_structured_prune_stage(StageContext& ctx) {
   const EvalResult dense_eval = evaluate_as(ctx, "dense");
   auto dense_meta = meta;
   dense_meta["lathe_kind"] = "dense";
-  const int64_t dense_bytes = saved_bytes(*ctx.model, ctx.be, "", dense_meta);
+  const int64_t dense_bytes = saved_model_bytes(*ctx.model, ctx.be, "", dense_meta);
   ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
   ctx.sink.sample("model/dense_params", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
 
@@ -168,7 +107,7 @@ void run_structured_prune_stage(StageContext& ctx) {
   pruned_meta["lathe_kind"] = "pruned";
   pruned_meta["lathe_pruned_channels"] = channels.dump();  // out channels per layer, to rebuild the graph
   const std::string path = ctx.run_dir.empty() ? "" : ctx.run_dir + "/model.pruned.safetensors";
-  const int64_t bytes = saved_bytes(*ctx.model, ctx.be, path, pruned_meta);
+  const int64_t bytes = saved_model_bytes(*ctx.model, ctx.be, path, pruned_meta);
   if (!path.empty())
     ctx.sink.event("artifact", {{"kind", "pruned"}, {"path", path}, {"bytes", bytes}});
   ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
@@ -178,7 +117,7 @@ void run_structured_prune_stage(StageContext& ctx) {
 
   // ---- dense vs pruned latency, measured now, on this device ----
   begin_phase(ctx, "benchmark");
-  measure_both(ctx, *dense, *ctx.model);
+  measure_dense_vs(ctx, *dense, *ctx.model, "pruned", "prune");
 }
 
 }  // namespace lathe

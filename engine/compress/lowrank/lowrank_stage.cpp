@@ -8,14 +8,10 @@
 // model/bytes, latency/{dense,lowrank}/b{1,256}_ms with their throughput, lowrank/speedup_b{1,256}.
 #include "engine/compress/lowrank/lowrank_stage.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <filesystem>
-
 #include "engine/compress/lowrank/lowrank_config.h"
 #include "engine/nn/model_io.h"
 #include "engine/run/latency.h"
+#include "engine/run/stage_measure.h"
 
 namespace lathe {
 
@@ -24,52 +20,6 @@ namespace {
 const char* kSection = "lowrank";
 
 const LowRankConfig& config_of(const ExperimentConfig& cfg) { return stage_config<LowRankConfig>(cfg, kSection); }
-
-EvalResult evaluate_as(StageContext& ctx, const std::string& prefix) {
-  const EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.data.test, 500);
-  ctx.sink.sample(prefix + "/test_accuracy", ctx.step, ctx.wall_ms(), ev.accuracy);
-  ctx.sink.sample(prefix + "/test_loss", ctx.step, ctx.wall_ms(), ev.loss);
-  return ev;
-}
-
-/// The exact serialized size of `model`: written at `path`, or to a temporary file that is removed.
-int64_t saved_bytes(Model& model, Backend& be, const std::string& path,
-                    const std::map<std::string, std::string>& metadata) {
-  if (!path.empty())
-    return save_model(model, be, path, metadata);
-  static std::atomic<int> counter{0};
-  const std::filesystem::path tmp =
-      std::filesystem::temp_directory_path() /
-      ("lathe-lowrank-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".safetensors");
-  const int64_t bytes = save_model(model, be, tmp.string(), metadata);
-  std::error_code ec;
-  std::filesystem::remove(tmp, ec);
-  return bytes;
-}
-
-/// Dense and factored latency, alternating twice and keeping each batch size's faster median, so a
-/// burst of load from other processes does not land on one model only.
-void measure_both(StageContext& ctx, Model& dense, Model& factored) {
-  const std::vector<int64_t> sample = {1, ctx.data.test.rows, ctx.data.test.cols};
-  std::vector<LatencyResult> best[2];
-  for (int round = 0; round < 2 && !ctx.stop_requested(); ++round)
-    for (int k = 0; k < 2; ++k) {
-      const std::vector<LatencyResult> now = measure_model_latency(k == 0 ? dense : factored, ctx.be, sample);
-      if (best[k].empty())
-        best[k] = now;
-      for (size_t i = 0; i < now.size(); ++i)
-        if (now[i].ms_per_batch < best[k][i].ms_per_batch)
-          best[k][i] = now[i];
-    }
-  if (best[0].empty() || best[1].empty())
-    return;
-  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "dense", best[0], ctx.be.device_name());
-  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "lowrank", best[1], ctx.be.device_name());
-  for (size_t i = 0; i < best[0].size(); ++i)
-    if (best[1][i].ms_per_batch > 0)
-      ctx.sink.sample("lowrank/speedup_b" + std::to_string(best[0][i].batch), ctx.step, ctx.wall_ms(),
-                      best[0][i].ms_per_batch / best[1][i].ms_per_batch);
-}
 
 void log_factorisation(StageContext& ctx, const LowRankConfig& c, const LowRankReport& rep) {
   nlohmann::json layers = nlohmann::json::array();
@@ -143,7 +93,7 @@ void LowRankStage::run(StageContext& ctx) {
   const EvalResult dense_eval = evaluate_as(ctx, "dense");
   auto dense_meta = meta;
   dense_meta["lathe_kind"] = "dense";
-  const int64_t dense_bytes = saved_bytes(*ctx.model, ctx.be, "", dense_meta);
+  const int64_t dense_bytes = saved_model_bytes(*ctx.model, ctx.be, "", dense_meta);
   ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
   ctx.sink.sample("model/dense_params", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
 
@@ -183,7 +133,7 @@ void LowRankStage::run(StageContext& ctx) {
   lowrank_meta["lathe_kind"] = "lowrank";
   lowrank_meta["lathe_lowrank_ranks"] = ranks.dump();  // node -> rank: "<node>.0" / "<node>.1" rebuild the graph
   const std::string path = ctx.run_dir.empty() ? "" : ctx.run_dir + "/model.lowrank.safetensors";
-  const int64_t bytes = saved_bytes(*ctx.model, ctx.be, path, lowrank_meta);
+  const int64_t bytes = saved_model_bytes(*ctx.model, ctx.be, path, lowrank_meta);
   if (!path.empty())
     ctx.sink.event("artifact", {{"kind", "lowrank"}, {"path", path}, {"bytes", bytes}});
   ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
@@ -193,7 +143,7 @@ void LowRankStage::run(StageContext& ctx) {
 
   // ---- dense vs factored latency, measured now, on this device ----
   begin_phase(ctx, "benchmark");
-  measure_both(ctx, *dense, *ctx.model);
+  measure_dense_vs(ctx, *dense, *ctx.model, "lowrank", "lowrank");
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+// evaluate_as, saved_model_bytes and measure_dense_vs (stage_measure.h).
+#include "engine/run/stage_measure.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "engine/nn/model_io.h"
+#include "engine/run/latency.h"
+
+namespace lathe {
+
+EvalResult evaluate_as(StageContext& ctx, const std::string& prefix) {
+  const EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.data.test, 500);
+  ctx.sink.sample(prefix + "/test_accuracy", ctx.step, ctx.wall_ms(), ev.accuracy);
+  ctx.sink.sample(prefix + "/test_loss", ctx.step, ctx.wall_ms(), ev.loss);
+  return ev;
+}
+
+int64_t saved_model_bytes(Model& model, Backend& be, const std::string& path,
+                          const std::map<std::string, std::string>& metadata) {
+  if (!path.empty())
+    return save_model(model, be, path, metadata);
+  static std::atomic<int> counter{0};
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() /
+      ("lathe-model-size-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + ".safetensors");
+  const int64_t bytes = save_model(model, be, tmp.string(), metadata);
+  std::error_code ec;
+  std::filesystem::remove(tmp, ec);
+  return bytes;
+}
+
+void measure_dense_vs(StageContext& ctx, Model& dense, Model& compressed, const std::string& label,
+                      const std::string& speedup_prefix) {
+  const std::vector<int64_t> sample = {1, ctx.data.test.rows, ctx.data.test.cols};
+  std::vector<LatencyResult> best[2];
+  for (int round = 0; round < 2 && !ctx.stop_requested(); ++round)
+    for (int k = 0; k < 2; ++k) {
+      const std::vector<LatencyResult> now = measure_model_latency(k == 0 ? dense : compressed, ctx.be, sample);
+      if (best[k].empty())
+        best[k] = now;
+      for (size_t i = 0; i < now.size(); ++i)
+        if (now[i].ms_per_batch < best[k][i].ms_per_batch)
+          best[k][i] = now[i];
+    }
+  if (best[0].empty() || best[1].empty())
+    return;
+  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "dense", best[0], ctx.be.device_name());
+  log_latency(ctx.sink, ctx.step, ctx.wall_ms(), label, best[1], ctx.be.device_name());
+  for (size_t i = 0; i < best[0].size(); ++i)
+    if (best[1][i].ms_per_batch > 0)
+      ctx.sink.sample(speedup_prefix + "/speedup_b" + std::to_string(best[0][i].batch), ctx.step, ctx.wall_ms(),
+                      best[0][i].ms_per_batch / best[1][i].ms_per_batch);
+}
+
+}  // namespace lathe
