@@ -16,6 +16,7 @@
 #include "engine/backend/backend.h"
 #include "engine/compress/quant/calibration_set.h"
 #include "engine/backend/cpu/int8_cpu.h"
+#include "engine/core/timing.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/nn/model_io.h"
@@ -35,7 +36,7 @@ template <typename Fn>
 double time_once(Fn&& fn) {
   const auto t = std::chrono::steady_clock::now();
   fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  return seconds_since(t);
 }
 
 Tensor first_batch(const Dataset& d, int64_t n) {

@@ -23,6 +23,7 @@
 #include "engine/backend/backend.h"
 #include "engine/compress/precision/loss_scaler.h"
 #include "engine/core/rng.h"
+#include "engine/core/timing.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/nn/optimizer.h"
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
           Runner& r = runners[p];
           const auto t0 = std::chrono::steady_clock::now();
           run_steps(r, steps);
-          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          const double s = seconds_since(t0);
           r.rates.push_back(static_cast<double>(steps) * batch / s);
         }
       auto median = [](std::vector<double> v) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/core/timing.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/nn/optimizer.h"
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
       for (int rep = 0; rep < 3; ++rep) {
         const auto t0 = std::chrono::steady_clock::now();
         run_steps(steps);
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double s = seconds_since(t0);
         rates.push_back(static_cast<double>(steps) * batch / s);
       }
       std::sort(rates.begin(), rates.end());

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "engine/core/timing.h"
 #include "engine/store/run_writer.h"
 #include "engine/store/store.h"
 #include "widgets/common/offscreen_app.h"
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
     int64_t step = a.points;
     const auto start = std::chrono::steady_clock::now();
     while (!stop) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double elapsed = seconds_since(start);
       const int64_t target = a.points + static_cast<int64_t>(elapsed * a.rate);
       for (; step < target; ++step)
         for (int m = 0; m < 4; ++m)

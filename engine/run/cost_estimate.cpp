@@ -1,4 +1,5 @@
 // Expected wall time and dollars on-demand and on spot from measured inputs.
+#include "engine/core/timing.h"
 #include "engine/run/cost_estimate.h"
 
 #include <fcntl.h>
@@ -87,7 +88,7 @@ double measure_checkpoint_write(const std::string& folder, int64_t bytes, int re
       ::fsync(dir);
       ::close(dir);
     }
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    times.push_back(seconds_since(t0));
     ::unlink(dst.c_str());
   }
   std::sort(times.begin(), times.end());

@@ -1,4 +1,5 @@
 // measure_latency: warm-up, repeated timed forwards, median; and the metric names they are logged as.
+#include "engine/core/timing.h"
 #include "engine/run/latency.h"
 
 #include <algorithm>
@@ -37,7 +38,7 @@ std::vector<LatencyResult> measure_latency(Backend& be, const std::vector<int64_
       const auto t0 = std::chrono::steady_clock::now();
       forward(input);
       be.synchronize();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = seconds_since(t0);
       times.push_back(s);
       total += s;
     }

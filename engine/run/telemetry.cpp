@@ -1,4 +1,5 @@
 // /proc- and getrusage-based CPU telemetry and the SGEMM peak measurement.
+#include "engine/core/timing.h"
 #include "engine/run/telemetry.h"
 
 #include <omp.h>
@@ -91,7 +92,7 @@ PeakFlops measure_cpu_peak_flops(int threads) {
   for (int rep = 0; rep < 4; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     dnnl_sgemm('N', 'N', n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = seconds_since(t0);
     if (rep > 0)
       best = std::min(best, s);  // the first call JIT-compiles
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "engine/core/timing.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/maxpool2d.h"
@@ -406,7 +407,7 @@ Tensor Int8Model::forward(const Tensor& images) {
     x = run_step(s, x, ctx);
     if (m_profiling) {
       m_be.synchronize();
-      s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      s.seconds += seconds_since(t0);
     }
   }
   return x;
