@@ -239,6 +239,14 @@ struct ExperimentConfig {
 
 [[noreturn]] void throw_missing_stage_config(const std::string& section);
 
+/// The typed section a stage stored under `section`, or nullptr: a config built in code
+/// (ExperimentConfig{}) holds none, and then the stage is at its defaults, i.e. off.
+template <class T>
+const T* find_stage_config(const ExperimentConfig& cfg, const std::string& section) {
+  const auto it = cfg.stage_configs.find(section);
+  return it == cfg.stage_configs.end() ? nullptr : dynamic_cast<const T*>(it->second.get());
+}
+
 /// The typed section a stage stored under `section` (see stage_configs); lathe::Error when there is
 /// none or it is of another type.
 template <class T>

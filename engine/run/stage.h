@@ -70,7 +70,9 @@ class Stage {
   virtual void parse(const nlohmann::json& validated, ExperimentConfig& cfg) const = 0;
 
   /// Whether `cfg` uses the stage (e.g. prune.method != none). A disabled stage is never
-  /// prepared, attached, run or asked for its plan.
+  /// prepared, attached, run or asked for its plan. A config built in code (ExperimentConfig{})
+  /// has no stage_configs entry: a stage keeping its config there is then off
+  /// (find_stage_config returns nullptr).
   virtual bool enabled(const ExperimentConfig& cfg) const = 0;
 
   /// Adds the phases it will run (phase_plan.h) to `plan`, which holds the main "train" phase and

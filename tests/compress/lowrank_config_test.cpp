@@ -6,6 +6,8 @@
 #include "engine/compress/lowrank/lowrank_config.h"
 #include "engine/compress/lowrank/lowrank_stage.h"
 #include "engine/nn/zoo.h"
+#include "engine/run/phase_plan.h"
+#include "engine/run/stage_registry.h"
 #include "tests/support/config_from.h"
 
 namespace lathe {
@@ -110,6 +112,23 @@ TEST(LowRankConfig, EveryChoiceMapsToItsEnum) {
     }
   }
   EXPECT_EQ(choices, expected.size());
+}
+
+}  // namespace
+}  // namespace lathe
+
+namespace lathe {
+namespace {
+
+// A config built in code (the GUI's tests, benches) has no lowrank section stored: the stage is off
+// and the phase plan goes on without it, rather than throwing "no typed config".
+TEST(LowRankConfig, OffInAConfigBuiltInCode) {
+  const ExperimentConfig built;
+  const Stage* stage = find_stage("lowrank");
+  ASSERT_NE(stage, nullptr);
+  EXPECT_FALSE(stage->enabled(built));
+  EXPECT_EQ(plan_phases(built, 10).size(), 1u);  // train only
+  EXPECT_TRUE(stage->enabled(config_with({})));
 }
 
 }  // namespace

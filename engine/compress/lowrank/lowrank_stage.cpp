@@ -66,7 +66,11 @@ class LowRankStage final : public Stage {
     cfg.stage_configs[kSection] = std::make_shared<LowRankConfig>(parse_lowrank_config(validated));
   }
 
-  bool enabled(const ExperimentConfig& cfg) const override { return config_of(cfg).method != LowRankMethod::none; }
+  bool enabled(const ExperimentConfig& cfg) const override {
+    // A config built in code holds no lowrank section: the stage is at its default, off.
+    const LowRankConfig* c = find_stage_config<LowRankConfig>(cfg, kSection);
+    return c && c->method != LowRankMethod::none;
+  }
 
   void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const override {
     plan.push_back({"lowrank", 0});
