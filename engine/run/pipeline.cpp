@@ -93,14 +93,25 @@ PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainH
   if (schedule.total_steps <= 1)
     schedule.total_steps = phase_steps;
   std::unique_ptr<Optimizer> optimizer = make_optimizer(phase.optimizer);
-  const int64_t first_step = ctx.step;
+  const PhaseResume* resume = phase.resume;
+  if (resume) {
+    LATHE_CHECK(
+        resume->at.phase == phase.name && resume->at.steps_per_epoch == steps_per_epoch && resume->at.grad_accum == k,
+        "resuming phase '", phase.name, "' from a checkpoint of phase '", resume->at.phase, "' with ",
+        resume->at.steps_per_epoch, " steps per epoch and grad_accum ", resume->at.grad_accum,
+        " (this run: ", steps_per_epoch, ", ", k, ")");
+    optimizer->load_state_tensors(be, model.named_params(), resume->optimizer_state, resume->optimizer_steps);
+    ctx.step = resume->at.step;
+  }
+  const int64_t first_step = resume ? resume->at.first_step : ctx.step;
   const int64_t last_step = first_step + phase_steps;  // the global step the phase ends on
   ctx.total_steps = std::max(ctx.total_steps, last_step);
-  sink.event("phase", {{"phase", phase.name},
-                       {"epochs", phase.epochs},
-                       {"first_step", first_step},
-                       {"steps", phase_steps},
-                       {"base_lr", schedule.base_lr}});
+  if (!resume)
+    sink.event("phase", {{"phase", phase.name},
+                         {"epochs", phase.epochs},
+                         {"first_step", first_step},
+                         {"steps", phase_steps},
+                         {"base_lr", schedule.base_lr}});
 
   // Training FLOPs per sample: forward + backward-data + backward-weights = 3x forward (the usual
   // MFU convention; the first layer's unneeded backward-data is counted too).
@@ -121,11 +132,20 @@ PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainH
   DeviceBatch db;
   Tensor diff_buf;
   const auto t_phase = Clock::now();
+  const int first_epoch = resume ? resume->at.epoch : 0;
+  if (resume) {
+    window_loss = resume->at.window_loss;
+    window_train_s = resume->at.window_train_s;
+    window_correct = resume->at.window_correct;
+    window_samples = resume->at.window_samples;
+    result.train_seconds = resume->at.train_seconds;
+  }
 
-  for (int epoch = 0; epoch < phase.epochs && !result.stopped; ++epoch) {
+  for (int epoch = first_epoch; epoch < phase.epochs && !result.stopped; ++epoch) {
     prog.epoch = epoch + 1;
-    loader.start_epoch(epoch);
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+    const int64_t first_s = resume && epoch == first_epoch ? resume->at.step_in_epoch : 0;
+    loader.start_epoch(epoch, first_s * k);
+    for (int64_t s = first_s; s < steps_per_epoch; ++s) {
       const auto t_step = Clock::now();
       const int64_t local = ctx.step - first_step;  // step within the phase, for the LR schedule
       const double scale = hooks.loss_scale ? hooks.loss_scale() : 1.0;
@@ -222,6 +242,22 @@ PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainH
       prog.eta_s = seconds_since(t_phase) / std::max<int64_t>(1, step - first_step) * (ctx.total_steps - step);
       if (ctx.options.on_progress)
         ctx.options.on_progress(prog);
+      if (hooks.on_step_end) {
+        LoopState st;
+        st.phase = phase.name;
+        st.epoch = epoch;
+        st.step_in_epoch = s + 1;
+        st.steps_per_epoch = steps_per_epoch;
+        st.grad_accum = k;
+        st.first_step = first_step;
+        st.step = ctx.step;
+        st.window_loss = window_loss;
+        st.window_train_s = window_train_s;
+        st.window_correct = window_correct;
+        st.window_samples = window_samples;
+        st.train_seconds = result.train_seconds;
+        hooks.on_step_end(st, *optimizer);
+      }
       if (ctx.stop_requested()) {
         result.stopped = true;
         break;

@@ -6,18 +6,19 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "engine/backend/backend.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
+#include "engine/exec/batch_loop.h"
 #include "engine/nn/model.h"
 #include "engine/nn/optimizer.h"
 #include "engine/run/config.h"
 #include "engine/run/cost_model.h"
 #include "engine/run/metrics_sink.h"
-#include "engine/exec/batch_loop.h"
 #include "engine/run/trainer.h"
 
 namespace lathe {
@@ -51,6 +52,29 @@ struct StageContext {
   int64_t steps_per_epoch(const LoaderOptions& lo) const;
 };
 
+/// Where the training loop stands after an optimizer step: what a checkpoint needs besides the
+/// tensors (weights, optimizer state) to continue the phase exactly (train_checkpoint.h).
+struct LoopState {
+  std::string phase;          ///< TrainPhase::name
+  int epoch = 0;              ///< 0-based epoch being run
+  int64_t step_in_epoch = 0;  ///< optimizer steps done in that epoch
+  int64_t steps_per_epoch = 0;
+  int64_t grad_accum = 1;  ///< micro-batches per step: the loader continues at step_in_epoch x this
+  int64_t first_step = 0;  ///< the phase's first global step (the LR schedule counts from it)
+  int64_t step = 0;        ///< global steps done (ctx.step)
+  // The logging window so far, so the next logged train/loss equals an uninterrupted run's.
+  double window_loss = 0, window_train_s = 0;
+  int64_t window_correct = 0, window_samples = 0;
+  double train_seconds = 0;
+};
+
+/// Where a resumed phase starts: a checkpoint's loop state and optimizer state.
+struct PhaseResume {
+  LoopState at;
+  std::map<std::string, Tensor> optimizer_state;  ///< Optimizer::state_tensors() names
+  int64_t optimizer_steps = 0;
+};
+
 /// How a stage changes the training loop. Every member is optional.
 struct TrainHooks {
   /// Replaces forward_backward (distillation): run forward and backward on the batch, leaving
@@ -71,6 +95,9 @@ struct TrainHooks {
   std::function<void(MetricsSink& sink, int64_t step, double wall_ms)> on_log;
   /// Called after each evaluation of the phase (e.g. the distillation teacher's accuracy once).
   std::function<void(const EvalResult& result, int64_t step)> after_eval;
+  /// After every optimizer step, its metrics and progress, before a requested stop ends the loop:
+  /// checkpoints are written here (train_checkpoint.h).
+  std::function<void(const LoopState& state, Optimizer& optimizer)> on_step_end;
 };
 
 /// One training phase: the main training, or a fine-tuning after pruning / QAT.
@@ -82,6 +109,9 @@ struct TrainPhase {
   OptimizerConfig optimizer;  ///< a fresh optimizer is made for the phase
   int grad_accum = 1;
   int64_t eval_every = 1;  ///< evaluate every N epochs and after the last
+  /// Set: continue from a checkpoint of this phase (ctx.step, epoch, batch, optimizer, logging
+  /// window) instead of starting it; no second "phase" event is logged.
+  const PhaseResume* resume = nullptr;
 };
 
 struct PhaseResult {

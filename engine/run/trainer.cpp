@@ -25,6 +25,7 @@
 #include "engine/run/stage_prune_structured.h"
 #include "engine/run/stage_quantize.h"
 #include "engine/run/telemetry.h"
+#include "engine/run/train_checkpoint.h"
 
 namespace lathe {
 
@@ -71,6 +72,7 @@ class SummarySink final : public MetricsSink {
     m_next.sample(metric, step, wall_ms, value);
   }
   void event(const std::string& kind, const nlohmann::json& fields) override { m_next.event(kind, fields); }
+  void flush() override { m_next.flush(); }
   std::map<std::string, double> last;
 
  private:
@@ -119,14 +121,21 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.backend = be.name();
   summary.device = be.device_name();
 
-  // The folder first: a bad output.dir is bad input and must leave no run in the store either.
-  if (options.write_run_dir)
+  const bool resuming = !options.resume_run_dir.empty();
+  if (resuming) {
+    LATHE_CHECK(!options.run_id.empty(), "run_experiment: resuming needs the run id");
+    if (!std::filesystem::is_directory(options.resume_run_dir))
+      throw DataError("resuming run " + summary.run_id + ": its folder " + options.resume_run_dir + " is gone");
+    summary.run_dir = options.resume_run_dir;
+  } else if (options.write_run_dir) {
+    // The folder first: a bad output.dir is bad input and must leave no run in the store either.
     summary.run_dir = create_run_dir(cfg.output.dir, summary.run_id);
+  }
   if (options.on_start) {
     try {
       options.on_start(summary.run_id, summary.backend, summary.device);
     } catch (...) {
-      if (!summary.run_dir.empty()) {
+      if (!summary.run_dir.empty() && !resuming) {
         std::error_code ec;
         std::filesystem::remove(summary.run_dir, ec);  // still empty
       }
@@ -135,8 +144,9 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   }
   std::unique_ptr<JsonlSink> file_sink;
   FanoutSink fanout;
-  if (options.write_run_dir) {
-    write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
+  if (options.write_run_dir || resuming) {
+    if (!resuming)
+      write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
     file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
     // A full disk under metrics.jsonl: the run goes on (the store has every sample), and the store
     // learns that the file is no longer a complete recovery source.
@@ -150,20 +160,21 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     fanout.add(options.extra_sink);
   SummarySink sink(fanout);
 
-  StageContext ctx{.cfg = cfg,
-                   .options = options,
-                   .be = be,
-                   .data = data,
-                   .model = std::move(model),
-                   .sink = sink,
-                   .run_id = summary.run_id,
-                   .run_dir = summary.run_dir,
-                   .threads = threads,
-                   .peak_flops_per_s = peak.flops_per_s,
-                   .instance = &instance,
-                   .spot = spot,
-                   .wall_ms = [t_start]() { return seconds_since(t_start) * 1000.0; },
-                   .progress = {}};
+  StageContext ctx{
+      .cfg = cfg,
+      .options = options,
+      .be = be,
+      .data = data,
+      .model = std::move(model),
+      .sink = sink,
+      .run_id = summary.run_id,
+      .run_dir = summary.run_dir,
+      .threads = threads,
+      .peak_flops_per_s = peak.flops_per_s,
+      .instance = &instance,
+      .spot = spot,
+      .wall_ms = [t_start, offset = options.resume_wall_ms]() { return offset + seconds_since(t_start) * 1000.0; },
+      .progress = {}};
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
   // Every phase's planned steps (phase_plan.h): progress and ETA count the whole pipeline.
@@ -172,26 +183,27 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
   if (file_sink)
     metrics_file = std::filesystem::absolute(file_sink->path()).string();
-  sink.event("started", {{"run_id", summary.run_id},
-                         {"metrics_file", metrics_file},
-                         {"name", cfg.name},
-                         {"run_dir", summary.run_dir},
-                         {"backend", be.name()},
-                         {"device", be.device_name()},
-                         {"threads", threads},
-                         {"model", ctx.model->summary()},
-                         {"train_samples", data.train.count},
-                         {"test_samples", data.test.count},
-                         {"dataset", data.train.source},
-                         {"peak_flops_per_s", peak.flops_per_s},
-                         {"peak_flops_how", peak.how},
-                         {"instance", instance.name},
-                         {"price_usd_per_hour", instance.usd_per_hour(spot)},
-                         {"price_source", spot ? instance.spot_source : instance.source},
-                         {"price_date", instance.price_date},
-                         {"total_steps", planned_steps(plan)},
-                         {"train_steps", ctx.total_steps},
-                         {"plan", plan_json(plan)}});
+  if (!resuming)
+    sink.event("started", {{"run_id", summary.run_id},
+                           {"metrics_file", metrics_file},
+                           {"name", cfg.name},
+                           {"run_dir", summary.run_dir},
+                           {"backend", be.name()},
+                           {"device", be.device_name()},
+                           {"threads", threads},
+                           {"model", ctx.model->summary()},
+                           {"train_samples", data.train.count},
+                           {"test_samples", data.test.count},
+                           {"dataset", data.train.source},
+                           {"peak_flops_per_s", peak.flops_per_s},
+                           {"peak_flops_how", peak.how},
+                           {"instance", instance.name},
+                           {"price_usd_per_hour", instance.usd_per_hour(spot)},
+                           {"price_source", spot ? instance.spot_source : instance.source},
+                           {"price_date", instance.price_date},
+                           {"total_steps", planned_steps(plan)},
+                           {"train_steps", ctx.total_steps},
+                           {"plan", plan_json(plan)}});
   sink.sample("model/params", 0, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
   sink.sample("model/flops_per_sample", 0, ctx.wall_ms(), static_cast<double>(ctx.model->flops_per_sample()));
 
@@ -202,6 +214,33 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     attach_distill_stage(*distill, ctx, phase, train_hooks);
   // PRECISION: combine the mixed-precision hooks here (train.precision).
   const std::unique_ptr<PrecisionStage> precision = attach_precision_stage(ctx, train_hooks);
+  // CHECKPOINTS: the main training phase is checkpointed and resumed (train_checkpoint.h).
+  LossScaler* scaler = precision ? precision->scaler.get() : nullptr;
+  const std::string ckpt_dir = checkpoint_dir(cfg, summary.run_id, summary.run_dir);
+  std::optional<RestoredTraining> restored;
+  if (resuming) {
+    restored = ckpt_dir.empty() ? std::nullopt : restore_training_state(ctx, ckpt_dir, scaler);
+    nlohmann::json skipped = nlohmann::json::array();
+    if (restored) {
+      phase.resume = &restored->resume;
+      for (const std::string& m : restored->skipped)
+        skipped.push_back(m);
+    }
+    sink.event("resumed",
+               {{"run_id", summary.run_id},
+                {"from_step", restored ? restored->info.step : 0},
+                {"checkpoint", restored ? nlohmann::json(restored->info.path) : nlohmann::json(nullptr)},
+                {"skipped", skipped},
+                {"text", restored ? "resumed from the checkpoint of step " + std::to_string(restored->info.step)
+                                  : "no valid checkpoint in " + ckpt_dir + ": training restarts at step 0"}});
+    sink.flush();  // the resume is on record even if this process is killed at once
+  }
+  CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, scaler);
+  train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const LoopState& st, Optimizer& o) {
+    if (previous)
+      previous(st, o);
+    checkpoints.on_step_end(st, o);
+  };
   const PhaseResult trained = train_phase(ctx, phase, train_hooks);
   bool stopped = trained.stopped;
   double train_seconds = trained.train_seconds;
@@ -226,7 +265,9 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   }
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());
 
-  summary.status = stopped ? "cancelled" : "finished";
+  const bool noticed =
+      options.stop_reason && static_cast<StopReason>(options.stop_reason->load()) == StopReason::spot_notice;
+  summary.status = !stopped ? "finished" : noticed ? "interrupted" : "cancelled";
   summary.steps = ctx.step;
   summary.elapsed_s = seconds_since(t_start);
   summary.final_metrics = sink.last;
