@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -47,6 +48,8 @@ class FakeMetadataServer {
     }
   }
   void give_notice() const { std::ofstream(notice_file) << "now"; }
+  /// A new machine: no notice pending.
+  void clear_notice() const { std::remove(notice_file.c_str()); }
   std::string log() const {
     std::ifstream in(log_file);
     std::stringstream ss;
