@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """kill -9 and resume (issue 14 acceptance): a real `lathe-cli run` (1 thread, fixed seed,
-checkpoint.every_steps) is killed with SIGKILL at --kills random steps, each time continued with
+checkpoint.every_steps) is killed with SIGKILL at --kills random steps (as soon as its
+metrics.jsonl shows a training sample at that step), each time continued with
 `lathe-cli resume RUN`, until it finishes. Then its final weights must equal an uninterrupted
 run's bit for bit, its final test metrics too, the store must pass PRAGMA integrity_check, hold no
 duplicate (metric, step) sample, one `resumed` event per kill, and status finished. Per kill it
 prints the step reached (the last sample the killed process printed), the checkpoint step it
-resumed from and the steps redone (reached - resumed; at most every_steps - 1 plus the logging
-granularity). System python3 and its sqlite3 module only.
+resumed from and the steps redone (reached - resumed: at most every_steps - 1 plus the steps the
+process ran between its last logged sample and the kill; samples are logged ~20 times an epoch). System python3 and its sqlite3 module only.
 
 Usage: bench/kill_resume.py [--cli build/app/lathe-cli] [--kills 20] [--model cnn] [--every-steps 50]
        [--train-subset 4096] [--epochs 2] [--batch-size 32] [--seed 1]
@@ -22,6 +23,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,15 +38,10 @@ def tensors(path):
             for k, v in header.items() if k != "__metadata__"}
 
 
-def start(cli, args):
-    return subprocess.Popen([cli] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def reached_since(jsonl, offset):
-    """The last train/* step in metrics.jsonl after byte `offset`: where the killed process was
-    (the file is written line by line; the --json stream on a pipe is block-buffered)."""
+    """The last train/* step in metrics.jsonl after byte `offset`: where the process was."""
     last = -1
-    if not os.path.exists(jsonl):
+    if not jsonl or not os.path.exists(jsonl):
         return last
     with open(jsonl) as f:
         f.seek(offset)
@@ -58,29 +55,41 @@ def reached_since(jsonl, offset):
     return last
 
 
+def resumed_from(jsonl, offset):
+    """from_step of the first resumed event after byte `offset`, -1 when there is none yet."""
+    with open(jsonl) as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(j, dict) and j.get("event") == "resumed":
+                return j["from_step"]
+    return -1
+
+
 def size(path):
-    return os.path.getsize(path) if os.path.exists(path) else 0
+    return os.path.getsize(path) if path and os.path.exists(path) else 0
 
 
-def run_until(proc, kill_at_step):
-    """Reads the --json stream; SIGKILLs the process once a sample at step >= kill_at_step appears
-    (None: let it finish). Returns (exit code, last step seen, started event or None)."""
-    last, started = -1, None
-    for line in proc.stdout:
-        try:
-            j = json.loads(line)
-        except ValueError:
-            continue
-        if j.get("event") == "started":
-            started = j
-        if "metric" in j and isinstance(j.get("step"), int):
-            last = max(last, j["step"]) if j["metric"].startswith("train/") else last
-            if kill_at_step is not None and last >= kill_at_step:
-                proc.send_signal(signal.SIGKILL)
-                break
+def start(cli, args):
+    return subprocess.Popen([cli] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def run_until(proc, jsonl_of, offset, kill_at_step):
+    """Follows the run's metrics.jsonl (written line by line, unlike a block-buffered pipe) from
+    byte `offset`; SIGKILLs the process as soon as a train/* sample at step >= kill_at_step is
+    there (None: let it finish). jsonl_of() finds the file once the run folder exists. Returns
+    (exit code, stderr)."""
+    while proc.poll() is None:
+        jsonl = jsonl_of()
+        if kill_at_step is not None and jsonl and reached_since(jsonl, offset) >= kill_at_step:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
     proc.wait()
-    proc.stderr.read()
-    return proc.returncode, last, started
+    return proc.returncode, proc.stderr.read()
 
 
 def main():
@@ -113,47 +122,61 @@ def main():
                 args += ["--set", s]
             return args
 
+        def run_dir_in(out):
+            found = [os.path.join(out, d) for d in os.listdir(out)] if os.path.isdir(out) else []
+            return found[0] if found else None
+
         # The uninterrupted reference.
         ref_db, ref_out = os.path.join(tmp, "ref.db"), os.path.join(tmp, "ref-runs")
-        code, total, ref_started = run_until(start(a.cli, run_args(ref_db, ref_out)), None)
-        if code != 0 or not ref_started:
-            print("reference run failed (exit %d)" % code)
+        code, err = run_until(start(a.cli, run_args(ref_db, ref_out)), lambda: None, 0, None)
+        if code != 0:
+            print("reference run failed (exit %d): %s" % (code, err))
             return 1
-        ref_weights = tensors(os.path.join(ref_started["run_dir"], "model.safetensors"))
+        total = reached_since(os.path.join(run_dir_in(ref_out), "metrics.jsonl"), 0)
+        ref_weights = tensors(os.path.join(run_dir_in(ref_out), "model.safetensors"))
         print("reference: %d steps, %d tensors" % (total, len(ref_weights)))
 
         # The killed run: every kill at a random later step, then resume until it finishes.
         db, out = os.path.join(tmp, "kill.db"), os.path.join(tmp, "kill-runs")
+
+        def jsonl_of():
+            d = run_dir_in(out)
+            return os.path.join(d, "metrics.jsonl") if d else None
+
         targets = sorted(rng.sample(range(1, total), min(a.kills, total - 1)))
         proc = start(a.cli, run_args(db, out))
-        run_id, run_dir, redone, kills, offset = None, None, [], 0, 0
+        redone, kills, offset = [], 0, 0
         for target in targets + [None]:
-            code, _, started = run_until(proc, target)
-            if started:
-                run_id, run_dir = started["run_id"], started["run_dir"]
-            jsonl = os.path.join(run_dir, "metrics.jsonl")
-            reached = reached_since(jsonl, offset)
-            offset = size(jsonl)
+            code, err = run_until(proc, jsonl_of, offset, target)
             if target is None or code == 0:
                 if code != 0:
-                    failures.append("the last resume exited %d" % code)
+                    failures.append("the last resume exited %d: %s" % (code, err.strip()))
                 break
             kills += 1
-            proc = start(a.cli, ["--db", db, "resume", run_id, "--json"])
-            first = proc.stdout.readline()  # the stream starts with the resumed event
-            while first and '"resumed"' not in first:
-                first = proc.stdout.readline()
-            from_step = json.loads(first)["from_step"] if first else -1
+            jsonl = jsonl_of()
+            reached = reached_since(jsonl, offset)
+            offset = size(jsonl)
+            run_id = os.path.basename(run_dir_in(out))
+            proc = start(a.cli, ["--db", db, "resume", run_id])
+            from_step = -1
+            while from_step < 0 and proc.poll() is None:  # the resumed event, once it is written
+                from_step = resumed_from(jsonl, offset)
+                time.sleep(0.002)
+            if from_step < 0:
+                from_step = resumed_from(jsonl, offset)
             redone.append(reached - from_step)
             print("kill %2d at step %4d: resumed from step %4d, %3d steps redone" % (kills, reached, from_step,
                                                                                      reached - from_step))
+        run_dir = run_dir_in(out)
+        run_id = os.path.basename(run_dir)
         weights = tensors(os.path.join(run_dir, "model.safetensors"))
         same = weights.keys() == ref_weights.keys() and all(weights[k] == ref_weights[k] for k in weights)
         if not same:
             failures.append("final weights differ from the uninterrupted run's")
         con = sqlite3.connect(db)
-        if con.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
-            failures.append("integrity_check failed")
+        integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            failures.append("integrity_check: " + integrity)
         rid = con.execute("SELECT rid FROM runs WHERE id = ?", (run_id,)).fetchone()
         rid = rid[0] if rid else None
         dup = con.execute("SELECT COUNT(*) FROM (SELECT metric, step FROM samples WHERE run = ? "
@@ -175,9 +198,10 @@ def main():
         for m in ("test/accuracy", "test/loss"):
             if final(con, m) != final(ref, m):
                 failures.append("final %s %s vs %s uninterrupted" % (m, final(con, m), final(ref, m)))
-        print("summary: %d kills, steps redone max %d mean %.1f, weights %s, integrity ok, %d duplicates, "
+        print("summary: %d kills, steps redone max %d mean %.1f, weights %s, integrity %s, %d duplicates, "
               "status %s, %d resumed events" % (kills, max(redone or [0]), sum(redone) / max(len(redone), 1),
-                                                "identical" if same else "DIFFERENT", dup, status, resumed))
+                                                "identical" if same else "DIFFERENT", integrity, dup, status,
+                                                resumed))
     finally:
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
