@@ -17,9 +17,11 @@
 #include "app/cli_cost.h"
 #include "app/cli_history.h"
 #include "app/cli_repair.h"
+#include "app/cli_supervisor.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
+#include "engine/run/run_dir.h"
 #include "engine/run/spot_notice.h"
 #include "engine/run/trainer.h"
 #include "engine/store/repair.h"
@@ -40,6 +42,14 @@ static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_alw
 void on_signal(int) {
   int none = static_cast<int>(lathe::StopReason::none);
   g_stop_reason.compare_exchange_strong(none, static_cast<int>(lathe::StopReason::signal));
+  g_stop.store(true);
+}
+
+/// SIGUSR1 is the spot supervisor's notice (cli_supervisor.h): like a cloud's, it asks for an
+/// emergency checkpoint and an `interrupted` exit.
+void on_notice_signal(int) {
+  int none = static_cast<int>(lathe::StopReason::none);
+  g_stop_reason.compare_exchange_strong(none, static_cast<int>(lathe::StopReason::spot_notice));
   g_stop.store(true);
 }
 
@@ -150,10 +160,11 @@ class ProgressBar {
 /// What `lathe-cli resume` continues: the store's run, its folder and clock.
 struct ResumeTarget {
   std::string run_id, run_dir;
+  double wall_offset_ms = 0;  ///< the supervisor's clock: restarts and lost work stay on the time axis
 };
 
 int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, bool json, const std::string& db,
-                  const ResumeTarget* resume) {
+                  const ResumeTarget* resume, const std::string& run_id = "") {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   StdoutJsonSink json_sink;
@@ -169,6 +180,7 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   opts.stop_reason = &g_stop_reason;
   opts.extra_sink = &sinks;
   opts.store_path = db;
+  opts.run_id = run_id;
   if (resume) {
     // Take the run over first: refused while its writer lives; samples up to the store's last
     // step of each metric are not written again.
@@ -179,7 +191,7 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
       sinks.add(&resume_messages);
     opts.run_id = resume->run_id;
     opts.resume_run_dir = resume->run_dir;
-    opts.resume_wall_ms = point.max_wall_ms;
+    opts.resume_wall_ms = std::max(point.max_wall_ms, resume->wall_offset_ms);
   } else
     opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
       auto w = std::make_unique<lathe::RunWriter>(db);
@@ -240,18 +252,39 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   return s.status == "finished" ? 0 : s.status == "interrupted" ? 75 : 130;
 }
 
-int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db) {
+/// Hidden options of `run` and `resume`, used by the spot supervisor for its children.
+struct ChildOptions {
+  std::string run_id;
+  bool no_supervise = false;
+  double wall_offset_ms = 0;
+};
+
+int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db,
+            const ChildOptions& child) {
   nlohmann::json cfg = lathe::load_config_file(config_path);
   for (const std::string& s : sets)
     lathe::apply_override(cfg, s);
   const lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
-  return run_or_resume(exp, config_path, json, db, nullptr);
+  if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
+    lathe::cli::SupervisorSetup sup;
+    sup.db = db;
+    sup.run_id = lathe::make_run_id();
+    sup.json = json;
+    sup.run_args = {"--db", db, "run", config_path};
+    for (const std::string& s : sets)
+      sup.run_args.insert(sup.run_args.end(), {"--set", s});
+    if (json)
+      sup.run_args.push_back("--json");
+    return lathe::cli::supervise_spot_run(exp, sup);
+  }
+  return run_or_resume(exp, config_path, json, db, nullptr, child.run_id);
 }
 
 /// `lathe-cli resume RUN`: continues an interrupted, cancelled or failed run in the same store row
 /// and folder from its newest valid checkpoint, with the config it was started with.
-int cmd_resume(const std::string& ref, bool json, const std::string& db) {
+int cmd_resume(const std::string& ref, bool json, const std::string& db, double wall_offset_ms) {
   ResumeTarget target;
+  target.wall_offset_ms = wall_offset_ms;
   lathe::ExperimentConfig exp;
   {
     lathe::Store store = lathe::Store::open(db);  // reaps a dead writer's `running` run first
@@ -291,6 +324,7 @@ int main(int argc, char** argv) {
   lathe::cuda::register_backend();
   lathe::cuda::register_int8_executor();
 #endif
+  std::signal(SIGUSR1, on_notice_signal);  // before anything else: the supervisor may send it early
   CLI::App app{"lathe-cli: run and inspect Lathe compute-optimization experiments headless"};
   app.require_subcommand(1);
   app.fallthrough();
@@ -305,7 +339,10 @@ int main(int argc, char** argv) {
   run->add_option("config", config_path, "Experiment JSON (see experiments/)")->required();
   run->add_option("--set", sets, "Override a config value: --set train.epochs=1 (repeatable)");
   run->add_flag("--json", json, "Print one JSON object per line on stdout instead of a progress bar");
-  run->callback([&] { exit_code = cmd_run(config_path, sets, json, db); });
+  ChildOptions child;
+  run->add_option("--run-id", child.run_id, "The run id to use (the spot supervisor's child)")->group("");
+  run->add_flag("--no-supervise", child.no_supervise, "Run without the spot supervisor")->group("");
+  run->callback([&] { exit_code = cmd_run(config_path, sets, json, db, child); });
 
   std::string resume_ref;
   bool resume_json = false;
@@ -313,7 +350,12 @@ int main(int argc, char** argv) {
       "resume", "Continue an interrupted or cancelled run from its newest valid checkpoint (same store run)");
   resume->add_option("run", resume_ref, "Run id, id prefix or name")->required();
   resume->add_flag("--json", resume_json, "Print one JSON object per line on stdout instead of a progress bar");
-  resume->callback([&] { exit_code = cmd_resume(resume_ref, resume_json, db); });
+  bool resume_no_supervise = false;  // a resume is never supervised; accepted from the supervisor
+  double resume_wall_offset_ms = 0;
+  resume->add_flag("--no-supervise", resume_no_supervise, "")->group("");
+  resume->add_option("--wall-offset-ms", resume_wall_offset_ms, "The run clock at the start (spot supervisor)")
+      ->group("");
+  resume->callback([&] { exit_code = cmd_resume(resume_ref, resume_json, db, resume_wall_offset_ms); });
 
   CLI::App* schema =
       app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");

@@ -215,8 +215,9 @@ std::vector<FieldSpec> build_schema() {
   // --- cost
   s.push_back(string("cost.instance", "local", "Instance from resources/prices.json used to price the run"));
   s.push_back(enumeration("cost.pricing", {"on-demand", "spot"}, "Which hourly price applies"));
-  s.push_back(unsupported(number("cost.interruptions_per_hour", 0, 0, kInf, "Simulated spot interruptions per hour"),
-                          "spot interruption simulation lands later"));
+  s.push_back(number("cost.interruptions_per_hour", 0, 0, kInf,
+                     "Simulated spot interruptions per hour (Poisson, seeded): lathe-cli run supervises the "
+                     "training, sends notices, kills at the end of the notice window and resumes"));
   s.push_back(enumeration("cost.notice_provider", {"none", "ec2", "gcp"},
                           "Cloud whose spot/preemption notice endpoint is polled (none = only SIGTERM)"));
   s.push_back(string("cost.notice_url", "",

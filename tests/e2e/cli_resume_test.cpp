@@ -25,6 +25,25 @@ using test::CmdResult;
 
 bool have_fashion_mnist() { return fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"); }
 
+void expect_same_weights(const std::string& got, const std::string& want) {
+  const SafetensorsFile a = load_safetensors(got);
+  const SafetensorsFile b = load_safetensors(want);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    EXPECT_EQ(a.tensors[i].first, b.tensors[i].first);
+    ASSERT_EQ(a.tensors[i].second.nbytes(), b.tensors[i].second.nbytes());
+    EXPECT_EQ(std::memcmp(a.tensors[i].second.raw(), b.tensors[i].second.raw(), a.tensors[i].second.nbytes()), 0)
+        << a.tensors[i].first;
+  }
+}
+
+std::string only_subfolder(const fs::path& dir) {
+  std::string found;
+  for (const auto& e : fs::directory_iterator(dir))
+    found = e.path().string();
+  return found;
+}
+
 class CliResume : public test::Cli {
  protected:
   void SetUp() override {
@@ -127,16 +146,54 @@ TEST_F(CliResume, SpotNoticeCheckpointsInsideTheWindowAndResumeLosesNoStep) {
   std::string ref_dir;
   for (const auto& e : fs::directory_iterator(m_dir / "ref"))
     ref_dir = e.path().string();
-  const SafetensorsFile a = load_safetensors(run_dir + "/model.safetensors");
-  const SafetensorsFile b = load_safetensors(ref_dir + "/model.safetensors");
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); ++i) {
-    EXPECT_EQ(a.tensors[i].first, b.tensors[i].first);
-    ASSERT_EQ(a.tensors[i].second.nbytes(), b.tensors[i].second.nbytes());
-    EXPECT_EQ(std::memcmp(a.tensors[i].second.raw(), b.tensors[i].second.raw(), a.tensors[i].second.nbytes()), 0)
-        << a.tensors[i].first;
-  }
+  expect_same_weights(run_dir + "/model.safetensors", ref_dir + "/model.safetensors");
 }
+
+class CliSpot : public CliResume, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CliSpot, SupervisorInterruptsRestartsAndEndsBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=2 --set train.batch_size=16 --set train.threads=1 --set seed=3"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=50";
+  const std::string cfg = write("c.json", "{}");
+  const CmdResult ref = test::run_cmd("--db " + (m_dir / "ref.db").string() + " run " + cfg +
+                                      " --set output.dir=" + (m_dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  // seed 3 draws its first interruption 0.2 s in: it lands as soon as the first child trains.
+  const CmdResult r = test::run_cmd("--db " + db() + " run " + cfg + " --set output.dir=" + (m_dir / "runs").string() +
+                                    common + " --set cost.interruptions_per_hour=3600 --set cost.restart_s=0.1" +
+                                    " --set cost.notice_s=" + GetParam());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("lathe: spot supervisor: interruption 1 at"), std::string::npos) << r.out;
+  const std::string run_dir = only_subfolder(m_dir / "runs");
+  const std::string id = fs::path(run_dir).filename().string();
+  Store store = Store::open(db());
+  EXPECT_EQ(store.run(id).status, RunStatus::finished);
+  const auto interruptions = store.summary(id, "spot/interruptions");
+  ASSERT_TRUE(interruptions);
+  EXPECT_GE(interruptions->last, 1);
+  int resumed = 0, interruption_events = 0;
+  for (const EventRecord& e : store.events(id)) {
+    resumed += e.kind == "resumed";
+    interruption_events += e.kind == "spot/interruption";
+  }
+  EXPECT_EQ(resumed, static_cast<int>(interruptions->last));
+  EXPECT_EQ(interruption_events, static_cast<int>(interruptions->last));
+  for (const char* m : {"spot/restarts", "spot/steps_redone", "spot/restart_wait_s", "cost/usd_on_demand"})
+    EXPECT_TRUE(store.summary(id, m)) << m;
+  if (std::string(GetParam()) == "5") {
+    EXPECT_EQ(store.summary(id, "spot/steps_redone")->last, 0);  // every notice got its emergency checkpoint
+    EXPECT_EQ(store.summary(id, "spot/kills")->last, 0);
+  } else {
+    EXPECT_GE(store.summary(id, "spot/kills")->last, 1) << r.out;  // a 10 ms window: the machine goes first
+  }
+  expect_same_weights(run_dir + "/model.safetensors", only_subfolder(m_dir / "ref") + "/model.safetensors");
+}
+
+// A 5 s notice window (the checkpoint always makes it) and a 10 ms one (SIGKILL before it does).
+INSTANTIATE_TEST_SUITE_P(NoticeWindow, CliSpot, ::testing::Values("5", "0.01"));
 
 TEST_F(CliResume, OnlyInterruptedOrCancelledRunsResume) {
   const CmdResult r = test::run_cmd("--db " + db() + " resume nosuchrun");
