@@ -25,6 +25,7 @@
 #include "engine/run/spot_notice.h"
 #include "engine/run/trainer.h"
 #include "engine/store/repair.h"
+#include "engine/store/run_model.h"
 #include "engine/store/run_writer.h"
 #include "engine/store/store.h"
 
@@ -181,6 +182,12 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   opts.extra_sink = &sinks;
   opts.store_path = db;
   opts.run_id = run_id;
+  // "run:<ref>" (distill.teacher) is resolved here, through the store; without one the engine looks
+  // in the run folders under output.dir.
+  if (std::filesystem::exists(db))
+    opts.resolve_run = [db, runs_root = exp.output.dir](const std::string& ref, const std::string& field) {
+      return lathe::find_run_model(db, ref, runs_root, field);
+    };
   if (resume) {
     // Take the run over first: refused while its writer lives; samples up to the store's last
     // step of each metric are not written again.

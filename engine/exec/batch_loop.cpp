@@ -55,6 +55,7 @@ EvalResult evaluate_logits(Backend& be, const Dataset& data, int64_t batch_size,
     r.samples += b.labels.dim(0);
   });
   const double n = static_cast<double>(std::max<int64_t>(r.samples, 1));
+  r.loss_sum = loss;
   r.loss = loss / n;
   r.accuracy = static_cast<double>(r.correct) / n;
   return r;

@@ -27,6 +27,7 @@ struct DeviceBatch {
 struct EvalResult {
   double loss = 0, accuracy = 0;  // mean cross-entropy and top-1 accuracy
   int64_t correct = 0, samples = 0;
+  double loss_sum = 0;  // summed cross-entropy: loss = loss_sum / samples
 };
 
 /// Calls `fn(host batch, the batch on be's device)` for every sample of `data`, in order,

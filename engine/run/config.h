@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,6 +48,12 @@ enum class ScheduleType { constant, step, cosine };
 enum class BackendChoice { automatic, cpu, cuda, reference };  // "auto" is a C++ keyword
 enum class GradCompression { none, fp16 };
 enum class Pricing { on_demand, spot };
+enum class PruneMethod { none, l1_unstructured, l1_structured, l2_structured, nm };
+enum class PruneScope { global, layer };
+enum class PruneSchedule { one_shot, agp };
+enum class QuantMode { none, ptq_static, ptq_dynamic, qat };
+enum class QuantCalibration { minmax, percentile, entropy, mse };
+enum class WeightGranularity { per_tensor, per_channel };
 
 /// The schema spelling of each choice ("fashion-mnist", "auto", "on-demand", ...).
 std::string_view enum_name(DatasetKind v);
@@ -56,6 +64,24 @@ std::string_view enum_name(ScheduleType v);
 std::string_view enum_name(BackendChoice v);
 std::string_view enum_name(GradCompression v);
 std::string_view enum_name(Pricing v);
+std::string_view enum_name(PruneMethod v);
+std::string_view enum_name(PruneScope v);
+std::string_view enum_name(PruneSchedule v);
+std::string_view enum_name(QuantMode v);
+std::string_view enum_name(QuantCalibration v);
+std::string_view enum_name(WeightGranularity v);
+
+/// The enum value whose enum_name() is the string `v` (validated against the schema's choices);
+/// lathe::Error naming `path` when no value of E spells it (a schema/enum mismatch, not a user error).
+[[noreturn]] void throw_no_enum_value(const char* path, const std::string& text);
+template <class E, int Count>
+E parse_choice(const nlohmann::json& v, const char* path) {
+  const std::string s = v.get<std::string>();
+  for (int i = 0; i < Count; ++i)
+    if (enum_name(static_cast<E>(i)) == s)
+      return static_cast<E>(i);
+  throw_no_enum_value(path, s);
+}
 
 /// The learning rate used when train.optimizer.lr is null: 0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom.
 double default_learning_rate(ModelZoo zoo);
@@ -128,10 +154,17 @@ struct ComputeConfig {
   GradCompression grad_compression = GradCompression::none;
 };
 
-// The compression stages are not implemented yet (issues 5 and 6): their choices stay strings
-// until the stage that interprets them lands.
+/// The typed section of a stage (engine/run/stage.h). The built-in stages' sections are members of
+/// ExperimentConfig below; any other stage keeps its own in ExperimentConfig::stage_configs.
+struct StageConfig {
+  virtual ~StageConfig() = default;
+};
+
+/// prune.* (parsed by the prune stage, stage_prune.cpp).
 struct PruneConfig {
-  std::string method = "none", scope = "global", schedule = "one-shot";
+  PruneMethod method = PruneMethod::none;
+  PruneScope scope = PruneScope::global;
+  PruneSchedule schedule = PruneSchedule::one_shot;
   double ratio = 0.5;
   int64_t finetune_epochs = 1;
   double finetune_lr_scale = 0.25;
@@ -143,6 +176,7 @@ struct PruneConfig {
   int64_t sensitivity_samples = 2000;
 };
 
+/// distill.* (parsed by the distillation stage, stage_distill.cpp).
 struct DistillConfig {
   std::string teacher;  ///< "" = no distillation; zoo:<name>, run:<ref> or a .safetensors path
   double temperature = 4, alpha = 0.7, feature_weight = 0.3;
@@ -153,16 +187,19 @@ struct DistillConfig {
   std::string teacher_cache;  ///< file for the cached teacher outputs ("" = memory only)
 };
 
+/// quant.* (parsed by the quantize stage, stage_quantize.cpp).
 struct QuantConfig {
-  std::string mode = "none", calibration = "minmax", granularity = "per-channel";
+  QuantMode mode = QuantMode::none;
+  QuantCalibration calibration = QuantCalibration::minmax;
+  WeightGranularity granularity = WeightGranularity::per_channel;
   double percentile = 99.99;
   int64_t calib_samples = 512;
   int64_t calib_batch_size = 64;
   double outlier_fraction = 0.05;  // of the calibration set: the highest-loss training images
   bool compare_calibrators = false;
   int64_t qat_epochs = 1;
-  double qat_lr_scale = 0.1;  // QAT learning rate = train.optimizer.lr x this
-  bool mixed_precision = false;     // accuracy-driven: keep sensitive layers in f32
+  double qat_lr_scale = 0.1;       // QAT learning rate = train.optimizer.lr x this
+  bool mixed_precision = false;    // accuracy-driven: keep sensitive layers in f32
   double max_accuracy_drop = 1.0;  // points
 };
 
@@ -204,8 +241,23 @@ struct ExperimentConfig {
   CheckpointConfig checkpoint;
   CostConfig cost;
   OutputConfig output;
+  /// Typed sections of stages that are not members above, keyed by section (Stage::parse sets them).
+  std::map<std::string, std::shared_ptr<const StageConfig>> stage_configs;
   nlohmann::json raw;  ///< the validated JSON (train.optimizer.lr stays null when it was left unset)
 };
+
+[[noreturn]] void throw_missing_stage_config(const std::string& section);
+
+/// The typed section a stage stored under `section` (see stage_configs); lathe::Error when there is
+/// none or it is of another type.
+template <class T>
+const T& stage_config(const ExperimentConfig& cfg, const std::string& section) {
+  const auto it = cfg.stage_configs.find(section);
+  const T* typed = it == cfg.stage_configs.end() ? nullptr : dynamic_cast<const T*>(it->second.get());
+  if (!typed)
+    throw_missing_stage_config(section);
+  return *typed;
+}
 
 /// The typed view of a config. Validates `validated` again (cheap, idempotent), so passing an
 /// unvalidated config throws ConfigError rather than reading garbage.

@@ -1,9 +1,11 @@
-// The typed view of a validated config (parse_experiment), enum spellings, and flatten_config.
+// The typed view of a validated config (parse_experiment; each stage parses its own section), enum
+// spellings, and flatten_config.
 #include <algorithm>
 #include <array>
 
 #include "engine/core/error.h"
 #include "engine/run/config.h"
+#include "engine/run/stage_registry.h"
 
 namespace lathe {
 
@@ -20,23 +22,13 @@ constexpr std::array<std::string_view, 3> kScheduleNames{"constant", "step", "co
 constexpr std::array<std::string_view, 4> kBackendNames{"auto", "cpu", "cuda", "reference"};
 constexpr std::array<std::string_view, 2> kCompressionNames{"none", "fp16"};
 constexpr std::array<std::string_view, 2> kPricingNames{"on-demand", "spot"};
-
-/// prune.exclude: comma-separated node names, spaces around them ignored, empty parts rejected.
-std::vector<std::string> split_prune_exclude(const std::string& text) {
-  std::vector<std::string> out;
-  if (text.find_first_not_of(" ,") == std::string::npos)
-    return out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const size_t b = text.find_first_not_of(' ', at), e = text.find_last_not_of(' ', comma - 1);
-    if (b >= comma || e == std::string::npos || e < b)
-      throw ConfigError("prune.exclude: \"" + text + "\" has an empty name; allowed: node names separated by commas");
-    out.push_back(text.substr(b, e - b + 1));
-    at = comma + 1;
-  }
-  return out;
-}
+constexpr std::array<std::string_view, 5> kPruneMethodNames{"none", "l1-unstructured", "l1-structured", "l2-structured",
+                                                            "nm"};
+constexpr std::array<std::string_view, 2> kPruneScopeNames{"global", "layer"};
+constexpr std::array<std::string_view, 2> kPruneScheduleNames{"one-shot", "agp"};
+constexpr std::array<std::string_view, 4> kQuantModeNames{"none", "ptq-static", "ptq-dynamic", "qat"};
+constexpr std::array<std::string_view, 4> kCalibrationNames{"minmax", "percentile", "entropy", "mse"};
+constexpr std::array<std::string_view, 2> kGranularityNames{"per-tensor", "per-channel"};
 
 template <class E, size_t N>
 E parse_enum(const json& v, const std::array<std::string_view, N>& names, const char* path) {
@@ -72,6 +64,21 @@ std::string_view enum_name(ScheduleType v) { return name_of(static_cast<size_t>(
 std::string_view enum_name(BackendChoice v) { return name_of(static_cast<size_t>(v), kBackendNames); }
 std::string_view enum_name(GradCompression v) { return name_of(static_cast<size_t>(v), kCompressionNames); }
 std::string_view enum_name(Pricing v) { return name_of(static_cast<size_t>(v), kPricingNames); }
+std::string_view enum_name(PruneMethod v) { return name_of(static_cast<size_t>(v), kPruneMethodNames); }
+std::string_view enum_name(PruneScope v) { return name_of(static_cast<size_t>(v), kPruneScopeNames); }
+std::string_view enum_name(PruneSchedule v) { return name_of(static_cast<size_t>(v), kPruneScheduleNames); }
+std::string_view enum_name(QuantMode v) { return name_of(static_cast<size_t>(v), kQuantModeNames); }
+std::string_view enum_name(QuantCalibration v) { return name_of(static_cast<size_t>(v), kCalibrationNames); }
+std::string_view enum_name(WeightGranularity v) { return name_of(static_cast<size_t>(v), kGranularityNames); }
+
+void throw_no_enum_value(const char* path, const std::string& text) {
+  // The schema accepted a choice that has no enum value: a schema/struct mismatch, not a user error.
+  LATHE_FAIL(path, ": choice \"", text, "\" has no C++ enum value");
+}
+
+void throw_missing_stage_config(const std::string& section) {
+  LATHE_FAIL("no typed config of section \"", section, "\": its stage's parse() did not store one");
+}
 
 double default_learning_rate(ModelZoo zoo) {
   switch (zoo) {
@@ -87,126 +94,72 @@ double default_learning_rate(ModelZoo zoo) {
   return 0.01;
 }
 
-ExperimentConfig parse_experiment(const json& validated) {
-  const json j = validate_config(validated);
-  ExperimentConfig c;
-  c.name = j.at("name").get<std::string>();
-  c.seed = j.at("seed").get<uint64_t>();
-  c.description = j.at("description").get<std::string>();
+namespace {
 
-  const json& d = j.at("data");
-  c.data.dataset = parse_enum<DatasetKind>(d.at("dataset"), kDatasetNames, "data.dataset");
-  c.data.path = d.at("path").get<std::string>();
-  c.data.train_images = d.at("train_images").get<std::string>();
-  c.data.train_labels = d.at("train_labels").get<std::string>();
-  c.data.test_images = d.at("test_images").get<std::string>();
-  c.data.test_labels = d.at("test_labels").get<std::string>();
-  c.data.train_subset = d.at("train_subset").get<int64_t>();
-  c.data.test_subset = d.at("test_subset").get<int64_t>();
+void parse_data(const json& d, DataConfig& out) {
+  out.dataset = parse_enum<DatasetKind>(d.at("dataset"), kDatasetNames, "data.dataset");
+  out.path = d.at("path").get<std::string>();
+  out.train_images = d.at("train_images").get<std::string>();
+  out.train_labels = d.at("train_labels").get<std::string>();
+  out.test_images = d.at("test_images").get<std::string>();
+  out.test_labels = d.at("test_labels").get<std::string>();
+  out.train_subset = d.at("train_subset").get<int64_t>();
+  out.test_subset = d.at("test_subset").get<int64_t>();
   const json& a = d.at("augment");
-  c.data.augment.shift_px = a.at("shift_px").get<int>();
-  c.data.augment.hflip = a.at("hflip").get<bool>();
-  c.data.augment.noise_std = a.at("noise_std").get<double>();
-  c.data.augment.strength = a.at("strength").get<double>();
-  c.data.prefetch = d.at("prefetch").get<int>();
+  out.augment.shift_px = a.at("shift_px").get<int>();
+  out.augment.hflip = a.at("hflip").get<bool>();
+  out.augment.noise_std = a.at("noise_std").get<double>();
+  out.augment.strength = a.at("strength").get<double>();
+  out.prefetch = d.at("prefetch").get<int>();
+}
 
-  const json& m = j.at("model");
-  c.model.zoo = parse_enum<ModelZoo>(m.at("zoo"), kZooNames, "model.zoo");
-  c.model.layers = m.at("layers");
-  c.model.init_from = m.at("init_from").get<std::string>();
+void parse_model(const json& m, ModelConfig& out) {
+  out.zoo = parse_enum<ModelZoo>(m.at("zoo"), kZooNames, "model.zoo");
+  out.layers = m.at("layers");
+  out.init_from = m.at("init_from").get<std::string>();
+}
 
-  const json& t = j.at("train");
-  c.train.epochs = t.at("epochs").get<int>();
-  c.train.batch_size = t.at("batch_size").get<int>();
-  c.train.precision = parse_enum<Precision>(t.at("precision"), kPrecisionNames, "train.precision");
+/// train.*; the default learning rate depends on the model (`zoo`).
+void parse_train(const json& t, ModelZoo zoo, TrainConfig& out) {
+  out.epochs = t.at("epochs").get<int>();
+  out.batch_size = t.at("batch_size").get<int>();
+  out.precision = parse_enum<Precision>(t.at("precision"), kPrecisionNames, "train.precision");
   const json& ls = t.at("loss_scale");
-  c.train.loss_scale.init = ls.at("init").get<double>();
-  c.train.loss_scale.growth_factor = ls.at("growth_factor").get<double>();
-  c.train.loss_scale.backoff_factor = ls.at("backoff_factor").get<double>();
-  c.train.loss_scale.growth_interval = ls.at("growth_interval").get<int64_t>();
+  out.loss_scale.init = ls.at("init").get<double>();
+  out.loss_scale.growth_factor = ls.at("growth_factor").get<double>();
+  out.loss_scale.backoff_factor = ls.at("backoff_factor").get<double>();
+  out.loss_scale.growth_interval = ls.at("growth_interval").get<int64_t>();
   const json& o = t.at("optimizer");
-  c.train.optimizer.type = parse_enum<OptimizerType>(o.at("type"), kOptimizerNames, "train.optimizer.type");
-  c.train.optimizer.lr_is_default = o.at("lr").is_null();
-  c.train.optimizer.lr = o.at("lr").is_null() ? default_learning_rate(c.model.zoo) : o.at("lr").get<double>();
-  c.train.optimizer.momentum = o.at("momentum").get<double>();
-  c.train.optimizer.weight_decay = o.at("weight_decay").get<double>();
-  c.train.optimizer.nesterov = o.at("nesterov").get<bool>();
-  c.train.optimizer.beta1 = o.at("beta1").get<double>();
-  c.train.optimizer.beta2 = o.at("beta2").get<double>();
-  c.train.optimizer.eps = o.at("eps").get<double>();
+  out.optimizer.type = parse_enum<OptimizerType>(o.at("type"), kOptimizerNames, "train.optimizer.type");
+  out.optimizer.lr_is_default = o.at("lr").is_null();
+  out.optimizer.lr = o.at("lr").is_null() ? default_learning_rate(zoo) : o.at("lr").get<double>();
+  out.optimizer.momentum = o.at("momentum").get<double>();
+  out.optimizer.weight_decay = o.at("weight_decay").get<double>();
+  out.optimizer.nesterov = o.at("nesterov").get<bool>();
+  out.optimizer.beta1 = o.at("beta1").get<double>();
+  out.optimizer.beta2 = o.at("beta2").get<double>();
+  out.optimizer.eps = o.at("eps").get<double>();
   const json& s = t.at("schedule");
-  c.train.schedule.type = parse_enum<ScheduleType>(s.at("type"), kScheduleNames, "train.schedule.type");
-  c.train.schedule.warmup_epochs = s.at("warmup_epochs").get<double>();
-  c.train.schedule.step_epochs = s.at("step_epochs").get<int64_t>();
-  c.train.schedule.gamma = s.at("gamma").get<double>();
-  c.train.schedule.min_lr = s.at("min_lr").get<double>();
-  c.train.grad_accum = t.at("grad_accum").get<int>();
-  c.train.threads = t.at("threads").get<int>();
-  c.train.eval_every = t.at("eval_every").get<int64_t>();
-  c.train.save_model = t.at("save_model").get<bool>();
+  out.schedule.type = parse_enum<ScheduleType>(s.at("type"), kScheduleNames, "train.schedule.type");
+  out.schedule.warmup_epochs = s.at("warmup_epochs").get<double>();
+  out.schedule.step_epochs = s.at("step_epochs").get<int64_t>();
+  out.schedule.gamma = s.at("gamma").get<double>();
+  out.schedule.min_lr = s.at("min_lr").get<double>();
+  out.grad_accum = t.at("grad_accum").get<int>();
+  out.threads = t.at("threads").get<int>();
+  out.eval_every = t.at("eval_every").get<int64_t>();
+  out.save_model = t.at("save_model").get<bool>();
+}
 
-  const json& cp = j.at("compute");
-  c.compute.backend = parse_enum<BackendChoice>(cp.at("backend"), kBackendNames, "compute.backend");
-  c.compute.devices = cp.at("devices").get<int>();
-  c.compute.grad_compression =
+void parse_compute(const json& cp, ComputeConfig& out) {
+  out.backend = parse_enum<BackendChoice>(cp.at("backend"), kBackendNames, "compute.backend");
+  out.devices = cp.at("devices").get<int>();
+  out.grad_compression =
       parse_enum<GradCompression>(cp.at("grad_compression"), kCompressionNames, "compute.grad_compression");
+}
 
-  const json& p = j.at("prune");
-  c.prune.method = p.at("method").get<std::string>();
-  c.prune.ratio = p.at("ratio").get<double>();
-  c.prune.scope = p.at("scope").get<std::string>();
-  c.prune.schedule = p.at("schedule").get<std::string>();
-  c.prune.finetune_epochs = p.at("finetune_epochs").get<int64_t>();
-  c.prune.finetune_lr_scale = p.at("finetune_lr_scale").get<double>();
-  c.prune.exclude = split_prune_exclude(p.at("exclude").get<std::string>());
-  c.prune.nm_n = p.at("nm_n").get<int>();
-  c.prune.nm_m = p.at("nm_m").get<int>();
-  if (c.prune.method == "nm" && c.prune.nm_n > c.prune.nm_m)
-    throw ConfigError("prune.nm_n: " + std::to_string(c.prune.nm_n) + " is larger than prune.nm_m = " +
-                      std::to_string(c.prune.nm_m) + "; allowed: 1 <= nm_n <= nm_m (e.g. 2:4)");
-  const json& agp = p.at("agp");
-  c.prune.agp_initial = agp.at("initial").get<double>();
-  c.prune.agp_start_step = agp.at("start_step").get<int64_t>();
-  c.prune.agp_end_step = agp.at("end_step").get<int64_t>();
-  c.prune.agp_frequency = agp.at("frequency").get<int64_t>();
-  if (c.prune.schedule == "agp" && c.prune.agp_initial > c.prune.ratio)
-    throw ConfigError("prune.agp.initial: " + std::to_string(c.prune.agp_initial) + " is above prune.ratio = " +
-                      std::to_string(c.prune.ratio) + " (the final sparsity); allowed: 0 <= initial <= ratio");
-  if (c.prune.agp_end_step > 0 && c.prune.agp_end_step <= c.prune.agp_start_step)
-    throw ConfigError("prune.agp.end_step: " + std::to_string(c.prune.agp_end_step) +
-                      " must be after prune.agp.start_step = " + std::to_string(c.prune.agp_start_step) +
-                      " (or 0 = half the fine-tuning steps)");
-  c.prune.sensitivity = p.at("sensitivity").get<bool>();
-  c.prune.sensitivity_samples = p.at("sensitivity_samples").get<int64_t>();
-  c.prune.sensitivity_pick = p.at("sensitivity_pick").get<bool>();
-  if (c.prune.sensitivity_pick && !c.prune.sensitivity)
-    throw ConfigError("prune.sensitivity_pick: true needs prune.sensitivity = true (the curves it picks from)");
-
-  const json& ds = j.at("distill");
-  c.distill.teacher = ds.at("teacher").get<std::string>();
-  c.distill.temperature = ds.at("temperature").get<double>();
-  c.distill.alpha = ds.at("alpha").get<double>();
-  c.distill.feature_weight = ds.at("feature_weight").get<double>();
-  c.distill.feature_pairs = ds.at("feature_pairs").get<std::string>();
-  c.distill.teacher_epochs = ds.at("teacher_epochs").get<int>();
-  c.distill.student_augment_factor = ds.at("student_augment_factor").get<double>();
-  c.distill.cache_teacher = ds.at("cache_teacher").get<bool>();
-  c.distill.teacher_cache = ds.at("teacher_cache").get<std::string>();
-
-  const json& q = j.at("quant");
-  c.quant.mode = q.at("mode").get<std::string>();
-  c.quant.calibration = q.at("calibration").get<std::string>();
-  c.quant.percentile = q.at("percentile").get<double>();
-  c.quant.granularity = q.at("granularity").get<std::string>();
-  c.quant.calib_samples = q.at("calib_samples").get<int64_t>();
-  c.quant.calib_batch_size = q.at("calib_batch_size").get<int64_t>();
-  c.quant.outlier_fraction = q.at("outlier_fraction").get<double>();
-  c.quant.compare_calibrators = q.at("compare_calibrators").get<bool>();
-  c.quant.qat_epochs = q.at("qat_epochs").get<int64_t>();
-  c.quant.qat_lr_scale = q.at("qat_lr_scale").get<double>();
-  c.quant.mixed_precision = q.at("mixed_precision").get<bool>();
-  c.quant.max_accuracy_drop = q.at("max_accuracy_drop").get<double>();
-
+/// checkpoint.*, cost.*, output.*.
+void parse_run_sections(const json& j, ExperimentConfig& c) {
   c.checkpoint.every_min = j.at("checkpoint").at("every_min").get<double>();
   c.checkpoint.every_steps = j.at("checkpoint").at("every_steps").get<int64_t>();
   c.checkpoint.keep = j.at("checkpoint").at("keep").get<int64_t>();
@@ -223,6 +176,24 @@ ExperimentConfig parse_experiment(const json& validated) {
   c.cost.restart_s = cost.at("restart_s").get<double>();
 
   c.output.dir = j.at("output").at("dir").get<std::string>();
+}
+
+}  // namespace
+
+ExperimentConfig parse_experiment(const json& validated) {
+  const json j = validate_config(validated);
+  ExperimentConfig c;
+  c.name = j.at("name").get<std::string>();
+  c.seed = j.at("seed").get<uint64_t>();
+  c.description = j.at("description").get<std::string>();
+  parse_data(j.at("data"), c.data);
+  parse_model(j.at("model"), c.model);
+  parse_train(j.at("train"), c.model.zoo, c.train);
+  parse_compute(j.at("compute"), c.compute);
+  // Each stage parses its own section (prune, distill, quant, ...): engine/run/stage.h.
+  for (const auto& stage : stage_prototypes())
+    stage->parse(j, c);
+  parse_run_sections(j, c);
   c.raw = j;
   return c;
 }

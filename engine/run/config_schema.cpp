@@ -1,6 +1,9 @@
 // The experiment schema table, and the helpers that describe a field to a user or a form.
-// To add a knob: add one row here; validation, --help, flatten_config and the GUI follow from it.
+// To add a knob: add one row here (or, for a stage's section, to its Stage::schema_fields); validation,
+// --help, flatten_config and the GUI follow from it.
 #include "engine/run/config_schema.h"
+
+#include "engine/run/stage_registry.h"
 
 #include <cmath>
 #include <sstream>
@@ -10,54 +13,11 @@ namespace lathe {
 namespace {
 
 using Kind = FieldSpec::Kind;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using namespace schema;
 
 std::string section_of(const std::string& path) {
   const size_t dot = path.find('.');
   return dot == std::string::npos ? "experiment" : path.substr(0, dot);
-}
-
-// Small builders so that each row of the table reads as one line.
-FieldSpec field(std::string path, Kind kind, nlohmann::json def, std::string doc) {
-  FieldSpec f;
-  f.path = std::move(path);
-  f.kind = kind;
-  f.default_value = std::move(def);
-  f.doc = std::move(doc);
-  f.section = section_of(f.path);
-  return f;
-}
-FieldSpec integer(std::string path, int64_t def, double min, double max, std::string doc) {
-  FieldSpec f = field(std::move(path), Kind::integer, def, std::move(doc));
-  f.min = min;
-  f.max = max;
-  return f;
-}
-FieldSpec number(std::string path, nlohmann::json def, double min, double max, std::string doc,
-                 bool min_exclusive = false, bool max_exclusive = false) {
-  FieldSpec f = field(std::move(path), Kind::number, std::move(def), std::move(doc));
-  f.min = min;
-  f.max = max;
-  f.min_exclusive = min_exclusive;
-  f.max_exclusive = max_exclusive;
-  return f;
-}
-FieldSpec boolean(std::string path, bool def, std::string doc) {
-  return field(std::move(path), Kind::boolean, def, std::move(doc));
-}
-FieldSpec string(std::string path, std::string def, std::string doc) {
-  return field(std::move(path), Kind::string, std::move(def), std::move(doc));
-}
-// The default is the first choice unless `def` names another.
-FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def = "") {
-  FieldSpec f = field(std::move(path), Kind::enumeration, def.empty() ? choices.front() : def, std::move(doc));
-  f.choices = std::move(choices);
-  return f;
-}
-FieldSpec unsupported(FieldSpec f, std::string reason) {
-  f.supported = false;
-  f.unsupported_reason = std::move(reason);
-  return f;
 }
 
 std::vector<FieldSpec> build_schema() {
@@ -126,85 +86,10 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(
       unsupported(enumeration("compute.grad_compression", {"none", "fp16"}, "Compress gradients before the all-reduce"),
                   "gradient compression lands with data-parallel training"));
-  // --- prune
-  s.push_back(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
-                          "Pruning after training: l1-unstructured (smallest |w|, stored sparse), l1/l2-structured "
-                          "(removes whole filters/neurons), nm (N:M pattern, e.g. 2:4); none = no pruning stage"));
-  s.push_back(number("prune.ratio", 0.5, 0, 1,
-                     "Fraction removed: of weights (l1-unstructured; AGP's final sparsity), of filters/neurons per "
-                     "layer (l1/l2-structured); nm ignores it (1 - n/m)",
-                     false, true));
-  s.push_back(enumeration("prune.scope", {"global", "layer"},
-                          "Rank weights (or normalised filter norms) across all layers together, or each layer alone"));
-  s.push_back(enumeration("prune.schedule", {"one-shot", "agp"},
-                          "one-shot: prune once, then fine-tune; agp: gradual (Zhu & Gupta cubic) during fine-tuning "
-                          "(l1-unstructured)"));
-  s.push_back(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning (masks stay applied)"));
-  s.push_back(number("prune.finetune_lr_scale", 0.25, 0, 10,
-                     "Fine-tuning learning rate = train.optimizer.lr x this (schedule as train.schedule)", true));
-  s.push_back(string("prune.exclude", "",
-                     "Layers left unpruned: node names, comma-separated (e.g. \"0,9\" for the cnn's first and last)"));
-  s.push_back(integer("prune.nm_n", 2, 1, 64, "N of N:M (method nm): weights kept in each group of M"));
-  s.push_back(integer("prune.nm_m", 4, 1, 64, "M of N:M (method nm): group length along the input dimension"));
-  s.push_back(number("prune.agp.initial", 0, 0, 1, "AGP: sparsity at the first pruning step"));
-  s.push_back(
-      integer("prune.agp.start_step", 0, 0, kInf, "AGP: first pruning step, counted from the fine-tuning start"));
-  s.push_back(integer("prune.agp.end_step", 0, 0, kInf,
-                      "AGP: step where prune.ratio is reached (from the fine-tuning start); 0 = half the "
-                      "fine-tuning steps"));
-  s.push_back(integer("prune.agp.frequency", 50, 1, kInf, "AGP: steps between mask updates"));
-  s.push_back(boolean("prune.sensitivity", false,
-                      "Sensitivity analysis: prune each layer alone at ratios 0.1..0.9 and evaluate "
-                      "(metrics sensitivity/<layer>/accuracy, step = ratio x 100)"));
-  s.push_back(integer("prune.sensitivity_samples", 2000, 0, kInf,
-                      "Test images per sensitivity evaluation (0 = the whole test set)"));
-  s.push_back(boolean("prune.sensitivity_pick", false,
-                      "Use the sensitivity curves to choose per-layer ratios reaching prune.ratio overall "
-                      "(l1-unstructured; needs prune.sensitivity)"));
-  // --- distill
-  s.push_back(string("distill.teacher", "",
-                     "Teacher: zoo:<name> (trained first), run:<run id or name> or a .safetensors file; empty = "
-                     "no distillation"));
-  s.push_back(number("distill.temperature", 4, 0, kInf, "Softmax temperature T of the soft targets", true));
-  s.push_back(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss (1 - alpha: hard labels)"));
-  s.push_back(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching (MSE) loss"));
-  s.push_back(string("distill.feature_pairs", "",
-                     "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only"));
-  s.push_back(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first"));
-  s.push_back(number("distill.student_augment_factor", 1.2, 0, 4,
-                     "Student augmentation strength = data.augment.strength x this (the teacher sees the same "
-                     "images)"));
-  s.push_back(boolean("distill.cache_teacher", true,
-                      "Reuse the teacher's outputs per image across epochs when the student's images are not "
-                      "augmented"));
-  s.push_back(string("distill.teacher_cache", "",
-                     "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory"));
-  // --- quant
-  s.push_back(enumeration("quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
-                          "INT8 quantization after training: static PTQ (activation ranges calibrated once), dynamic "
-                          "(activation ranges per batch at run time, f32 between layers), qat (fake-quantized "
-                          "fine-tuning, then real INT8); none = no "
-                          "quantization stage"));
-  s.push_back(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
-                          "How activation ranges are calibrated (static PTQ)"));
-  s.push_back(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true));
-  s.push_back(
-      enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity", "per-channel"));
-  s.push_back(integer("quant.calib_samples", 512, 1, kInf, "Training images used for calibration"));
-  s.push_back(integer("quant.calib_batch_size", 64, 1, kInf, "Batch size of the calibration passes"));
-  s.push_back(number("quant.outlier_fraction", 0.05, 0, 1,
-                     "Fraction of the calibration set taken from the highest-loss training images"));
-  s.push_back(boolean("quant.compare_calibrators", false,
-                      "Evaluate every calibration method from the same statistics (quant/<method>/test_accuracy)"));
-  s.push_back(integer("quant.qat_epochs", 1, 0, kInf,
-                      "qat: fine-tuning epochs with fake quantization (straight-through estimator), from the PTQ "
-                      "ranges of quant.calibration"));
-  s.push_back(number("quant.qat_lr_scale", 0.1, 0, 10, "qat: learning rate = train.optimizer.lr x this", true));
-  s.push_back(boolean("quant.mixed_precision", false,
-                      "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
-                      "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)"));
-  s.push_back(number("quant.max_accuracy_drop", 1.0, 0, 100,
-                     "Mixed precision goal: test-accuracy points the INT8 model may lose against f32"));
+  // --- the stages' sections, in pipeline order (stage.h)
+  for (const auto& stage : stage_prototypes())
+    for (FieldSpec& f : stage->schema_fields())
+      s.push_back(std::move(f));
   // --- checkpoint
   s.push_back(number("checkpoint.every_min", 30, 0, kInf, "Minutes between checkpoints; 0 = never by time"));
   s.push_back(integer("checkpoint.every_steps", 0, 0, kInf, "Optimizer steps between checkpoints; 0 = never by steps"));
@@ -238,6 +123,50 @@ std::string format_bound(double v) {
 }
 
 }  // namespace
+
+namespace schema {
+FieldSpec field(std::string path, Kind kind, nlohmann::json def, std::string doc) {
+  FieldSpec f;
+  f.path = std::move(path);
+  f.kind = kind;
+  f.default_value = std::move(def);
+  f.doc = std::move(doc);
+  f.section = section_of(f.path);
+  return f;
+}
+FieldSpec integer(std::string path, int64_t def, double min, double max, std::string doc) {
+  FieldSpec f = field(std::move(path), Kind::integer, def, std::move(doc));
+  f.min = min;
+  f.max = max;
+  return f;
+}
+FieldSpec number(std::string path, nlohmann::json def, double min, double max, std::string doc, bool min_exclusive,
+                 bool max_exclusive) {
+  FieldSpec f = field(std::move(path), Kind::number, std::move(def), std::move(doc));
+  f.min = min;
+  f.max = max;
+  f.min_exclusive = min_exclusive;
+  f.max_exclusive = max_exclusive;
+  return f;
+}
+FieldSpec boolean(std::string path, bool def, std::string doc) {
+  return field(std::move(path), Kind::boolean, def, std::move(doc));
+}
+FieldSpec string(std::string path, std::string def, std::string doc) {
+  return field(std::move(path), Kind::string, std::move(def), std::move(doc));
+}
+FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def) {
+  FieldSpec f = field(std::move(path), Kind::enumeration, def.empty() ? choices.front() : def, std::move(doc));
+  f.choices = std::move(choices);
+  return f;
+}
+FieldSpec unsupported(FieldSpec f, std::string reason) {
+  f.supported = false;
+  f.unsupported_reason = std::move(reason);
+  return f;
+}
+
+}  // namespace schema
 
 const std::vector<FieldSpec>& experiment_schema() {
   static const std::vector<FieldSpec> schema = build_schema();

@@ -31,8 +31,23 @@ struct FieldSpec {
   std::string section;             ///< GUI group: "experiment", "data", "model", "train", ...
 };
 
-/// Every field, in the order the GUI and --help show them.
+/// Every field, in the order the GUI and --help show them: the core sections, then each registered
+/// stage's fields (Stage::schema_fields, in pipeline order), then checkpoint, cost and output.
 const std::vector<FieldSpec>& experiment_schema();
+
+/// Builders that make one schema row read as one line (FieldSpec::section = the path's first part).
+namespace schema {
+FieldSpec field(std::string path, FieldSpec::Kind kind, nlohmann::json def, std::string doc);
+FieldSpec integer(std::string path, int64_t def, double min, double max, std::string doc);
+FieldSpec number(std::string path, nlohmann::json def, double min, double max, std::string doc,
+                 bool min_exclusive = false, bool max_exclusive = false);
+FieldSpec boolean(std::string path, bool def, std::string doc);
+FieldSpec string(std::string path, std::string def, std::string doc);
+/// The default is the first choice unless `def` names another.
+FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def = "");
+FieldSpec unsupported(FieldSpec f, std::string reason);
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace schema
 
 /// The field at `path`, or nullptr when there is none.
 const FieldSpec* find_field(const std::string& path);

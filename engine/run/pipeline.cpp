@@ -1,5 +1,6 @@
-// train_phase: the epoch loop with gradient accumulation, hooks, periodic metrics and evaluation,
-// shared by the main training and every fine-tuning phase; plus evaluation and model saving.
+// train_phase: the epoch loop with gradient accumulation, hooks, the communicator's calls, periodic
+// metrics and evaluation, shared by the main training and every fine-tuning phase (a TrainLoop with
+// one method per seam: optimizer step, logging point, epoch end); plus evaluation and model saving.
 #include "engine/run/pipeline.h"
 
 #include <chrono>
@@ -79,206 +80,255 @@ void begin_phase(StageContext& ctx, const std::string& name) {
   ctx.sink.event("phase", {{"phase", name}, {"epochs", 0}, {"first_step", ctx.step}, {"steps", 0}});
 }
 
-PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks) {
-  Backend& be = ctx.be;
-  Model& model = *ctx.model;
-  MetricsSink& sink = ctx.sink;
-  PhaseResult result;
+namespace {
 
-  DataLoader loader(ctx.data.train, phase.loader);
-  const int64_t k = std::max(1, phase.grad_accum);
-  const int64_t steps_per_epoch = std::max<int64_t>(1, loader.batches_per_epoch() / k);
-  const int64_t phase_steps = steps_per_epoch * phase.epochs;
-  LrSchedule schedule = phase.schedule;
-  if (schedule.total_steps <= 1)
-    schedule.total_steps = phase_steps;
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(phase.optimizer);
-  const PhaseResume* resume = phase.resume;
-  if (resume) {
-    LATHE_CHECK(
-        resume->at.phase == phase.name && resume->at.steps_per_epoch == steps_per_epoch && resume->at.grad_accum == k,
-        "resuming phase '", phase.name, "' from a checkpoint of phase '", resume->at.phase, "' with ",
-        resume->at.steps_per_epoch, " steps per epoch and grad_accum ", resume->at.grad_accum,
-        " (this run: ", steps_per_epoch, ", ", k, ")");
-    optimizer->load_state_tensors(be, model.named_params(), resume->optimizer_state, resume->optimizer_steps);
-    ctx.step = resume->at.step;
-  }
-  const int64_t first_step = resume ? resume->at.first_step : ctx.step;
-  const int64_t last_step = first_step + phase_steps;  // the global step the phase ends on
-  ctx.total_steps = std::max(ctx.total_steps, last_step);
-  if (!resume)
-    sink.event("phase", {{"phase", phase.name},
+/// One training phase's loop state and its three seams: one optimizer step, a logging point, the
+/// epoch-end evaluation (train_phase strings them together).
+class TrainLoop {
+ public:
+  TrainLoop(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks)
+      : m_ctx(ctx),
+        m_phase(phase),
+        m_hooks(hooks),
+        m_be(ctx.be),
+        m_model(*ctx.model),
+        m_loader(ctx.data.train, phase.loader),
+        m_k(std::max(1, phase.grad_accum)),
+        m_steps_per_epoch(std::max<int64_t>(1, m_loader.batches_per_epoch() / m_k)),
+        m_phase_steps(m_steps_per_epoch * phase.epochs),
+        m_schedule(phase.schedule),
+        m_optimizer(phase.start.optimizer ? phase.start.optimizer : make_optimizer(phase.optimizer)),
+        m_first_step(ctx.step - (phase.start.epoch * m_steps_per_epoch + phase.start.step_in_epoch)),
+        m_last_step(m_first_step + m_phase_steps),
+        // Training FLOPs per sample: forward + backward-data + backward-weights = 3x forward (the
+        // usual MFU convention; the first layer's unneeded backward-data is counted too).
+        m_train_flops(3.0 * static_cast<double>(m_model.flops_per_sample())),
+        m_params(m_model.named_params()),
+        m_log_every(std::max<int64_t>(1, m_steps_per_epoch / 20)) {
+    if (m_schedule.total_steps <= 1)
+      m_schedule.total_steps = m_phase_steps;
+    ctx.total_steps = std::max(ctx.total_steps, m_last_step);
+    nlohmann::json event{{"phase", phase.name},
                          {"epochs", phase.epochs},
-                         {"first_step", first_step},
-                         {"steps", phase_steps},
-                         {"base_lr", schedule.base_lr}});
-
-  // Training FLOPs per sample: forward + backward-data + backward-weights = 3x forward (the usual
-  // MFU convention; the first layer's unneeded backward-data is counted too).
-  const double train_flops = 3.0 * static_cast<double>(model.flops_per_sample());
-  auto params = model.named_params();
-  std::vector<Tensor> accum;
-  if (k > 1)
-    for (auto& p : params)
-      accum.push_back(be.zeros(p.param->grad.shape(), p.param->grad.dtype()));
-  const int64_t log_every = std::max<int64_t>(1, steps_per_epoch / 20);
-  CpuUtilMeter util;
-  double window_loss = 0, window_train_s = 0;
-  int64_t window_correct = 0, window_samples = 0;
-  Progress& prog = ctx.progress;
-  prog.epochs = phase.epochs;
-  prog.total_steps = ctx.total_steps;
-  Batch batch;
-  DeviceBatch db;
-  Tensor diff_buf;
-  const auto t_phase = Clock::now();
-  const int first_epoch = resume ? resume->at.epoch : 0;
-  if (resume) {
-    window_loss = resume->at.window_loss;
-    window_train_s = resume->at.window_train_s;
-    window_correct = resume->at.window_correct;
-    window_samples = resume->at.window_samples;
-    result.train_seconds = resume->at.train_seconds;
+                         {"first_step", m_first_step},
+                         {"steps", m_phase_steps},
+                         {"base_lr", m_schedule.base_lr}};
+    if (resumed())
+      event["start"] = {{"epoch", phase.start.epoch}, {"step_in_epoch", phase.start.step_in_epoch}};
+    ctx.sink.event("phase", event);
+    if (m_k > 1)
+      for (auto& p : m_params)
+        m_accum.push_back(m_be.zeros(p.param->grad.shape(), p.param->grad.dtype()));
+    Progress& prog = ctx.progress;
+    prog.epochs = phase.epochs;
+    prog.total_steps = ctx.total_steps;
+    // Every rank starts the phase from rank 0's weights.
+    ctx.comm->broadcast_parameters(m_params, 0);
   }
 
-  for (int epoch = first_epoch; epoch < phase.epochs && !result.stopped; ++epoch) {
-    prog.epoch = epoch + 1;
-    const int64_t first_s = resume && epoch == first_epoch ? resume->at.step_in_epoch : 0;
-    loader.start_epoch(epoch, first_s * k);
-    for (int64_t s = first_s; s < steps_per_epoch; ++s) {
-      const auto t_step = Clock::now();
-      const int64_t local = ctx.step - first_step;  // step within the phase, for the LR schedule
-      const double scale = hooks.loss_scale ? hooks.loss_scale() : 1.0;
-      for (int64_t micro = 0; micro < k; ++micro) {
-        if (!loader.next(batch))
+  PhaseResult run() {
+    for (int epoch = m_phase.start.epoch; epoch < m_phase.epochs && !m_result.stopped; ++epoch) {
+      m_ctx.progress.epoch = epoch + 1;
+      // A resumed phase's first epoch starts at its step: the loader prepares the very batches
+      // that come next (its order depends on (seed, epoch) only), none before.
+      int64_t s = epoch == m_phase.start.epoch ? m_phase.start.step_in_epoch : 0;
+      m_loader.start_epoch(epoch, s * m_k);
+      for (; s < m_steps_per_epoch; ++s) {
+        const double lr = optimizer_step();
+        const bool last_of_epoch = s + 1 == m_steps_per_epoch;
+        if ((m_ctx.step - m_first_step) % m_log_every == 0 || last_of_epoch)
+          log_point(lr);
+        report_progress();
+        if (m_hooks.on_step_end)
+          m_hooks.on_step_end({.phase = m_phase.name,
+                               .epoch = epoch,
+                               .step_in_epoch = s + 1,
+                               .steps_per_epoch = m_steps_per_epoch,
+                               .global_step = m_ctx.step,
+                               .phase_step = m_ctx.step - m_first_step,
+                               .optimizer = *m_optimizer,
+                               .schedule = m_schedule});
+        if (m_ctx.stop_requested()) {
+          m_result.stopped = true;
           break;
-        db.load(be, batch);
-        const int64_t b = batch.labels.dim(0);
-        LayerContext lctx{be, true, static_cast<uint64_t>(ctx.step * k + micro)};
-        const double grad_scale = scale / (static_cast<double>(b) * k);
-        const LossResult r = hooks.forward_backward
-                                 ? hooks.forward_backward(model, lctx, db, grad_scale, diff_buf)
-                                 : forward_backward(model, lctx, db.images, db.labels, grad_scale, diff_buf);
-        if (k > 1) {
-          for (size_t i = 0; i < params.size(); ++i) {
-            if (micro == 0)
-              be.copy(params[i].param->grad, accum[i]);
-            else
-              be.axpy(1.0, params[i].param->grad, accum[i]);
-          }
         }
-        window_loss += r.loss_sum;
-        window_correct += r.correct;
-        window_samples += b;
       }
-      if (k > 1)
-        for (size_t i = 0; i < params.size(); ++i)
-          std::swap(params[i].param->grad, accum[i]);
-      const double lr = schedule.at(local);
-      const bool update = !hooks.before_update || hooks.before_update(model, ctx.step);
-      if (update)
-        optimizer->step(be, params, lr);
-      if (k > 1)
-        for (size_t i = 0; i < params.size(); ++i)
-          std::swap(params[i].param->grad, accum[i]);
-      const int64_t done = ctx.step;
-      ++ctx.step;
-      if (hooks.after_update)
-        hooks.after_update(model, *optimizer, done);
-      be.synchronize();
-      const double dt = seconds_since(t_step);
-      window_train_s += dt;
-      result.train_seconds += dt;
-      ++result.steps;
-
-      const int64_t step = ctx.step;
-      const bool last_of_epoch = s + 1 == steps_per_epoch;
-      if ((step - first_step) % log_every == 0 || last_of_epoch) {
-        const double ms = ctx.wall_ms();
-        const double sps = window_samples / std::max(window_train_s, 1e-9);
-        sink.sample("train/loss", step, ms, window_loss / std::max<int64_t>(window_samples, 1));
-        sink.sample("train/accuracy", step, ms,
-                    static_cast<double>(window_correct) / std::max<int64_t>(window_samples, 1));
-        sink.sample("train/samples_per_s", step, ms, sps);
-        sink.sample("train/lr", step, ms, lr);
-        if (be.device().is_cpu()) {
-          sink.sample("device/util", step, ms, util.sample());
-          sink.sample("mem/peak_bytes", step, ms, static_cast<double>(process_peak_rss_bytes()));
-        } else if (auto g = Nvml::instance().sample(be.device().index)) {
-          sink.sample("device/util", step, ms, g->util_percent / 100.0);
-          sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(be.device()).peak_bytes()));
-        }
-        if (ctx.peak_flops_per_s > 0) {
-          // The peak cannot be below what the run achieves (a peak measured on a busy machine):
-          // raise it to the achieved rate, say so once, and never log an MFU above 1.
-          const double achieved = sps * train_flops;
-          if (achieved > ctx.peak_flops_per_s) {
-            sink.event("note",
-                       {{"text", "device/mfu: the run achieved " + std::to_string(achieved / 1e9) +
-                                     " GFLOP/s, above the peak of " + std::to_string(ctx.peak_flops_per_s / 1e9) +
-                                     " GFLOP/s measured at the start (under load?): the peak is raised to it"},
-                        {"kind", "mfu_peak_raised"},
-                        {"peak_flops_per_s", ctx.peak_flops_per_s},
-                        {"achieved_flops_per_s", achieved}});
-            ctx.peak_flops_per_s = achieved;
-          }
-          sink.sample("device/mfu", step, ms, achieved / ctx.peak_flops_per_s);
-        }
-        if (hooks.on_log)
-          hooks.on_log(sink, step, ms);
-        // The run's cost at its very last step is written once, at the end, by run_experiment (a
-        // store keeps the first value written for a step).
-        if (step != last_step)
-          sink.sample("cost/usd", step, ms, ctx.cost_usd_now());
-        prog.train_loss = window_loss / std::max<int64_t>(window_samples, 1);
-        prog.train_accuracy = static_cast<double>(window_correct) / std::max<int64_t>(window_samples, 1);
-        prog.samples_per_s = sps;
-        window_loss = window_train_s = 0;
-        window_correct = window_samples = 0;
-      }
-      prog.step = step;
-      prog.total_steps = ctx.total_steps;
-      prog.elapsed_s = ctx.wall_ms() / 1000.0;
-      prog.eta_s = seconds_since(t_phase) / std::max<int64_t>(1, step - first_step) * (ctx.total_steps - step);
-      if (ctx.options.on_progress)
-        ctx.options.on_progress(prog);
-      if (hooks.on_step_end) {
-        LoopState st;
-        st.phase = phase.name;
-        st.epoch = epoch;
-        st.step_in_epoch = s + 1;
-        st.steps_per_epoch = steps_per_epoch;
-        st.grad_accum = k;
-        st.first_step = first_step;
-        st.step = ctx.step;
-        st.window_loss = window_loss;
-        st.window_train_s = window_train_s;
-        st.window_correct = window_correct;
-        st.window_samples = window_samples;
-        st.train_seconds = result.train_seconds;
-        hooks.on_step_end(st, *optimizer);
-      }
-      if (ctx.stop_requested()) {
-        result.stopped = true;
-        break;
-      }
+      if (!m_result.stopped && ((epoch + 1) % m_phase.eval_every == 0 || epoch + 1 == m_phase.epochs))
+        end_of_epoch(epoch);
     }
-    if (!result.stopped && ((epoch + 1) % phase.eval_every == 0 || epoch + 1 == phase.epochs)) {
-      result.last_eval = evaluate_and_log(ctx);
-      ctx.sink.event("epoch", {{"phase", phase.name},
-                               {"epoch", epoch + 1},
-                               {"step", ctx.step},
-                               {"test_accuracy", result.last_eval.accuracy},
-                               {"test_loss", result.last_eval.loss}});
-      if (hooks.after_eval)
-        hooks.after_eval(result.last_eval, ctx.step);
-    }
+    return m_result;
   }
-  return result;
+
+ private:
+  bool resumed() const { return m_phase.start.epoch > 0 || m_phase.start.step_in_epoch > 0; }
+
+  /// One optimizer step: the micro-batches, the gradient reduction, the hooks and the update.
+  /// Returns the learning rate it used.
+  double optimizer_step() {
+    const auto t_step = Clock::now();
+    const int64_t local = m_ctx.step - m_first_step;  // step within the phase, for the LR schedule
+    const double scale = m_hooks.loss_scale ? m_hooks.loss_scale() : 1.0;
+    for (int64_t micro = 0; micro < m_k; ++micro) {
+      if (!m_loader.next(m_batch))
+        break;
+      m_db.load(m_be, m_batch);
+      const int64_t b = m_batch.labels.dim(0);
+      LayerContext lctx{m_be, true, static_cast<uint64_t>(m_ctx.step * m_k + micro)};
+      const double grad_scale = scale / (static_cast<double>(b) * m_k);
+      const LossResult r = m_hooks.forward_backward
+                               ? m_hooks.forward_backward(m_model, lctx, m_db, grad_scale, m_diff_buf)
+                               : forward_backward(m_model, lctx, m_db.images, m_db.labels, grad_scale, m_diff_buf);
+      if (m_k > 1) {
+        for (size_t i = 0; i < m_params.size(); ++i) {
+          if (micro == 0)
+            m_be.copy(m_params[i].param->grad, m_accum[i]);
+          else
+            m_be.axpy(1.0, m_params[i].param->grad, m_accum[i]);
+        }
+      }
+      m_window_loss += r.loss_sum;
+      m_window_correct += r.correct;
+      m_window_samples += b;
+    }
+    if (m_k > 1)
+      for (size_t i = 0; i < m_params.size(); ++i)
+        std::swap(m_params[i].param->grad, m_accum[i]);
+    // The step's gradients are complete: average them over the ranks before anything reads them.
+    m_ctx.comm->all_reduce_gradients(m_params);
+    const double lr = m_schedule.at(local);
+    const bool update = !m_hooks.before_update || m_hooks.before_update(m_model, m_ctx.step);
+    if (update)
+      m_optimizer->step(m_be, m_params, lr);
+    if (m_k > 1)
+      for (size_t i = 0; i < m_params.size(); ++i)
+        std::swap(m_params[i].param->grad, m_accum[i]);
+    const int64_t done = m_ctx.step;
+    ++m_ctx.step;
+    if (m_hooks.after_update)
+      m_hooks.after_update(m_model, *m_optimizer, done);
+    m_be.synchronize();
+    const double dt = seconds_since(t_step);
+    m_window_train_s += dt;
+    m_result.train_seconds += dt;
+    ++m_result.steps;
+    return lr;
+  }
+
+  /// The train/* and device metrics of the window since the last logging point.
+  void log_point(double lr) {
+    MetricsSink& sink = m_ctx.sink;
+    const int64_t step = m_ctx.step;
+    const double ms = m_ctx.wall_ms();
+    const double sps = m_window_samples / std::max(m_window_train_s, 1e-9);
+    sink.sample("train/loss", step, ms, m_window_loss / std::max<int64_t>(m_window_samples, 1));
+    sink.sample("train/accuracy", step, ms,
+                static_cast<double>(m_window_correct) / std::max<int64_t>(m_window_samples, 1));
+    sink.sample("train/samples_per_s", step, ms, sps);
+    sink.sample("train/lr", step, ms, lr);
+    if (m_be.device().is_cpu()) {
+      sink.sample("device/util", step, ms, m_util.sample());
+      sink.sample("mem/peak_bytes", step, ms, static_cast<double>(process_peak_rss_bytes()));
+    } else if (auto g = Nvml::instance().sample(m_be.device().index)) {
+      sink.sample("device/util", step, ms, g->util_percent / 100.0);
+      sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(m_be.device()).peak_bytes()));
+    }
+    if (m_ctx.peak_flops_per_s > 0) {
+      // The peak cannot be below what the run achieves (a peak measured on a busy machine):
+      // raise it to the achieved rate, say so once, and never log an MFU above 1.
+      const double achieved = sps * m_train_flops;
+      if (achieved > m_ctx.peak_flops_per_s) {
+        sink.event("note", {{"text", "device/mfu: the run achieved " + std::to_string(achieved / 1e9) +
+                                         " GFLOP/s, above the peak of " + std::to_string(m_ctx.peak_flops_per_s / 1e9) +
+                                         " GFLOP/s measured at the start (under load?): the peak is raised to it"},
+                            {"kind", "mfu_peak_raised"},
+                            {"peak_flops_per_s", m_ctx.peak_flops_per_s},
+                            {"achieved_flops_per_s", achieved}});
+        m_ctx.peak_flops_per_s = achieved;
+      }
+      sink.sample("device/mfu", step, ms, achieved / m_ctx.peak_flops_per_s);
+    }
+    if (m_hooks.on_log)
+      m_hooks.on_log(sink, step, ms);
+    // The run's cost at its very last step is written once, at the end, by run_experiment (a
+    // store keeps the first value written for a step).
+    if (step != m_last_step)
+      sink.sample("cost/usd", step, ms, m_ctx.cost_usd_now());
+    Progress& prog = m_ctx.progress;
+    prog.train_loss = m_window_loss / std::max<int64_t>(m_window_samples, 1);
+    prog.train_accuracy = static_cast<double>(m_window_correct) / std::max<int64_t>(m_window_samples, 1);
+    prog.samples_per_s = sps;
+    m_window_loss = m_window_train_s = 0;
+    m_window_correct = m_window_samples = 0;
+  }
+
+  void report_progress() {
+    Progress& prog = m_ctx.progress;
+    const int64_t step = m_ctx.step;
+    prog.step = step;
+    prog.total_steps = m_ctx.total_steps;
+    prog.elapsed_s = m_ctx.wall_ms() / 1000.0;
+    prog.eta_s = seconds_since(m_t_phase) / std::max<int64_t>(1, step - m_first_step) * (m_ctx.total_steps - step);
+    if (m_ctx.options.on_progress)
+      m_ctx.options.on_progress(prog);
+  }
+
+  /// The evaluation after an epoch, its event and the after_eval hook.
+  void end_of_epoch(int epoch) {
+    m_result.last_eval = evaluate_and_log(m_ctx);
+    m_ctx.sink.event("epoch", {{"phase", m_phase.name},
+                               {"epoch", epoch + 1},
+                               {"step", m_ctx.step},
+                               {"test_accuracy", m_result.last_eval.accuracy},
+                               {"test_loss", m_result.last_eval.loss}});
+    if (m_hooks.after_eval)
+      m_hooks.after_eval(m_result.last_eval, m_ctx.step);
+  }
+
+  StageContext& m_ctx;
+  const TrainPhase& m_phase;
+  const TrainHooks& m_hooks;
+  Backend& m_be;
+  Model& m_model;
+  DataLoader m_loader;
+  const int64_t m_k;  ///< micro-batches per optimizer step
+  const int64_t m_steps_per_epoch, m_phase_steps;
+  LrSchedule m_schedule;
+  std::shared_ptr<Optimizer> m_optimizer;
+  const int64_t m_first_step;  ///< the global step the phase started on
+  const int64_t m_last_step;   ///< the global step the phase ends on
+  const double m_train_flops;
+  std::vector<NamedParam> m_params;
+  std::vector<Tensor> m_accum;
+  const int64_t m_log_every;
+  CpuUtilMeter m_util;
+  double m_window_loss = 0, m_window_train_s = 0;
+  int64_t m_window_correct = 0, m_window_samples = 0;
+  Batch m_batch;
+  DeviceBatch m_db;
+  Tensor m_diff_buf;
+  const Clock::time_point m_t_phase = Clock::now();
+  PhaseResult m_result;
+};
+
+}  // namespace
+
+PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks) {
+  TrainLoop loop(ctx, phase, hooks);
+  return loop.run();
 }
 
 EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix) {
-  const EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.data.test, 500);
+  EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.data.test, 500);
+  // Each rank scores its part of the test set; the means come from the sums over the ranks (the
+  // same division evaluate() makes, so one rank's figures are unchanged).
+  double sums[3] = {ev.loss_sum, static_cast<double>(ev.correct), static_cast<double>(ev.samples)};
+  ctx.comm->all_reduce_sum(sums, 3);
+  ev.loss_sum = sums[0];
+  ev.correct = static_cast<int64_t>(sums[1]);
+  ev.samples = static_cast<int64_t>(sums[2]);
+  const double n = static_cast<double>(std::max<int64_t>(ev.samples, 1));
+  ev.loss = ev.loss_sum / n;
+  ev.accuracy = static_cast<double>(ev.correct) / n;
   const double ms = ctx.wall_ms();
   ctx.sink.sample("test/loss", ctx.step, ms, ev.loss);
   ctx.sink.sample("test/accuracy", ctx.step, ms, ev.accuracy);
@@ -292,6 +342,7 @@ EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix) {
 }
 
 int64_t save_model_artifact(StageContext& ctx, const std::string& file, const std::string& kind) {
+  ctx.comm->barrier();
   if (ctx.run_dir.empty())
     return 0;
   const std::string path = ctx.run_dir + "/" + file;

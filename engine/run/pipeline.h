@@ -1,12 +1,13 @@
 // The experiment pipeline's shared pieces: the context every stage works on (train -> distill ->
 // prune + fine-tune -> quantize -> evaluate -> benchmark), the training loop with hooks that the
 // stages use (distillation replaces the loss, pruning masks gradients, the loss scaler skips
-// steps), and the evaluation that logs test metrics. run_experiment (trainer.cpp) builds the
-// context and calls the stages in order.
+// steps), the communicator seam (ctx.comm) and the checkpoint seams (TrainHooks::on_step_end with
+// a TrainLoopState; TrainPhase::start to resume mid-phase), and the evaluation that logs test
+// metrics. run_experiment (trainer.cpp) builds the context and calls the registered stages
+// (stage.h) in their order.
 #pragma once
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/exec/batch_loop.h"
+#include "engine/exec/communicator.h"
 #include "engine/nn/model.h"
 #include "engine/nn/optimizer.h"
 #include "engine/run/config.h"
@@ -41,6 +43,8 @@ struct StageContext {
   bool spot = false;
   std::function<double()> wall_ms;  ///< ms since the run started
   Progress progress;                ///< last progress reported (epoch, accuracy, ...)
+  /// The ranks of a data-parallel run; one process: LocalCommunicator (every call a no-op).
+  std::shared_ptr<Communicator> comm = std::make_shared<LocalCommunicator>();
   /// The run's cost so far at this moment, in dollars.
   double cost_usd_now() const;
 
@@ -52,27 +56,18 @@ struct StageContext {
   int64_t steps_per_epoch(const LoaderOptions& lo) const;
 };
 
-/// Where the training loop stands after an optimizer step: what a checkpoint needs besides the
-/// tensors (weights, optimizer state) to continue the phase exactly (train_checkpoint.h).
-struct LoopState {
-  std::string phase;          ///< TrainPhase::name
+/// Where a training phase stands right after an optimizer step: what a checkpoint records
+/// (TrainHooks::on_step_end). A phase started from (epoch, step_in_epoch) with this optimizer's
+/// state and the same ctx.step continues exactly where this one stood (TrainPhase::start).
+struct TrainLoopState {
+  const std::string& phase;   ///< TrainPhase::name
   int epoch = 0;              ///< 0-based epoch being run
-  int64_t step_in_epoch = 0;  ///< optimizer steps done in that epoch
+  int64_t step_in_epoch = 0;  ///< optimizer steps done in this epoch (1 .. steps_per_epoch)
   int64_t steps_per_epoch = 0;
-  int64_t grad_accum = 1;  ///< micro-batches per step: the loader continues at step_in_epoch x this
-  int64_t first_step = 0;  ///< the phase's first global step (the LR schedule counts from it)
-  int64_t step = 0;        ///< global steps done (ctx.step)
-  // The logging window so far, so the next logged train/loss equals an uninterrupted run's.
-  double window_loss = 0, window_train_s = 0;
-  int64_t window_correct = 0, window_samples = 0;
-  double train_seconds = 0;
-};
-
-/// Where a resumed phase starts: a checkpoint's loop state and optimizer state.
-struct PhaseResume {
-  LoopState at;
-  std::map<std::string, Tensor> optimizer_state;  ///< Optimizer::state_tensors() names
-  int64_t optimizer_steps = 0;
+  int64_t global_step = 0;  ///< ctx.step after this step
+  int64_t phase_step = 0;   ///< optimizer steps done in the phase: the LR schedule's position
+  Optimizer& optimizer;     ///< its state (momentum, Adam moments) is what a checkpoint saves
+  const LrSchedule& schedule;
 };
 
 /// How a stage changes the training loop. Every member is optional.
@@ -95,9 +90,21 @@ struct TrainHooks {
   std::function<void(MetricsSink& sink, int64_t step, double wall_ms)> on_log;
   /// Called after each evaluation of the phase (e.g. the distillation teacher's accuracy once).
   std::function<void(const EvalResult& result, int64_t step)> after_eval;
-  /// After every optimizer step, its metrics and progress, before a requested stop ends the loop:
-  /// checkpoints are written here (train_checkpoint.h).
-  std::function<void(const LoopState& state, Optimizer& optimizer)> on_step_end;
+  /// After every optimizer step, once its metrics and progress are out and before a stop request
+  /// ends the phase: the checkpoint seam (write a checkpoint every N steps / minutes, or on a stop).
+  std::function<void(const TrainLoopState& state)> on_step_end;
+};
+
+/// Where a phase starts: (0, 0) is its beginning. A resumed phase starts at the (epoch,
+/// step_in_epoch) a TrainLoopState recorded, with ctx.step set back to its global_step and the
+/// optimizer restored by the caller: the loader is deterministic by (seed, epoch), so it starts
+/// the epoch at the batch of step_in_epoch, and dropout and augmentation depend on the global step
+/// and the sample only, so the run continues bit for bit.
+struct PhaseStart {
+  int epoch = 0;
+  int64_t step_in_epoch = 0;
+  /// The optimizer to continue with (its state restored); null = a fresh one from TrainPhase::optimizer.
+  std::shared_ptr<Optimizer> optimizer;
 };
 
 /// One training phase: the main training, or a fine-tuning after pruning / QAT.
@@ -109,9 +116,7 @@ struct TrainPhase {
   OptimizerConfig optimizer;  ///< a fresh optimizer is made for the phase
   int grad_accum = 1;
   int64_t eval_every = 1;  ///< evaluate every N epochs and after the last
-  /// Set: continue from a checkpoint of this phase (ctx.step, epoch, batch, optimizer, logging
-  /// window) instead of starting it; no second "phase" event is logged.
-  const PhaseResume* resume = nullptr;
+  PhaseStart start;        ///< (0, 0) = from the beginning; see PhaseStart to resume
 };
 
 struct PhaseResult {
@@ -133,6 +138,10 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o);
 /// Runs the phase on ctx.model: metrics train/loss, train/accuracy, train/samples_per_s, train/lr,
 /// device/util, device/mfu, mem/peak_bytes, cost/usd at ~20 points an epoch, test/loss and
 /// test/accuracy after evaluations; progress to options.on_progress. Advances ctx.step.
+/// The loop, in order: broadcast the parameters (ctx.comm); per optimizer step: the micro-batches
+/// (gradient accumulation), all_reduce_gradients, before_update, the update, after_update, the
+/// metrics at a logging point, progress, on_step_end, the stop check; per epoch (eval_every): the
+/// evaluation, the epoch event, after_eval. phase.start resumes mid-phase (PhaseStart).
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks = {});
 
 /// Says that a phase without training steps starts (prune, calibrate, benchmark): a "phase" event
@@ -140,11 +149,11 @@ PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainH
 void begin_phase(StageContext& ctx, const std::string& name);
 
 /// Evaluates ctx.model on the test set and logs test/loss and test/accuracy at ctx.step (and, with a
-/// non-empty prefix, `<prefix>/test_accuracy` too).
+/// non-empty prefix, `<prefix>/test_accuracy` too). The sums are reduced over the ranks (ctx.comm).
 EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix = "");
 
 /// Saves ctx.model as safetensors at run_dir/<file> and returns its size in bytes (0 when no run
-/// folder is written); logs an artifact event.
+/// folder is written); logs an artifact event. Every rank meets at a barrier first.
 int64_t save_model_artifact(StageContext& ctx, const std::string& file, const std::string& kind);
 
 }  // namespace lathe

@@ -2,9 +2,12 @@
 // augmentation and the TrainHooks that run the Distiller.
 #include "engine/run/stage_distill.h"
 
+#include <algorithm>
+
+#include "engine/core/sha256.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
-#include "engine/core/sha256.h"
+#include "engine/run/stage_registry.h"
 
 namespace lathe {
 
@@ -78,7 +81,7 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
     stage->teacher = build_zoo_model(stage->spec.value);
     stage->teacher->create_params(be, DType::f32, teacher_rng);
   } else {
-    stage->saved = resolve_saved_teacher(stage->spec, options.store_path, cfg.output.dir);
+    stage->saved = resolve_saved_teacher(stage->spec, options.resolve_run, cfg.output.dir);
     stage->teacher = build_model_from_section(stage->saved.model_config, image_shape);
     stage->teacher->create_params(be, DType::f32, teacher_rng);
     load_model_weights(*stage->teacher, be, stage->saved.weights_path);
@@ -139,7 +142,8 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
                       .instance = ctx.instance,
                       .spot = ctx.spot,
                       .wall_ms = ctx.wall_ms,
-                      .progress = {}};
+                      .progress = {},
+                      .comm = ctx.comm};
     const TrainPhase tp = fine_tuning_phase(tctx, "teacher", static_cast<int>(d.teacher_epochs), 1.0);
     tctx.total_steps = ctx.total_steps + tctx.steps_per_epoch(tp.loader) * tp.epochs;
     train_phase(tctx, tp, {});
@@ -222,5 +226,106 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
     }
   };
 }
+
+namespace {
+
+/// The distillation stage (stage.h): section distill, attached to the main training. Its mid-run
+/// state is the feature projections' weights (trained with the student, not saved with it).
+class DistillStageAdapter final : public Stage {
+ public:
+  std::string section() const override { return "distill"; }
+  int order() const override { return stage_order::distill; }
+
+  std::vector<FieldSpec> schema_fields() const override {
+    using namespace schema;
+    std::vector<FieldSpec> f;
+    f.push_back(string("distill.teacher", "",
+                       "Teacher: zoo:<name> (trained first), run:<run id or name> or a .safetensors file; empty = "
+                       "no distillation"));
+    f.push_back(number("distill.temperature", 4, 0, kInf, "Softmax temperature T of the soft targets", true));
+    f.push_back(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss (1 - alpha: hard labels)"));
+    f.push_back(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching (MSE) loss"));
+    f.push_back(string("distill.feature_pairs", "",
+                       "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only"));
+    f.push_back(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first"));
+    f.push_back(number("distill.student_augment_factor", 1.2, 0, 4,
+                       "Student augmentation strength = data.augment.strength x this (the teacher sees the same "
+                       "images)"));
+    f.push_back(boolean("distill.cache_teacher", true,
+                        "Reuse the teacher's outputs per image across epochs when the student's images are not "
+                        "augmented"));
+    f.push_back(string("distill.teacher_cache", "",
+                       "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory"));
+    return f;
+  }
+
+  void parse(const nlohmann::json& j, ExperimentConfig& c) const override {
+    using nlohmann::json;
+    const json& ds = j.at("distill");
+    c.distill.teacher = ds.at("teacher").get<std::string>();
+    c.distill.temperature = ds.at("temperature").get<double>();
+    c.distill.alpha = ds.at("alpha").get<double>();
+    c.distill.feature_weight = ds.at("feature_weight").get<double>();
+    c.distill.feature_pairs = ds.at("feature_pairs").get<std::string>();
+    c.distill.teacher_epochs = ds.at("teacher_epochs").get<int>();
+    c.distill.student_augment_factor = ds.at("student_augment_factor").get<double>();
+    c.distill.cache_teacher = ds.at("cache_teacher").get<bool>();
+    c.distill.teacher_cache = ds.at("teacher_cache").get<std::string>();
+  }
+
+  bool enabled(const ExperimentConfig& cfg) const override { return !cfg.distill.teacher.empty(); }
+
+  void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const override {
+    // The main training becomes the distillation (its phase event still says "train"); a zoo
+    // teacher is trained first, in this run.
+    for (PlannedPhase& p : plan)
+      if (p.name == "train")
+        p.name = "distill";
+    if (cfg.distill.teacher.rfind("zoo:", 0) == 0)
+      plan.insert(plan.begin(), {"teacher", steps_per_epoch * cfg.distill.teacher_epochs});
+  }
+
+  void prepare(const StageSetup& s) override {
+    m_stage = prepare_distill_stage(s.cfg, s.be, s.data, s.model, s.options);
+  }
+
+  void attach(StageContext& ctx, TrainPhase& phase, TrainHooks& hooks) override {
+    if (m_stage)
+      attach_distill_stage(*m_stage, ctx, phase, hooks);
+  }
+
+  StageState save_state() const override {
+    StageState st;
+    if (!m_stage || !m_stage->distiller)
+      return st;
+    nlohmann::json names = nlohmann::json::array();
+    for (const NamedParam& p : m_stage->distiller->projection_params()) {
+      names.push_back(p.name);
+      st.tensors.emplace_back("projection/" + p.name, p.param->value.contiguous_copy());
+    }
+    if (!names.empty())
+      st.json = {{"projections", names}, {"first_step", m_stage->first_step}};
+    return st;
+  }
+
+  void load_state(const StageState& st) override {
+    if (st.json.is_null())
+      return;
+    LATHE_CHECK(m_stage && m_stage->distiller, "distill stage state: load_state before prepare");
+    for (const NamedParam& p : m_stage->distiller->projection_params()) {
+      const std::string key = "projection/" + p.name;
+      const auto it = std::find_if(st.tensors.begin(), st.tensors.end(), [&](const auto& t) { return t.first == key; });
+      LATHE_CHECK(it != st.tensors.end(), "distill stage state: no tensor ", key);
+      it->second.copy_to(p.param->value);
+    }
+  }
+
+ private:
+  std::unique_ptr<DistillStage> m_stage;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> new_distill_stage() { return std::make_unique<DistillStageAdapter>(); }
 
 }  // namespace lathe

@@ -1,8 +1,8 @@
 // The distillation stage: when distill.teacher is set, the main training phase trains the student
 // against a teacher (engine/compress/distill) instead of the labels alone. prepare_distill_stage
-// runs at STAGE-PREPARE (a bad teacher, feature pair or backend fails before anything is written);
-// attach_distill_stage runs at DISTILL-STAGE: it trains a zoo teacher first (its metrics under
-// teacher/*), measures the teacher's test accuracy (distill/teacher_accuracy), makes the student's
+// runs from the stage's prepare() (a bad teacher, feature pair or backend fails before anything is
+// written); attach_distill_stage from its attach(), before the main training: it trains a zoo teacher first (its
+// metrics under teacher/*), measures the teacher's test accuracy (distill/teacher_accuracy), makes the student's
 // augmentation distill.student_augment_factor times stronger (the teacher sees the same, more
 // strongly augmented images: one loader feeds both) and replaces the training step through
 // TrainHooks. Metrics: distill/kd_loss (T^2 KL per sample), distill/feature_loss (MSE per sample,

@@ -1,6 +1,8 @@
 // Mixed-precision training hooks and the native-or-emulated report (see stage_precision.h).
 #include "engine/run/stage_precision.h"
 
+#include "engine/run/stage_registry.h"
+
 #include "engine/nn/matmul_precision.h"
 
 namespace lathe {
@@ -84,5 +86,45 @@ std::unique_ptr<PrecisionStage> attach_precision_stage(StageContext& ctx, TrainH
   };
   return stage;
 }
+
+namespace {
+
+/// The mixed-precision stage (stage.h): train.precision bf16 / f16 on the main training (its knobs
+/// are in the train section, so it declares no fields of its own). Its mid-run state is the f16
+/// loss scaler's.
+class PrecisionStageAdapter final : public Stage {
+ public:
+  std::string section() const override { return "precision"; }
+  int order() const override { return stage_order::precision; }
+  void parse(const nlohmann::json& validated, ExperimentConfig& cfg) const override {}
+  bool enabled(const ExperimentConfig& cfg) const override { return cfg.train.precision != Precision::fp32; }
+  void attach(StageContext& ctx, TrainPhase& phase, TrainHooks& hooks) override {
+    m_stage = attach_precision_stage(ctx, hooks);
+  }
+
+  StageState save_state() const override {
+    StageState st;
+    if (m_stage && m_stage->scaler)
+      st.json = {{"loss_scale", m_stage->scaler->scale()},
+                 {"good_steps_in_a_row", m_stage->scaler->good_steps_in_a_row()},
+                 {"steps_skipped", m_stage->scaler->steps_skipped()}};
+    return st;
+  }
+
+  void load_state(const StageState& st) override {
+    if (st.json.is_null())
+      return;
+    LATHE_CHECK(m_stage && m_stage->scaler, "precision stage state: a loss scale, but no f16 loss scaler attached");
+    m_stage->scaler->restore(st.json.at("loss_scale").get<double>(), st.json.at("good_steps_in_a_row").get<int64_t>(),
+                             st.json.at("steps_skipped").get<int64_t>());
+  }
+
+ private:
+  std::unique_ptr<PrecisionStage> m_stage;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> new_precision_stage() { return std::make_unique<PrecisionStageAdapter>(); }
 
 }  // namespace lathe

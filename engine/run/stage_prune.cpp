@@ -4,6 +4,7 @@
 // and dense vs pruned latency and accuracy side by side.
 #include "engine/run/stage_prune.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -14,12 +15,32 @@
 #include "engine/compress/prune/sparse_model_io.h"
 #include "engine/run/latency.h"
 #include "engine/run/stage_prune_structured.h"
+#include "engine/run/stage_registry.h"
 
 namespace lathe {
 
 namespace {
 
-bool is_structured(const std::string& method) { return method == "l1-structured" || method == "l2-structured"; }
+/// prune.exclude: comma-separated node names, spaces around them ignored, empty parts rejected.
+std::vector<std::string> split_prune_exclude(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.find_first_not_of(" ,") == std::string::npos)
+    return out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const size_t b = text.find_first_not_of(' ', at), e = text.find_last_not_of(' ', comma - 1);
+    if (b >= comma || e == std::string::npos || e < b)
+      throw ConfigError("prune.exclude: \"" + text + "\" has an empty name; allowed: node names separated by commas");
+    out.push_back(text.substr(b, e - b + 1));
+    at = comma + 1;
+  }
+  return out;
+}
+
+bool is_structured(PruneMethod method) {
+  return method == PruneMethod::l1_structured || method == PruneMethod::l2_structured;
+}
 
 std::string layer_of(const std::string& param) { return param.substr(0, param.rfind('.')); }
 
@@ -69,15 +90,10 @@ void mask_all(Model& model, Optimizer* opt, const std::vector<PruneMask>& masks,
   }
 }
 
-struct MaskPlan {
-  std::vector<PruneMask> masks;
-  std::map<std::string, double> picked;  ///< per-layer ratios from the sensitivity pick (empty = none)
-};
-
 std::vector<PruneMask> magnitude_for(StageContext& ctx, const MaskPlan& plan, double sparsity) {
   const PruneConfig& pc = ctx.cfg.prune;
   if (plan.picked.empty())
-    return magnitude_masks(*ctx.model, sparsity, pc.scope == "global", pc.exclude);
+    return magnitude_masks(*ctx.model, sparsity, pc.scope == PruneScope::global, pc.exclude);
   std::map<std::string, double> scaled;
   for (const auto& [layer, r] : plan.picked)
     scaled[layer] = pc.ratio > 0 ? std::min(1.0, r * sparsity / pc.ratio) : 0.0;
@@ -117,10 +133,10 @@ std::map<std::string, double> run_sensitivity(StageContext& ctx, double dense_ac
   return picked;
 }
 
-void run_unstructured(StageContext& ctx) {
+void run_unstructured(StageContext& ctx, PruneRunState& state) {
   const PruneConfig& pc = ctx.cfg.prune;
   Model& model = *ctx.model;
-  const bool nm = pc.method == "nm", agp = !nm && pc.schedule == "agp";
+  const bool nm = pc.method == PruneMethod::nm, agp = !nm && pc.schedule == PruneSchedule::agp;
 
   // ---- the dense baseline, measured in this run ----
   const EvalResult dense = evaluate_and_log(ctx, "dense");
@@ -131,7 +147,7 @@ void run_unstructured(StageContext& ctx) {
   if (ctx.stop_requested())
     return;
 
-  MaskPlan plan;
+  MaskPlan& plan = state.plan;
   if (pc.sensitivity)
     plan.picked = run_sensitivity(ctx, dense.accuracy);
   if (ctx.stop_requested())
@@ -143,8 +159,8 @@ void run_unstructured(StageContext& ctx) {
   else
     plan.masks = magnitude_for(ctx, plan, agp ? pc.agp_initial : pc.ratio);
   mask_all(model, nullptr, plan.masks, false);
-  ctx.sink.event("prune", {{"method", pc.method},
-                           {"schedule", nm ? "one-shot" : pc.schedule},
+  ctx.sink.event("prune", {{"method", std::string(enum_name(pc.method))},
+                           {"schedule", nm ? std::string("one-shot") : std::string(enum_name(pc.schedule))},
                            {"target", nm ? 1.0 - static_cast<double>(pc.nm_n) / pc.nm_m : pc.ratio},
                            {"exclude", pc.exclude},
                            {"layers", plan.masks.size()}});
@@ -156,6 +172,7 @@ void run_unstructured(StageContext& ctx) {
       fine_tuning_phase(ctx, "finetune", static_cast<int>(pc.finetune_epochs), pc.finetune_lr_scale);
   const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
   const int64_t phase_steps = steps_per_epoch * phase.epochs, phase_start = ctx.step;
+  state.finetune_steps_done = 0;
   AgpSchedule schedule;
   if (agp) {
     schedule.initial = pc.agp_initial;
@@ -179,6 +196,7 @@ void run_unstructured(StageContext& ctx) {
     };
     hooks.after_update = [&](Model& m, Optimizer& opt, int64_t step) {
       const int64_t t = step - phase_start + 1;  // optimizer steps done in this phase
+      state.finetune_steps_done = t;
       if (agp && schedule.update_at(t))
         plan.masks = magnitude_for(ctx, plan, schedule.at(t));
       mask_all(m, &opt, plan.masks, false);
@@ -234,33 +252,172 @@ void run_unstructured(StageContext& ctx) {
 
 void prepare_prune_stage(const ExperimentConfig& cfg, Model& model, Backend& backend) {
   const PruneConfig& pc = cfg.prune;
-  if (pc.method == "none" || is_structured(pc.method))
+  if (pc.method == PruneMethod::none || is_structured(pc.method))
     return;  // the structured stage checks its own options
   if (!backend.device().is_cpu())
     throw ConfigError(
-        "prune.method: \"" + pc.method +
+        "prune.method: \"" + std::string(enum_name(pc.method)) +
         "\" runs on the CPU backend in this version (masks and sparse "
         "kernels are host code); allowed: compute.backend = \"cpu\" or \"reference\", or a structured method");
-  if (pc.schedule == "agp" && pc.method == "l1-unstructured" && pc.finetune_epochs < 1)
+  if (pc.schedule == PruneSchedule::agp && pc.method == PruneMethod::l1_unstructured && pc.finetune_epochs < 1)
     throw ConfigError(
         "prune.finetune_epochs: 0 leaves AGP no steps to prune in; allowed: >= 1 with prune.schedule = \"agp\"");
   // Exclusions and N:M shapes are checked by computing the masks once on the untrained weights.
-  if (pc.method == "nm")
+  if (pc.method == PruneMethod::nm)
     nm_masks(model, pc.nm_n, pc.nm_m, pc.exclude);
   else
-    magnitude_masks(model, 0.0, pc.scope == "global", pc.exclude);
+    magnitude_masks(model, 0.0, pc.scope == PruneScope::global, pc.exclude);
 }
 
-void run_prune_stage(StageContext& ctx) {
-  const std::string& method = ctx.cfg.prune.method;
-  if (method == "none")
+void run_prune_stage(StageContext& ctx, PruneRunState* state) {
+  PruneRunState local;
+  const PruneMethod method = ctx.cfg.prune.method;
+  if (method == PruneMethod::none)
     return;
   begin_phase(ctx, "prune");
   if (is_structured(method)) {
     run_structured_prune_stage(ctx);  // stage_prune_structured.cpp
     return;
   }
-  run_unstructured(ctx);
+  run_unstructured(ctx, state ? *state : local);
 }
+
+namespace {
+
+using nlohmann::json;
+
+/// The prune stage (stage.h): section prune, after training. Its mid-run state is the fine-tuning's
+/// masks and the AGP position (optimizer steps done in the fine-tuning).
+class PruneStage final : public Stage {
+ public:
+  std::string section() const override { return "prune"; }
+  int order() const override { return stage_order::prune; }
+
+  std::vector<FieldSpec> schema_fields() const override {
+    using namespace schema;
+    std::vector<FieldSpec> f;
+    f.push_back(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
+                            "Pruning after training: l1-unstructured (smallest |w|, stored sparse), l1/l2-structured "
+                            "(removes whole filters/neurons), nm (N:M pattern, e.g. 2:4); none = no pruning stage"));
+    f.push_back(number("prune.ratio", 0.5, 0, 1,
+                       "Fraction removed: of weights (l1-unstructured; AGP's final sparsity), of filters/neurons per "
+                       "layer (l1/l2-structured); nm ignores it (1 - n/m)",
+                       false, true));
+    f.push_back(
+        enumeration("prune.scope", {"global", "layer"},
+                    "Rank weights (or normalised filter norms) across all layers together, or each layer alone"));
+    f.push_back(enumeration("prune.schedule", {"one-shot", "agp"},
+                            "one-shot: prune once, then fine-tune; agp: gradual (Zhu & Gupta cubic) during fine-tuning "
+                            "(l1-unstructured)"));
+    f.push_back(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning (masks stay applied)"));
+    f.push_back(number("prune.finetune_lr_scale", 0.25, 0, 10,
+                       "Fine-tuning learning rate = train.optimizer.lr x this (schedule as train.schedule)", true));
+    f.push_back(
+        string("prune.exclude", "",
+               "Layers left unpruned: node names, comma-separated (e.g. \"0,9\" for the cnn's first and last)"));
+    f.push_back(integer("prune.nm_n", 2, 1, 64, "N of N:M (method nm): weights kept in each group of M"));
+    f.push_back(integer("prune.nm_m", 4, 1, 64, "M of N:M (method nm): group length along the input dimension"));
+    f.push_back(number("prune.agp.initial", 0, 0, 1, "AGP: sparsity at the first pruning step"));
+    f.push_back(
+        integer("prune.agp.start_step", 0, 0, kInf, "AGP: first pruning step, counted from the fine-tuning start"));
+    f.push_back(integer("prune.agp.end_step", 0, 0, kInf,
+                        "AGP: step where prune.ratio is reached (from the fine-tuning start); 0 = half the "
+                        "fine-tuning steps"));
+    f.push_back(integer("prune.agp.frequency", 50, 1, kInf, "AGP: steps between mask updates"));
+    f.push_back(boolean("prune.sensitivity", false,
+                        "Sensitivity analysis: prune each layer alone at ratios 0.1..0.9 and evaluate "
+                        "(metrics sensitivity/<layer>/accuracy, step = ratio x 100)"));
+    f.push_back(integer("prune.sensitivity_samples", 2000, 0, kInf,
+                        "Test images per sensitivity evaluation (0 = the whole test set)"));
+    f.push_back(boolean("prune.sensitivity_pick", false,
+                        "Use the sensitivity curves to choose per-layer ratios reaching prune.ratio overall "
+                        "(l1-unstructured; needs prune.sensitivity)"));
+    return f;
+  }
+
+  void parse(const json& j, ExperimentConfig& c) const override {
+    const json& p = j.at("prune");
+    c.prune.method = parse_choice<PruneMethod, 5>(p.at("method"), "prune.method");
+    c.prune.ratio = p.at("ratio").get<double>();
+    c.prune.scope = parse_choice<PruneScope, 2>(p.at("scope"), "prune.scope");
+    c.prune.schedule = parse_choice<PruneSchedule, 2>(p.at("schedule"), "prune.schedule");
+    c.prune.finetune_epochs = p.at("finetune_epochs").get<int64_t>();
+    c.prune.finetune_lr_scale = p.at("finetune_lr_scale").get<double>();
+    c.prune.exclude = split_prune_exclude(p.at("exclude").get<std::string>());
+    c.prune.nm_n = p.at("nm_n").get<int>();
+    c.prune.nm_m = p.at("nm_m").get<int>();
+    if (c.prune.method == PruneMethod::nm && c.prune.nm_n > c.prune.nm_m)
+      throw ConfigError("prune.nm_n: " + std::to_string(c.prune.nm_n) + " is larger than prune.nm_m = " +
+                        std::to_string(c.prune.nm_m) + "; allowed: 1 <= nm_n <= nm_m (e.g. 2:4)");
+    const json& agp = p.at("agp");
+    c.prune.agp_initial = agp.at("initial").get<double>();
+    c.prune.agp_start_step = agp.at("start_step").get<int64_t>();
+    c.prune.agp_end_step = agp.at("end_step").get<int64_t>();
+    c.prune.agp_frequency = agp.at("frequency").get<int64_t>();
+    if (c.prune.schedule == PruneSchedule::agp && c.prune.agp_initial > c.prune.ratio)
+      throw ConfigError("prune.agp.initial: " + std::to_string(c.prune.agp_initial) + " is above prune.ratio = " +
+                        std::to_string(c.prune.ratio) + " (the final sparsity); allowed: 0 <= initial <= ratio");
+    if (c.prune.agp_end_step > 0 && c.prune.agp_end_step <= c.prune.agp_start_step)
+      throw ConfigError("prune.agp.end_step: " + std::to_string(c.prune.agp_end_step) +
+                        " must be after prune.agp.start_step = " + std::to_string(c.prune.agp_start_step) +
+                        " (or 0 = half the fine-tuning steps)");
+    c.prune.sensitivity = p.at("sensitivity").get<bool>();
+    c.prune.sensitivity_samples = p.at("sensitivity_samples").get<int64_t>();
+    c.prune.sensitivity_pick = p.at("sensitivity_pick").get<bool>();
+    if (c.prune.sensitivity_pick && !c.prune.sensitivity)
+      throw ConfigError("prune.sensitivity_pick: true needs prune.sensitivity = true (the curves it picks from)");
+  }
+
+  bool enabled(const ExperimentConfig& cfg) const override { return cfg.prune.method != PruneMethod::none; }
+
+  void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const override {
+    plan.push_back({"prune", 0});
+    if (cfg.prune.finetune_epochs > 0)
+      plan.push_back({"finetune", steps_per_epoch * cfg.prune.finetune_epochs});
+    plan.push_back({"benchmark", 0});
+  }
+
+  void prepare(const StageSetup& s) override {
+    prepare_prune_stage(s.cfg, s.model, s.be);
+    prepare_structured_prune_stage(s.cfg, s.model, s.be);
+  }
+
+  void run(StageContext& ctx) override { run_prune_stage(ctx, &m_state); }
+
+  StageState save_state() const override {
+    StageState st;
+    if (m_state.plan.masks.empty())
+      return st;
+    json masks = json::array();
+    for (const PruneMask& m : m_state.plan.masks) {
+      masks.push_back(m.param);
+      st.tensors.emplace_back("mask/" + m.param, m.keep);
+    }
+    st.json = {{"masks", masks}, {"finetune_steps_done", m_state.finetune_steps_done}, {"picked", m_state.plan.picked}};
+    return st;
+  }
+
+  void load_state(const StageState& st) override {
+    m_state = {};
+    if (st.json.is_null())
+      return;
+    for (const auto& name : st.json.at("masks")) {
+      const std::string param = name.get<std::string>();
+      const std::string key = "mask/" + param;
+      const auto it = std::find_if(st.tensors.begin(), st.tensors.end(), [&](const auto& t) { return t.first == key; });
+      LATHE_CHECK(it != st.tensors.end(), "prune stage state: no tensor ", key);
+      m_state.plan.masks.push_back({param, it->second});
+    }
+    m_state.plan.picked = st.json.at("picked").get<std::map<std::string, double>>();
+    m_state.finetune_steps_done = st.json.at("finetune_steps_done").get<int64_t>();
+  }
+
+ private:
+  PruneRunState m_state;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> new_prune_stage() { return std::make_unique<PruneStage>(); }
 
 }  // namespace lathe

@@ -4,9 +4,27 @@
 // l1-structured / l2-structured are handed to the structured stage (stage_prune_structured.h).
 #pragma once
 
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/compress/prune/mask.h"
 #include "engine/run/pipeline.h"
 
 namespace lathe {
+
+/// The masks of an unstructured / N:M prune run.
+struct MaskPlan {
+  std::vector<PruneMask> masks;
+  std::map<std::string, double> picked;  ///< per-layer ratios from the sensitivity pick (empty = none)
+};
+
+/// What the prune stage holds while it runs (its Stage::save_state): the masks applied during the
+/// fine-tuning and the optimizer steps done in it (the AGP schedule's position).
+struct PruneRunState {
+  MaskPlan plan;
+  int64_t finetune_steps_done = 0;
+};
 
 /// Checks the prune config against the model before anything is written: exclusions name prunable
 /// layers, N:M groups fit every pruned layer, AGP has fine-tuning steps to run in, the device can
@@ -14,6 +32,7 @@ namespace lathe {
 void prepare_prune_stage(const ExperimentConfig& cfg, Model& model, Backend& backend);
 
 /// Runs the stage when prune.method != "none"; logs at ctx.step and advances it by the fine-tuning.
-void run_prune_stage(StageContext& ctx);
+/// `state` (optional) receives the masks and the fine-tuning position as they change.
+void run_prune_stage(StageContext& ctx, PruneRunState* state = nullptr);
 
 }  // namespace lathe

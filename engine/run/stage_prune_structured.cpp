@@ -14,26 +14,21 @@ namespace lathe {
 
 StructuredOptions structured_options_from_config(const PruneConfig& pc) {
   StructuredOptions o;
-  if (pc.method == "l1-structured")
+  if (pc.method == PruneMethod::l1_structured)
     o.norm = StructuredNorm::l1;
-  else if (pc.method == "l2-structured")
+  else if (pc.method == PruneMethod::l2_structured)
     o.norm = StructuredNorm::l2;
   else
-    throw ConfigError("prune.method: \"" + pc.method +
+    throw ConfigError("prune.method: \"" + std::string(enum_name(pc.method)) +
                       "\" is not structured pruning; allowed here: l1-structured, l2-structured");
-  if (pc.scope == "global")
-    o.scope = StructuredScope::global;
-  else if (pc.scope == "layer")
-    o.scope = StructuredScope::layer;
-  else
-    throw ConfigError("prune.scope: \"" + pc.scope + "\" is not a scope; allowed: global, layer");
+  o.scope = pc.scope == PruneScope::global ? StructuredScope::global : StructuredScope::layer;
   o.ratio = pc.ratio;
   o.exclude = pc.exclude;
   return o;
 }
 
 void prepare_structured_prune_stage(const ExperimentConfig& cfg, Model& model, Backend& backend) {
-  if (cfg.prune.method != "l1-structured" && cfg.prune.method != "l2-structured")
+  if (cfg.prune.method != PruneMethod::l1_structured && cfg.prune.method != PruneMethod::l2_structured)
     return;
   // A full plan and rebuild on the untrained weights: every check the real run makes, made now.
   prune_structured(model, backend, structured_options_from_config(cfg.prune));
@@ -128,8 +123,8 @@ void run_structured_prune_stage(StageContext& ctx) {
     channels[l.name] = l.channels_after;
     ctx.sink.sample("prune/channels/" + l.name, ctx.step, ctx.wall_ms(), static_cast<double>(l.channels_after));
   }
-  ctx.sink.event("prune", {{"method", pc.method},
-                           {"scope", pc.scope},
+  ctx.sink.event("prune", {{"method", std::string(enum_name(pc.method))},
+                           {"scope", std::string(enum_name(pc.scope))},
                            {"ratio", pc.ratio},
                            {"exclude", pc.exclude},
                            {"residual_groups", "shared ranking: mean of per-producer normalised norms"},

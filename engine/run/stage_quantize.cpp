@@ -12,8 +12,27 @@
 #include "engine/compress/quant/qat.h"
 #include "engine/core/timing.h"
 #include "engine/run/latency.h"
+#include "engine/run/stage_registry.h"
 
 namespace lathe {
+
+namespace {
+
+CalibrationMethod calibration_method_of(QuantCalibration c) {
+  switch (c) {
+    case QuantCalibration::minmax:
+      return CalibrationMethod::minmax;
+    case QuantCalibration::percentile:
+      return CalibrationMethod::percentile;
+    case QuantCalibration::entropy:
+      return CalibrationMethod::entropy;
+    case QuantCalibration::mse:
+      return CalibrationMethod::mse;
+  }
+  return CalibrationMethod::minmax;
+}
+
+}  // namespace
 
 namespace {
 
@@ -137,7 +156,7 @@ Quantized quantize_static(StageContext& ctx, Int8Placement& at, const Int8ModelO
     return out;
 
   // 2. the INT8 model of each method asked for, from the same statistics
-  const CalibrationMethod chosen = calibration_method_from_name(qc.calibration);
+  const CalibrationMethod chosen = calibration_method_of(qc.calibration);
   std::vector<CalibrationMethod> methods{chosen};
   if (qc.compare_calibrators)
     methods = {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
@@ -157,8 +176,9 @@ Quantized quantize_static(StageContext& ctx, Int8Placement& at, const Int8ModelO
       out.eval = ev;
     }
   }
-  ctx.sink.event("quant/calibrator", {{"method", qc.calibration}, {"percentile", qc.percentile}});
-  if (qc.mode != "qat")
+  ctx.sink.event("quant/calibrator",
+                 {{"method", std::string(enum_name(qc.calibration))}, {"percentile", qc.percentile}});
+  if (qc.mode != QuantMode::qat)
     return out;
 
   // 3. QAT: fine-tune with fake quantization where the INT8 plan quantizes, from the PTQ ranges,
@@ -191,7 +211,7 @@ Int8Placement place_int8(StageContext& ctx, const Int8ModelOptions& mo) {
   if (ctx.be.device().is_cpu())
     return at;
   const QuantConfig& qc = ctx.cfg.quant;
-  if (qc.mode == "ptq-dynamic") {
+  if (qc.mode == QuantMode::ptq_dynamic) {
     at.cpu_reason =
         "quant.mode ptq-dynamic: per-batch ranges and the f32 rescale between layers are not on the GPU "
         "INT8 executor";
@@ -226,13 +246,13 @@ Int8Placement place_int8(StageContext& ctx, const Int8ModelOptions& mo) {
 }  // namespace
 
 void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& backend) {
-  const std::string& mode = cfg.quant.mode;
-  if (mode == "none")
+  const QuantMode mode = cfg.quant.mode;
+  if (mode == QuantMode::none)
     return;
   // On a GPU backend, static PTQ runs INT8 on the GPU and ptq-dynamic / mixed precision on a host
   // copy (run_quantize_stage says which in a quant/device event); QAT trains with fake quantization
   // on host tensors only (fake_quant.h).
-  if (!backend.device().is_cpu() && mode == "qat")
+  if (!backend.device().is_cpu() && mode == QuantMode::qat)
     throw ConfigError("quant.mode qat: fake quantization runs on host tensors only; set compute.backend to cpu, got " +
                       backend.name());
   int8_activation_taps(model);  // throws ConfigError naming a node the executor does not cover
@@ -240,7 +260,7 @@ void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& 
 
 void run_quantize_stage(StageContext& ctx) {
   const QuantConfig& qc = ctx.cfg.quant;
-  if (qc.mode == "none" || ctx.stop_requested())
+  if (qc.mode == QuantMode::none || ctx.stop_requested())
     return;
   begin_phase(ctx, "calibrate");
   Model& model = *ctx.model;
@@ -253,13 +273,13 @@ void run_quantize_stage(StageContext& ctx) {
   log("quant/f32_test_accuracy", f32.accuracy);
 
   Int8ModelOptions mo;
-  mo.per_channel_weights = qc.granularity == "per-channel";
-  mo.dynamic_activations = qc.mode == "ptq-dynamic";
+  mo.per_channel_weights = qc.granularity == WeightGranularity::per_channel;
+  mo.dynamic_activations = qc.mode == QuantMode::ptq_dynamic;
   Int8Placement at = place_int8(ctx, mo);
   if (at.on_device)  // the GPU's int8 GEMM is exact with 8-bit weights (the 7-bit rule is oneDNN's on old CPUs)
     mo.weight_range = Int8WeightRange::full;
   Quantized q;
-  if (qc.mode == "ptq-dynamic") {
+  if (qc.mode == QuantMode::ptq_dynamic) {
     // no calibration: ranges from each batch
     q.model = std::make_unique<Int8Model>(*at.model, *at.be, q.acts, mo);
     q.eval = evaluate_int8(*q.model, at, ctx.data.test, 500);
@@ -285,9 +305,9 @@ void run_quantize_stage(StageContext& ctx) {
   log("quant/accuracy_drop", 100.0 * (f32.accuracy - best_eval.accuracy));
   log("quant/weight_bits", best->weight_bits());
   nlohmann::json quant_event{
-      {"mode", qc.mode},
-      {"calibration", qc.calibration},
-      {"granularity", qc.granularity},
+      {"mode", std::string(enum_name(qc.mode))},
+      {"calibration", std::string(enum_name(qc.calibration))},
+      {"granularity", std::string(enum_name(qc.granularity))},
       {"cpu_isa", cpu_int8_isa_name()},
       {"weight_bits", best->weight_bits()},
       {"weight_bits_note", cpu_int8_dot_is_exact() ? "8-bit weights: the CPU has an exact int8 dot product (VNNI)"
@@ -307,7 +327,7 @@ void run_quantize_stage(StageContext& ctx) {
   if (!ctx.run_dir.empty()) {
     f32_bytes = save_model_artifact(ctx, "model_f32.safetensors", "model-f32");
     const std::string path = ctx.run_dir + "/model_int8.safetensors";
-    int8_bytes = best->save(path, {{"lathe_run", ctx.run_id}, {"calibration", qc.calibration}});
+    int8_bytes = best->save(path, {{"lathe_run", ctx.run_id}, {"calibration", std::string(enum_name(qc.calibration))}});
     ctx.sink.event("artifact", {{"kind", "model-int8"}, {"path", path}, {"bytes", int8_bytes}});
   } else {
     f32_bytes = model.param_bytes();
@@ -343,5 +363,79 @@ void run_quantize_stage(StageContext& ctx) {
       log("quant/speedup_b" + std::to_string(b), f->ms_per_batch / q->ms_per_batch);
   }
 }
+
+namespace {
+
+/// The quantize stage (stage.h): section quant, after pruning. Nothing to checkpoint beyond the
+/// model and optimizer: its ranges are recomputed from the calibration set.
+class QuantizeStage final : public Stage {
+ public:
+  std::string section() const override { return "quant"; }
+  int order() const override { return stage_order::quantize; }
+
+  std::vector<FieldSpec> schema_fields() const override {
+    using namespace schema;
+    std::vector<FieldSpec> f;
+    f.push_back(enumeration("quant.mode", {"none", "ptq-static", "ptq-dynamic", "qat"},
+                            "INT8 quantization after training: static PTQ (activation ranges calibrated once), dynamic "
+                            "(activation ranges per batch at run time, f32 between layers), qat (fake-quantized "
+                            "fine-tuning, then real INT8); none = no "
+                            "quantization stage"));
+    f.push_back(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
+                            "How activation ranges are calibrated (static PTQ)"));
+    f.push_back(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true));
+    f.push_back(
+        enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity", "per-channel"));
+    f.push_back(integer("quant.calib_samples", 512, 1, kInf, "Training images used for calibration"));
+    f.push_back(integer("quant.calib_batch_size", 64, 1, kInf, "Batch size of the calibration passes"));
+    f.push_back(number("quant.outlier_fraction", 0.05, 0, 1,
+                       "Fraction of the calibration set taken from the highest-loss training images"));
+    f.push_back(boolean("quant.compare_calibrators", false,
+                        "Evaluate every calibration method from the same statistics (quant/<method>/test_accuracy)"));
+    f.push_back(integer("quant.qat_epochs", 1, 0, kInf,
+                        "qat: fine-tuning epochs with fake quantization (straight-through estimator), from the PTQ "
+                        "ranges of quant.calibration"));
+    f.push_back(number("quant.qat_lr_scale", 0.1, 0, 10, "qat: learning rate = train.optimizer.lr x this", true));
+    f.push_back(boolean("quant.mixed_precision", false,
+                        "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
+                        "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)"));
+    f.push_back(number("quant.max_accuracy_drop", 1.0, 0, 100,
+                       "Mixed precision goal: test-accuracy points the INT8 model may lose against f32"));
+    return f;
+  }
+
+  void parse(const nlohmann::json& j, ExperimentConfig& c) const override {
+    using nlohmann::json;
+    const json& q = j.at("quant");
+    c.quant.mode = parse_choice<QuantMode, 4>(q.at("mode"), "quant.mode");
+    c.quant.calibration = parse_choice<QuantCalibration, 4>(q.at("calibration"), "quant.calibration");
+    c.quant.percentile = q.at("percentile").get<double>();
+    c.quant.granularity = parse_choice<WeightGranularity, 2>(q.at("granularity"), "quant.granularity");
+    c.quant.calib_samples = q.at("calib_samples").get<int64_t>();
+    c.quant.calib_batch_size = q.at("calib_batch_size").get<int64_t>();
+    c.quant.outlier_fraction = q.at("outlier_fraction").get<double>();
+    c.quant.compare_calibrators = q.at("compare_calibrators").get<bool>();
+    c.quant.qat_epochs = q.at("qat_epochs").get<int64_t>();
+    c.quant.qat_lr_scale = q.at("qat_lr_scale").get<double>();
+    c.quant.mixed_precision = q.at("mixed_precision").get<bool>();
+    c.quant.max_accuracy_drop = q.at("max_accuracy_drop").get<double>();
+  }
+
+  bool enabled(const ExperimentConfig& cfg) const override { return cfg.quant.mode != QuantMode::none; }
+
+  void plan(const ExperimentConfig& cfg, int64_t steps_per_epoch, std::vector<PlannedPhase>& plan) const override {
+    plan.push_back({"calibrate", 1});  // run_quantize_stage logs its results one step on
+    if (cfg.quant.mode == QuantMode::qat)
+      plan.push_back({"qat", steps_per_epoch * cfg.quant.qat_epochs + 1});  // + the step of the rebuilt INT8 model
+    plan.push_back({"benchmark", 0});
+  }
+
+  void prepare(const StageSetup& s) override { prepare_quantize_stage(s.cfg, s.model, s.be); }
+  void run(StageContext& ctx) override { run_quantize_stage(ctx); }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> new_quantize_stage() { return std::make_unique<QuantizeStage>(); }
 
 }  // namespace lathe

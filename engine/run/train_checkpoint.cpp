@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/run/stage.h"
 
 namespace lathe {
 
@@ -11,6 +12,7 @@ namespace {
 
 constexpr const char* kModel = "model/";
 constexpr const char* kOptim = "optim/";
+constexpr const char* kStage = "stage/";
 
 Tensor host_copy(Backend& be, const Tensor& t) {
   Tensor h = Tensor::empty(t.shape(), t.dtype());
@@ -18,37 +20,7 @@ Tensor host_copy(Backend& be, const Tensor& t) {
   return h;
 }
 
-nlohmann::json loop_json(const LoopState& l) {
-  return {{"phase", l.phase},
-          {"epoch", l.epoch},
-          {"step_in_epoch", l.step_in_epoch},
-          {"steps_per_epoch", l.steps_per_epoch},
-          {"grad_accum", l.grad_accum},
-          {"first_step", l.first_step},
-          {"step", l.step},
-          {"window_loss", l.window_loss},
-          {"window_train_s", l.window_train_s},
-          {"window_correct", l.window_correct},
-          {"window_samples", l.window_samples},
-          {"train_seconds", l.train_seconds}};
-}
-
-LoopState loop_from(const nlohmann::json& j) {
-  LoopState l;
-  l.phase = j.at("phase").get<std::string>();
-  l.epoch = j.at("epoch").get<int>();
-  l.step_in_epoch = j.at("step_in_epoch").get<int64_t>();
-  l.steps_per_epoch = j.at("steps_per_epoch").get<int64_t>();
-  l.grad_accum = j.at("grad_accum").get<int64_t>();
-  l.first_step = j.at("first_step").get<int64_t>();
-  l.step = j.at("step").get<int64_t>();
-  l.window_loss = j.at("window_loss").get<double>();
-  l.window_train_s = j.at("window_train_s").get<double>();
-  l.window_correct = j.at("window_correct").get<int64_t>();
-  l.window_samples = j.at("window_samples").get<int64_t>();
-  l.train_seconds = j.at("train_seconds").get<double>();
-  return l;
-}
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 }  // namespace
 
@@ -58,62 +30,99 @@ std::string checkpoint_dir(const ExperimentConfig& cfg, const std::string& run_i
   return run_dir.empty() ? "" : run_dir + "/ckpt";
 }
 
-CheckpointData capture_training_state(StageContext& ctx, const LoopState& loop, Optimizer& optimizer,
-                                      const LossScaler* scaler) {
+CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& loop,
+                                      const std::vector<std::unique_ptr<Stage>>& stages) {
   CheckpointData d;
   Model& model = *ctx.model;
   for (const NamedParam& p : model.named_params())
     d.tensors.emplace_back(kModel + p.name, host_copy(ctx.be, p.param->value));
   for (const NamedBuffer& b : model.named_buffers())
     d.tensors.emplace_back(kModel + b.name, host_copy(ctx.be, b.buffer->value));
-  for (auto& [name, t] : optimizer.state_tensors(ctx.be, model.named_params()))
+  for (auto& [name, t] : loop.optimizer.state_tensors(ctx.be, model.named_params()))
     d.tensors.emplace_back(kOptim + name, std::move(t));
-  const int64_t local = loop.step - loop.first_step;
+  nlohmann::json stage_json = nlohmann::json::object();
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    StageState st = stage->save_state();
+    if (st.empty())
+      continue;
+    stage_json[stage->section()] = st.json;
+    for (auto& [name, t] : st.tensors)
+      d.tensors.emplace_back(kStage + stage->section() + "/" + name, std::move(t));
+  }
+  const uint64_t seed = ctx.cfg.seed;
+  const int64_t micro = std::max(1, ctx.cfg.train.grad_accum);
   d.state = {{"run_id", ctx.run_id},
-             {"stage", {{"name", loop.phase}, {"state", nlohmann::json::object()}}},
-             {"loop", loop_json(loop)},
-             {"optimizer", {{"type", optimizer.name()}, {"steps_taken", optimizer.steps_taken()}}},
-             {"lr_schedule", {{"position", local}}},
+             {"phase", loop.phase},
+             {"loop",
+              {{"epoch", loop.epoch},
+               {"step_in_epoch", loop.step_in_epoch},
+               {"steps_per_epoch", loop.steps_per_epoch},
+               {"global_step", loop.global_step},
+               {"phase_step", loop.phase_step}}},
+             {"optimizer", {{"type", loop.optimizer.name()}, {"steps_taken", loop.optimizer.steps_taken()}}},
+             {"lr_schedule", {{"position", loop.phase_step}, {"lr_next", loop.schedule.at(loop.phase_step)}}},
              // Keyed streams (see the header): the seed plus the loop position is the whole state.
              {"rng",
-              {{"seed", ctx.cfg.seed},
-               {"init", {{"seed", ctx.cfg.seed}}},
-               {"shuffle", {{"seed", ctx.cfg.seed}, {"epoch", loop.epoch}}},
-               {"augment",
-                {{"seed", ctx.cfg.seed}, {"epoch", loop.epoch}, {"next_batch", loop.step_in_epoch * loop.grad_accum}}},
-               {"dropout", {{"next_micro_batch", loop.step * loop.grad_accum}}}}},
+              {{"init", {{"seed", seed}}},
+               {"shuffle", {{"seed", seed}, {"epoch", loop.epoch}}},
+               {"augment", {{"seed", seed}, {"epoch", loop.epoch}, {"next_batch", loop.step_in_epoch * micro}}},
+               {"dropout", {{"next_micro_batch", loop.global_step * micro}}}}},
+             {"stages", stage_json},
              {"model", {{"params", model.param_count()}}}};
-  if (scaler)
-    d.state["loss_scaler"] = {{"scale", scaler->scale()},
-                              {"good_steps_in_a_row", scaler->good_steps_in_a_row()},
-                              {"steps_skipped", scaler->steps_skipped()}};
   return d;
 }
 
-std::optional<RestoredTraining> restore_training_state(StageContext& ctx, const std::string& dir, LossScaler* scaler) {
-  std::vector<std::string> skipped;
-  std::optional<LoadedCheckpoint> loaded = load_newest_checkpoint(dir, &skipped);
-  if (!loaded)
-    return std::nullopt;
+void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
+                     const std::vector<std::unique_ptr<Stage>>& stages) {
+  std::vector<std::string> none_valid;
+  std::optional<LoadedCheckpoint> loaded = dir.empty() ? std::nullopt : load_newest_checkpoint(dir, &none_valid);
+  if (!loaded) {
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const std::string& m : none_valid)
+      skipped.push_back(m);
+    ctx.sink.event("resumed", {{"run_id", ctx.run_id},
+                               {"from_step", 0},
+                               {"checkpoint", nullptr},
+                               {"skipped", skipped},
+                               {"text", "no valid checkpoint in " + (dir.empty() ? "(none)" : dir) +
+                                            ": training starts again at step 0"}});
+    ctx.sink.flush();
+    return;
+  }
   const std::string where = "checkpoint " + loaded->info.path;
   const nlohmann::json& st = loaded->data.state;
   if (st.value("run_id", std::string()) != ctx.run_id)
     throw DataError(where + " belongs to run '" + st.value("run_id", std::string()) + "', not '" + ctx.run_id + "'");
-  RestoredTraining out;
-  out.info = loaded->info;
-  out.skipped = std::move(loaded->skipped);
+  int epoch = 0;
+  int64_t step_in_epoch = 0, steps_per_epoch = 0, global_step = 0, optimizer_steps = 0;
   try {
-    out.resume.at = loop_from(st.at("loop"));
-    out.resume.optimizer_steps = st.at("optimizer").at("steps_taken").get<int64_t>();
+    const nlohmann::json& l = st.at("loop");
+    epoch = l.at("epoch").get<int>();
+    step_in_epoch = l.at("step_in_epoch").get<int64_t>();
+    steps_per_epoch = l.at("steps_per_epoch").get<int64_t>();
+    global_step = l.at("global_step").get<int64_t>();
+    optimizer_steps = st.at("optimizer").at("steps_taken").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw DataError(where + ": state.json lacks the loop state (" + e.what() + ")");
   }
-  std::map<std::string, Tensor> model_tensors;
+  if (st.value("phase", std::string()) != phase.name || steps_per_epoch != ctx.steps_per_epoch(phase.loader))
+    throw DataError(where + " is of phase '" + st.value("phase", std::string()) + "' with " +
+                    std::to_string(steps_per_epoch) + " steps per epoch; this run's '" + phase.name + "' has " +
+                    std::to_string(ctx.steps_per_epoch(phase.loader)));
+
+  std::map<std::string, Tensor> model_tensors, optim_tensors;
+  std::map<std::string, StageState> stage_states;
   for (auto& [name, t] : loaded->data.tensors) {
-    if (name.rfind(kModel, 0) == 0)
+    if (starts_with(name, kModel)) {
       model_tensors[name.substr(std::string(kModel).size())] = t;
-    else if (name.rfind(kOptim, 0) == 0)
-      out.resume.optimizer_state[name.substr(std::string(kOptim).size())] = t;
+    } else if (starts_with(name, kOptim)) {
+      optim_tensors[name.substr(std::string(kOptim).size())] = t;
+    } else if (starts_with(name, kStage)) {
+      const std::string rest = name.substr(std::string(kStage).size());
+      const size_t slash = rest.find('/');
+      if (slash != std::string::npos)
+        stage_states[rest.substr(0, slash)].tensors.emplace_back(rest.substr(slash + 1), t);
+    }
   }
   Model& model = *ctx.model;
   auto load = [&](const std::string& name, Tensor& dst) {
@@ -129,19 +138,43 @@ std::optional<RestoredTraining> restore_training_state(StageContext& ctx, const 
     load(p.name, p.param->value);
   for (const NamedBuffer& b : model.named_buffers())
     load(b.name, b.buffer->value);
-  if (scaler && st.contains("loss_scaler")) {
-    const nlohmann::json& ls = st["loss_scaler"];
-    scaler->restore(ls.at("scale").get<double>(), ls.at("good_steps_in_a_row").get<int64_t>(),
-                    ls.at("steps_skipped").get<int64_t>());
+  std::shared_ptr<Optimizer> optimizer = make_optimizer(phase.optimizer);
+  try {
+    optimizer->load_state_tensors(ctx.be, model.named_params(), optim_tensors, optimizer_steps);
+  } catch (const DataError& e) {
+    throw DataError(where + ": " + e.what());
   }
-  return out;
+  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    StageState& s = stage_states[stage->section()];
+    if (stage_json.contains(stage->section()))
+      s.json = stage_json[stage->section()];
+    if (!s.empty())
+      stage->load_state(s);
+  }
+  phase.start.epoch = epoch;
+  phase.start.step_in_epoch = step_in_epoch;
+  phase.start.optimizer = std::move(optimizer);
+  ctx.step = global_step;
+
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const std::string& m : loaded->skipped)
+    skipped.push_back(m);
+  ctx.sink.event("resumed", {{"run_id", ctx.run_id},
+                             {"from_step", global_step},
+                             {"checkpoint", loaded->info.path},
+                             {"epoch", epoch},
+                             {"step_in_epoch", step_in_epoch},
+                             {"skipped", skipped},
+                             {"text", "resumed from the checkpoint of step " + std::to_string(global_step)}});
+  ctx.sink.flush();  // the resume is on record even if this process is killed at once
 }
 
 CheckpointScheduler::CheckpointScheduler(StageContext& ctx, std::string dir, const std::atomic<int>* reason,
-                                         const LossScaler* scaler)
-    : m_ctx(ctx), m_dir(std::move(dir)), m_reason(reason), m_scaler(scaler), m_last_ms(ctx.wall_ms()) {}
+                                         const std::vector<std::unique_ptr<Stage>>& stages)
+    : m_ctx(ctx), m_dir(std::move(dir)), m_reason(reason), m_stages(stages), m_last_ms(ctx.wall_ms()) {}
 
-void CheckpointScheduler::on_step_end(const LoopState& loop, Optimizer& optimizer) {
+void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
   if (m_dir.empty())
     return;
   const CheckpointConfig& c = m_ctx.cfg.checkpoint;
@@ -149,34 +182,36 @@ void CheckpointScheduler::on_step_end(const LoopState& loop, Optimizer& optimize
   const StopReason why = m_reason ? static_cast<StopReason>(m_reason->load()) : StopReason::none;
   const bool emergency =
       !m_emergency && m_ctx.stop_requested() && (why == StopReason::spot_notice || why == StopReason::signal);
-  const bool by_steps = c.every_steps > 0 && loop.step % c.every_steps == 0;
+  const bool by_steps = c.every_steps > 0 && loop.global_step % c.every_steps == 0;
   const bool by_time = c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
   if (!emergency && !by_steps && !by_time)
     return;
+  MetricsSink& sink = m_ctx.sink;
   if (emergency && why == StopReason::spot_notice)
-    m_ctx.sink.event("spot/notice",
-                     {{"step", loop.step}, {"wall_ms", now_ms}, {"text", "spot notice seen by the training loop"}});
+    sink.event("spot/notice",
+               {{"step", loop.global_step}, {"wall_ms", now_ms}, {"text", "spot notice seen by the training loop"}});
   const CheckpointInfo info =
-      write_checkpoint(m_dir, loop.step, capture_training_state(m_ctx, loop, optimizer, m_scaler), c.keep);
+      write_checkpoint(m_dir, loop.global_step, capture_training_state(m_ctx, loop, m_stages), c.keep);
   m_last_ms = m_ctx.wall_ms();
   ++m_written;
-  MetricsSink& sink = m_ctx.sink;
-  sink.sample("ckpt/write_s", loop.step, m_last_ms, info.write_s);
-  sink.sample("ckpt/bytes", loop.step, m_last_ms, static_cast<double>(info.bytes));
+  sink.sample("ckpt/write_s", loop.global_step, m_last_ms, info.write_s);
+  sink.sample("ckpt/bytes", loop.global_step, m_last_ms, static_cast<double>(info.bytes));
   const char* trigger = emergency ? "stop" : by_steps ? "steps" : "time";
-  sink.event("checkpoint", {{"step", loop.step},
+  sink.event("checkpoint", {{"step", loop.global_step},
                             {"path", info.path},
                             {"bytes", info.bytes},
                             {"write_s", info.write_s},
                             {"trigger", trigger},
                             {"epoch", loop.epoch},
                             {"step_in_epoch", loop.step_in_epoch}});
-  sink.event("artifact", {{"kind", "checkpoint"}, {"path", info.path + "/tensors.safetensors"}, {"step", loop.step}});
+  sink.event("artifact",
+             {{"kind", "checkpoint"}, {"path", info.path + "/tensors.safetensors"}, {"step", loop.global_step}});
   if (emergency) {
     m_emergency = true;
-    sink.event(
-        "spot/checkpoint",
-        {{"step", loop.step}, {"reason", stop_reason_name(why)}, {"wall_ms", m_last_ms}, {"write_s", info.write_s}});
+    sink.event("spot/checkpoint", {{"step", loop.global_step},
+                                   {"reason", stop_reason_name(why)},
+                                   {"wall_ms", m_last_ms},
+                                   {"write_s", info.write_s}});
   }
 }
 

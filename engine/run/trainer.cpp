@@ -1,5 +1,6 @@
-// run_experiment: set-up (backend, data, model, prices, peak FLOP/s), then the pipeline's stages in
-// order on one StageContext (pipeline.h): training, the saved model, and the compression stages.
+// run_experiment: set-up (backend, data, model, prices, peak FLOP/s, each stage's prepare), the run
+// folder and sinks, then on one StageContext (pipeline.h): the stages attached to the main training,
+// the training, the saved model, and each stage's run, in the registry's order (stage_registry.h).
 #include "engine/run/trainer.h"
 
 #include <omp.h>
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "engine/backend/backend.h"
 #include "engine/core/timing.h"
@@ -19,11 +21,7 @@
 #include "engine/run/phase_plan.h"
 #include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
-#include "engine/run/stage_distill.h"
-#include "engine/run/stage_precision.h"
-#include "engine/run/stage_prune.h"
-#include "engine/run/stage_prune_structured.h"
-#include "engine/run/stage_quantize.h"
+#include "engine/run/stage_registry.h"
 #include "engine/run/telemetry.h"
 #include "engine/run/train_checkpoint.h"
 
@@ -79,48 +77,60 @@ class SummarySink final : public MetricsSink {
   MetricsSink& m_next;
 };
 
-}  // namespace
-
-RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options) {
-  const auto t_start = Clock::now();
-  const TrainConfig& tc = cfg.train;
-  if (tc.threads > 0)
-    omp_set_num_threads(tc.threads);
-  const int threads = omp_get_max_threads();
-
-  // ---- set-up: everything that can fail on bad input happens before the run folder exists ----
-  std::unique_ptr<Backend> backend = make_backend(std::string(enum_name(cfg.compute.backend)));
-  Backend& be = *backend;
-  TrainTest data = load_data(cfg.data);
-  std::unique_ptr<Model> model = build_model(cfg.model, data.train);
-  Rng init_rng(cfg.seed);
-  model->create_params(be, DType::f32, init_rng);
-  if (!cfg.model.init_from.empty())
-    load_model_weights(*model, be, cfg.model.init_from);
-  const PriceCatalog catalog = PriceCatalog::load(PriceCatalog::default_path());
-  const InstancePrice& instance = catalog.find(cfg.cost.instance);
-  const bool spot = cfg.cost.pricing == Pricing::spot;
-
+/// Everything set up before the run folder exists: what can fail on user input fails here.
+struct RunSetup {
+  int threads = 1;
+  std::unique_ptr<Backend> backend;
+  TrainTest data;
+  std::unique_ptr<Model> model;
+  std::optional<PriceCatalog> catalog;
+  const InstancePrice* instance = nullptr;
+  bool spot = false;
   PeakFlops peak;
+  std::vector<std::unique_ptr<Stage>> stages;  ///< the enabled stages, in pipeline order, prepared
+};
+
+void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s) {
+  if (cfg.train.threads > 0)
+    omp_set_num_threads(cfg.train.threads);
+  s.threads = omp_get_max_threads();
+  s.backend = make_backend(std::string(enum_name(cfg.compute.backend)));
+  Backend& be = *s.backend;
+  s.data = load_data(cfg.data);
+  s.model = build_model(cfg.model, s.data.train);
+  Rng init_rng(cfg.seed);
+  s.model->create_params(be, DType::f32, init_rng);
+  if (!cfg.model.init_from.empty())
+    load_model_weights(*s.model, be, cfg.model.init_from);
+  s.catalog.emplace(PriceCatalog::load(PriceCatalog::default_path()));
+  s.instance = &s.catalog->find(cfg.cost.instance);
+  s.spot = cfg.cost.pricing == Pricing::spot;
+
   if (be.device().is_cpu()) {
-    peak = cpu_peak_flops(threads);
+    s.peak = cpu_peak_flops(s.threads);
   } else {
-    peak.flops_per_s = instance.peak_flops("fp32");
-    peak.how = peak.flops_per_s > 0 ? "datasheet (" + instance.peak_flops_source + ") for " + instance.name
-                                    : "unknown: cost.instance has no datasheet peak; device/mfu not reported";
+    s.peak.flops_per_s = s.instance->peak_flops("fp32");
+    s.peak.how = s.peak.flops_per_s > 0 ? "datasheet (" + s.instance->peak_flops_source + ") for " + s.instance->name
+                                        : "unknown: cost.instance has no datasheet peak; device/mfu not reported";
   }
 
-  // STAGE-PREPARE: stages check their inputs here (teacher files, ...), before anything is written.
-  prepare_prune_stage(cfg, *model, be);
-  prepare_structured_prune_stage(cfg, *model, be);
-  prepare_quantize_stage(cfg, *model, be);
-  std::unique_ptr<DistillStage> distill = prepare_distill_stage(cfg, be, data, *model, options);
+  // Each enabled stage checks its inputs (teacher files, N:M groups, backends) before anything is written.
+  for (std::unique_ptr<Stage>& stage : make_stages())
+    if (stage->enabled(cfg))
+      s.stages.push_back(std::move(stage));
+  const StageSetup setup{cfg, be, s.data, *s.model, options};
+  for (const std::unique_ptr<Stage>& stage : s.stages)
+    stage->prepare(setup);
+}
 
-  RunSummary summary;
-  summary.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
-  summary.backend = be.name();
-  summary.device = be.device_name();
+/// The run folder (config.json, metrics.jsonl) and the sinks every sample goes through.
+struct RunOutputs {
+  std::unique_ptr<JsonlSink> file_sink;
+  FanoutSink fanout;
+  std::unique_ptr<SummarySink> sink;
+};
 
+void open_outputs(const ExperimentConfig& cfg, const RunOptions& options, RunSummary& summary, RunOutputs& out) {
   const bool resuming = !options.resume_run_dir.empty();
   if (resuming) {
     LATHE_CHECK(!options.run_id.empty(), "run_experiment: resuming needs the run id");
@@ -142,127 +152,127 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
       throw;
     }
   }
-  std::unique_ptr<JsonlSink> file_sink;
-  FanoutSink fanout;
   if (options.write_run_dir || resuming) {
-    if (!resuming)
+    if (!resuming)  // a resumed run appends to its metrics.jsonl and keeps its config.json
       write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
-    file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
+    out.file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
     // A full disk under metrics.jsonl: the run goes on (the store has every sample), and the store
     // learns that the file is no longer a complete recovery source.
     if (MetricsSink* store_sink = options.extra_sink)
-      file_sink->on_failure([store_sink](const std::string& message) {
+      out.file_sink->on_failure([store_sink](const std::string& message) {
         store_sink->event("metrics_file_failed", {{"error", message}});
       });
-    fanout.add(file_sink.get());
+    out.fanout.add(out.file_sink.get());
   }
   if (options.extra_sink)
-    fanout.add(options.extra_sink);
-  SummarySink sink(fanout);
+    out.fanout.add(options.extra_sink);
+  out.sink = std::make_unique<SummarySink>(out.fanout);
+}
+
+/// The "started" event (the phase plan, the data, the prices) and the model's size.
+void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, const std::vector<PlannedPhase>& plan) {
+  nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
+  if (out.file_sink)
+    metrics_file = std::filesystem::absolute(out.file_sink->path()).string();
+  const Backend& be = ctx.be;
+  ctx.sink.event("started", {{"run_id", ctx.run_id},
+                             {"metrics_file", metrics_file},
+                             {"name", ctx.cfg.name},
+                             {"run_dir", ctx.run_dir},
+                             {"backend", be.name()},
+                             {"device", be.device_name()},
+                             {"threads", s.threads},
+                             {"model", ctx.model->summary()},
+                             {"train_samples", ctx.data.train.count},
+                             {"test_samples", ctx.data.test.count},
+                             {"dataset", ctx.data.train.source},
+                             {"peak_flops_per_s", s.peak.flops_per_s},
+                             {"peak_flops_how", s.peak.how},
+                             {"instance", s.instance->name},
+                             {"price_usd_per_hour", s.instance->usd_per_hour(s.spot)},
+                             {"price_source", s.spot ? s.instance->spot_source : s.instance->source},
+                             {"price_date", s.instance->price_date},
+                             {"total_steps", planned_steps(plan)},
+                             {"train_steps", ctx.total_steps},
+                             {"plan", plan_json(plan)}});
+  ctx.sink.sample("model/params", 0, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
+  ctx.sink.sample("model/flops_per_sample", 0, ctx.wall_ms(), static_cast<double>(ctx.model->flops_per_sample()));
+}
+
+/// The trained model on disk: model/bytes is the size of the file really written.
+void save_trained_model(StageContext& ctx) {
+  if (ctx.options.write_run_dir && ctx.cfg.train.save_model) {
+    const int64_t bytes = save_model_artifact(ctx, "model.safetensors", "model");
+    ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(bytes));
+  } else {
+    ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_bytes()));
+    ctx.sink.event("note", {{"text", "model/bytes is the f32 parameter size in memory: no model file was written"}});
+  }
+}
+
+}  // namespace
+
+RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options) {
+  const auto t_start = Clock::now();
+  RunSetup setup;
+  set_up(cfg, options, setup);
+  Backend& be = *setup.backend;
+
+  RunSummary summary;
+  summary.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
+  summary.backend = be.name();
+  summary.device = be.device_name();
+  RunOutputs outputs;
+  open_outputs(cfg, options, summary, outputs);
+  SummarySink& sink = *outputs.sink;
 
   StageContext ctx{
       .cfg = cfg,
       .options = options,
       .be = be,
-      .data = data,
-      .model = std::move(model),
+      .data = setup.data,
+      .model = std::move(setup.model),
       .sink = sink,
       .run_id = summary.run_id,
       .run_dir = summary.run_dir,
-      .threads = threads,
-      .peak_flops_per_s = peak.flops_per_s,
-      .instance = &instance,
-      .spot = spot,
+      .threads = setup.threads,
+      .peak_flops_per_s = setup.peak.flops_per_s,
+      .instance = setup.instance,
+      .spot = setup.spot,
       .wall_ms = [t_start, offset = options.resume_wall_ms]() { return offset + seconds_since(t_start) * 1000.0; },
       .progress = {}};
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
   // Every phase's planned steps (phase_plan.h): progress and ETA count the whole pipeline.
-  const std::vector<PlannedPhase> plan = plan_phases(cfg, ctx.steps_per_epoch(phase.loader));
-
-  nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
-  if (file_sink)
-    metrics_file = std::filesystem::absolute(file_sink->path()).string();
+  const bool resuming = !options.resume_run_dir.empty();
   if (!resuming)
-    sink.event("started", {{"run_id", summary.run_id},
-                           {"metrics_file", metrics_file},
-                           {"name", cfg.name},
-                           {"run_dir", summary.run_dir},
-                           {"backend", be.name()},
-                           {"device", be.device_name()},
-                           {"threads", threads},
-                           {"model", ctx.model->summary()},
-                           {"train_samples", data.train.count},
-                           {"test_samples", data.test.count},
-                           {"dataset", data.train.source},
-                           {"peak_flops_per_s", peak.flops_per_s},
-                           {"peak_flops_how", peak.how},
-                           {"instance", instance.name},
-                           {"price_usd_per_hour", instance.usd_per_hour(spot)},
-                           {"price_source", spot ? instance.spot_source : instance.source},
-                           {"price_date", instance.price_date},
-                           {"total_steps", planned_steps(plan)},
-                           {"train_steps", ctx.total_steps},
-                           {"plan", plan_json(plan)}});
-  sink.sample("model/params", 0, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
-  sink.sample("model/flops_per_sample", 0, ctx.wall_ms(), static_cast<double>(ctx.model->flops_per_sample()));
+    log_started(ctx, setup, outputs, plan_phases(cfg, ctx.steps_per_epoch(phase.loader)));
 
-  // ---- stage 1: training (distillation replaces its loss through hooks) ----
+  // ---- the main training, with the hooks of the stages that attach to it ----
   TrainHooks train_hooks;
-  // DISTILL-STAGE: set train_hooks / phase here (engine/run/stage_distill.h).
-  if (distill)
-    attach_distill_stage(*distill, ctx, phase, train_hooks);
-  // PRECISION: combine the mixed-precision hooks here (train.precision).
-  const std::unique_ptr<PrecisionStage> precision = attach_precision_stage(ctx, train_hooks);
-  // CHECKPOINTS: the main training phase is checkpointed and resumed (train_checkpoint.h).
-  LossScaler* scaler = precision ? precision->scaler.get() : nullptr;
+  for (const std::unique_ptr<Stage>& stage : setup.stages)
+    stage->attach(ctx, phase, train_hooks);
+  // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
   const std::string ckpt_dir = checkpoint_dir(cfg, summary.run_id, summary.run_dir);
-  std::optional<RestoredTraining> restored;
-  if (resuming) {
-    restored = ckpt_dir.empty() ? std::nullopt : restore_training_state(ctx, ckpt_dir, scaler);
-    nlohmann::json skipped = nlohmann::json::array();
-    if (restored) {
-      phase.resume = &restored->resume;
-      for (const std::string& m : restored->skipped)
-        skipped.push_back(m);
-    }
-    sink.event("resumed",
-               {{"run_id", summary.run_id},
-                {"from_step", restored ? restored->info.step : 0},
-                {"checkpoint", restored ? nlohmann::json(restored->info.path) : nlohmann::json(nullptr)},
-                {"skipped", skipped},
-                {"text", restored ? "resumed from the checkpoint of step " + std::to_string(restored->info.step)
-                                  : "no valid checkpoint in " + ckpt_dir + ": training restarts at step 0"}});
-    sink.flush();  // the resume is on record even if this process is killed at once
-  }
-  CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, scaler);
-  train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const LoopState& st, Optimizer& o) {
+  if (resuming)
+    resume_training(ctx, ckpt_dir, phase, setup.stages);
+  CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, setup.stages);
+  train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const TrainLoopState& st) {
     if (previous)
-      previous(st, o);
-    checkpoints.on_step_end(st, o);
+      previous(st);
+    checkpoints.on_step_end(st);
   };
   const PhaseResult trained = train_phase(ctx, phase, train_hooks);
   bool stopped = trained.stopped;
-  double train_seconds = trained.train_seconds;
+  save_trained_model(ctx);
 
-  // ---- the trained model on disk: model/bytes is the size of the file really written ----
-  if (options.write_run_dir && tc.save_model) {
-    const int64_t bytes = save_model_artifact(ctx, "model.safetensors", "model");
-    sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(bytes));
-  } else {
-    sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_bytes()));
-    sink.event("note", {{"text", "model/bytes is the f32 parameter size in memory: no model file was written"}});
+  // ---- the stages that run after training, in pipeline order; a stop request skips the rest ----
+  for (const std::unique_ptr<Stage>& stage : setup.stages) {
+    if (stopped || ctx.stop_requested())
+      break;
+    stage->run(ctx);
   }
-
-  // ---- later stages, in pipeline order; each returns early once a stop is requested ----
-  if (!stopped) {
-    // PRUNE-STAGE: prune + fine-tune (engine/run/stage_prune.h).
-    run_prune_stage(ctx);
-    // QUANTIZE-STAGE: INT8 (engine/run/stage_quantize.h).
-    if (!ctx.stop_requested())
-      run_quantize_stage(ctx);
-    stopped = ctx.stop_requested();
-  }
+  stopped = stopped || ctx.stop_requested();
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());
 
   const bool noticed =
@@ -271,7 +281,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.steps = ctx.step;
   summary.elapsed_s = seconds_since(t_start);
   summary.final_metrics = sink.last;
-  summary.final_metrics["train/seconds"] = train_seconds;
+  summary.final_metrics["train/seconds"] = trained.train_seconds;
   sink.event(summary.status, {{"run_id", summary.run_id},
                               {"steps", ctx.step},
                               {"elapsed_s", summary.elapsed_s},

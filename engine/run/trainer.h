@@ -1,6 +1,7 @@
 // The training run: data -> model -> epochs of SGD/AdamW with test evaluation -> saved weights,
 // with every metric sent to a MetricsSink as it is measured. Used by lathe-cli, the tests and the
-// benchmarks; the stages (distill, prune, quantize) are in pipeline.h and stage_*.h.
+// benchmarks. The stages (stage.h) come from the registry (stage_registry.h); the shared loop is in
+// pipeline.h.
 #pragma once
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "engine/core/run_model_ref.h"
 #include "engine/run/config.h"
 #include "engine/run/metrics_sink.h"
 
@@ -30,6 +32,9 @@ struct RunOptions {
   std::function<void(const Progress&)> on_progress;  // called after every optimizer step
   bool write_run_dir = true;                         // false: nothing on disk (tests, benchmarks)
   std::string store_path;                            // the run store lathe-cli records into ("" = none)
+  /// Resolves "run:<ref>" references (distill.teacher) to an earlier run's model file; the engine
+  /// never opens the store itself. Unset: the run folder <output.dir>/<ref>/ is used.
+  RunResolver resolve_run;
   /// Called once set-up has succeeded (config, data, model, prices), just before anything is
   /// written: the place to register the run in the store, so a bad input leaves no trace there.
   std::function<void(const std::string& run_id, const std::string& backend, const std::string& device)> on_start;

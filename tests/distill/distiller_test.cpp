@@ -194,8 +194,26 @@ TEST(DistillParsers, FeaturePairsAndTeacherSpecs) {
   EXPECT_EQ(parse_teacher_spec("/x/model.safetensors").kind, TeacherSpec::Kind::file);
   for (const char* bad : {"zoo:resnet", "run:", "teacher", "model.bin"})
     EXPECT_THROW(parse_teacher_spec(bad), ConfigError) << bad;
-  EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("/nonexistent/model.safetensors"), "", "runs"), DataError);
-  EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("run:nope"), "", "/nonexistent-runs"), DataError);
+  EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("/nonexistent/model.safetensors"), {}, "runs"), DataError);
+  EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("run:nope"), {}, "/nonexistent-runs"), DataError);
+}
+
+TEST(TeacherSource, RunReferencesGoThroughTheCallersResolver) {
+  std::string asked;
+  const RunResolver resolver = [&](const std::string& ref, const std::string& field) {
+    asked = ref + " for " + field;
+    return RunModelFile{"r1", "/somewhere/model.safetensors", R"({"model": {"zoo": "mlp"}, "seed": 4})", "test store"};
+  };
+  const SavedTeacher t = resolve_saved_teacher(parse_teacher_spec("run:abc"), resolver, "/nonexistent-runs");
+  EXPECT_EQ(asked, "abc for distill.teacher");
+  EXPECT_EQ(t.weights_path, "/somewhere/model.safetensors");
+  EXPECT_EQ(t.model_config, nlohmann::json({{"zoo", "mlp"}}));
+  EXPECT_EQ(t.origin, "test store");
+  // A file teacher never asks the resolver.
+  asked.clear();
+  EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("/nonexistent/model.safetensors"), resolver, "runs"),
+               DataError);
+  EXPECT_EQ(asked, "");
 }
 
 }  // namespace

@@ -180,3 +180,22 @@ TEST_F(Cli, HistoryCommandsReadBackRecordedRuns) {
 }
 
 }  // namespace
+
+TEST_F(Cli, RunTeacherReferencesAreResolvedThroughTheStoreByTheCli) {
+  if (!fs::exists(lathe::default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const std::string cfg = write("tiny.json", R"({"name": "teach", "model": {"zoo": "mlp"}, "train": {"epochs": 1},
+                                                 "data": {"train_subset": 256, "test_subset": 200}})");
+  ASSERT_EQ(run_cmd("run " + cfg + " " + out_dir()).code, 0);
+  // The student's runs go to another folder: only the store knows where the teacher's file is.
+  const std::string other = (m_dir / "other").string();
+  const CmdResult r = run_cmd("run " + cfg + " --json --db " + db() + " --set output.dir=" + other +
+                              " --set name=student --set model.zoo=student --set distill.teacher=run:teach");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("store artifact of run"), std::string::npos) << r.out;
+  // Without a store the engine looks only in the run folders of output.dir: not there.
+  const CmdResult none = run_cmd("run " + cfg + " --db " + (m_dir / "no-store.db").string() +
+                                 " --set output.dir=" + other + " --set distill.teacher=run:teach");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("distill.teacher: run 'teach' not found"), std::string::npos) << none.out;
+}

@@ -36,9 +36,9 @@ TEST(GuiRunProgress, PhaseAndEtaOfTheWholePipeline) {
   // 469 steps an epoch: train 1 epoch, prune, fine-tune 1 epoch, benchmark, calibrate (1 step), benchmark.
   ExperimentConfig cfg;
   cfg.train.epochs = 1;
-  cfg.prune.method = "l1-unstructured";
+  cfg.prune.method = PruneMethod::l1_unstructured;
   cfg.prune.finetune_epochs = 1;
-  cfg.quant.mode = "ptq-static";
+  cfg.quant.mode = QuantMode::ptq_static;
   const std::vector<PlannedPhase> plan = plan_phases(cfg, 469);
   ASSERT_EQ(plan.size(), 6u);
   EXPECT_EQ(plan[0].name, "train");

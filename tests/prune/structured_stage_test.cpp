@@ -119,7 +119,7 @@ TEST(StructuredStage, OptionsFromConfig) {
   EXPECT_DOUBLE_EQ(o.ratio, 0.3);
   EXPECT_EQ(o.exclude, (std::vector<std::string>{"0", "4"}));
   PruneConfig p = cfg.prune;
-  p.method = "l1-unstructured";
+  p.method = PruneMethod::l1_unstructured;
   EXPECT_THROW(structured_options_from_config(p), ConfigError);
 }
 

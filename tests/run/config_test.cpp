@@ -393,7 +393,7 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
   EXPECT_EQ(c.compute.devices, 1);
   EXPECT_EQ(c.cost.pricing, Pricing::spot);
   EXPECT_EQ(c.cost.instance, "g4dn.xlarge");
-  EXPECT_EQ(c.prune.method, "none");
+  EXPECT_EQ(c.prune.method, PruneMethod::none);
   EXPECT_EQ(c.quant.calib_samples, 512);
   EXPECT_EQ(c.checkpoint.every_min, 30.0);
   EXPECT_EQ(c.checkpoint.every_steps, 0);
@@ -445,17 +445,17 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
       else if (f.path == "train.precision")
         got = enum_name(c.train.precision);
       else if (f.path == "prune.method")
-        got = c.prune.method;
+        got = enum_name(c.prune.method);
       else if (f.path == "prune.scope")
-        got = c.prune.scope;
+        got = enum_name(c.prune.scope);
       else if (f.path == "prune.schedule")
-        got = c.prune.schedule;
+        got = enum_name(c.prune.schedule);
       else if (f.path == "quant.mode")
-        got = c.quant.mode;
+        got = enum_name(c.quant.mode);
       else if (f.path == "quant.calibration")
-        got = c.quant.calibration;
+        got = enum_name(c.quant.calibration);
       else if (f.path == "quant.granularity")
-        got = c.quant.granularity;
+        got = enum_name(c.quant.granularity);
       else if (f.path == "cost.notice_provider")
         got = c.cost.notice_provider;
       else

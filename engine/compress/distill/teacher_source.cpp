@@ -1,4 +1,5 @@
-// Teacher specs and the resolution of saved teachers through the run store or run folders.
+// Teacher specs and the resolution of saved teachers: files, runs through the caller's resolver (the
+// run store, in lathe-cli) or run folders.
 #include "engine/compress/distill/teacher_source.h"
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include "engine/core/error.h"
 #include "engine/nn/safetensors.h"
 #include "engine/nn/zoo.h"
-#include "engine/store/store.h"
 
 namespace lathe {
 
@@ -78,7 +78,7 @@ TeacherSpec parse_teacher_spec(const std::string& text) {
   return s;
 }
 
-SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const std::string& store_path,
+SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& resolve_run,
                                    const std::string& runs_root) {
   SavedTeacher t;
   if (spec.kind == TeacherSpec::Kind::file) {
@@ -90,30 +90,18 @@ SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const std::string& s
     return t;
   }
   LATHE_CHECK(spec.kind == TeacherSpec::Kind::run, "resolve_saved_teacher: not a run or file teacher");
-  if (!store_path.empty() && fs::exists(store_path)) {
-    Store store = Store::open(store_path);
-    const std::string id = store.resolve_run(spec.value);  // DataError naming the candidates
-    const RunRecord rec = store.run(id);
-    for (const ArtifactRecord& a : store.artifacts(id))
-      if (a.kind == "model")
-        t.weights_path = a.path;
-    // Artifact paths are as the writing run saw them (often relative to its working directory).
-    const fs::path fallback = fs::path(runs_root) / id / "model.safetensors";
-    if ((t.weights_path.empty() || !fs::exists(t.weights_path)) && fs::exists(fallback))
-      t.weights_path = fallback.string();
-    if (t.weights_path.empty() || !fs::exists(t.weights_path))
-      throw DataError("distill.teacher: run " + id + " in " + store_path + " has no model file to load (artifact \"" +
-                      t.weights_path + "\", or " + fallback.string() +
-                      "); was it run with train.save_model = false, or from another working directory?");
-    t.model_config = model_section_of(nlohmann::json::parse(rec.config_json), "run " + id);
-    t.origin = "store artifact of run " + id;
+  if (resolve_run) {
+    const RunModelFile m = resolve_run(spec.value, "distill.teacher");
+    t.weights_path = m.weights_path;
+    t.model_config = model_section_of(nlohmann::json::parse(m.config_json), "run " + m.run_id);
+    t.origin = m.origin;
     return t;
   }
   const fs::path dir = fs::path(runs_root) / spec.value;
   const fs::path weights = dir / "model.safetensors";
   if (!fs::exists(weights))
-    throw DataError("distill.teacher: run '" + spec.value + "' not found: no run store" +
-                    (store_path.empty() ? std::string() : " at " + store_path) + " and no " + weights.string());
+    throw DataError("distill.teacher: run '" + spec.value + "' not found: no run store to look in and no " +
+                    weights.string());
   t.weights_path = weights.string();
   t.model_config = model_section_of(read_json_file((dir / "config.json").string()), dir.string());
   t.origin = "run folder " + dir.string();

@@ -1,7 +1,8 @@
 // Where the distillation teacher comes from (distill.teacher):
 //   "zoo:<name>"   a zoo model trained first, in the same run, for distill.teacher_epochs epochs
 //   "run:<ref>"    the model.safetensors saved by an earlier run (id, unique id prefix or name),
-//                  found through the run store's artifacts, or under <output.dir>/<id>/ without a store
+//                  found by the caller's RunResolver (lathe-cli: the run store's artifacts), or under
+//                  <output.dir>/<id>/ without one
 //   "<path>"       a safetensors file; its architecture from the file's lathe_model metadata (a zoo
 //                  name) or from a config.json next to it (a run folder)
 // The architecture of a saved teacher comes from the saving run's config (model.zoo / model.layers).
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/core/run_model_ref.h"
 #include "engine/nn/model.h"
 
 namespace lathe {
@@ -30,9 +32,10 @@ struct SavedTeacher {
   std::string origin;  ///< how it was found, for the run's events ("store artifact of run X", ...)
 };
 
-/// Resolves a run or file teacher. `store_path` may be "" (no store: run folders under `runs_root`).
-/// Throws ConfigError / DataError naming distill.teacher and what was looked for.
-SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const std::string& store_path,
+/// Resolves a run or file teacher. A run goes through `resolve_run` (the caller's: lathe-cli looks in
+/// the run store); without one, through the run folder <runs_root>/<ref>/. Throws ConfigError /
+/// DataError naming distill.teacher and what was looked for.
+SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& resolve_run,
                                    const std::string& runs_root);
 
 /// Builds (without params) the model a config's model section describes, for `image_shape` {C, H, W}.

@@ -40,7 +40,8 @@ class LossScaler {
 
   int64_t steps_skipped() const { return m_skipped; }
   int64_t good_steps_in_a_row() const { return m_growth_tracker; }
-  /// Puts back a saved scaler's position (checkpoints): scale, good steps in a row, skipped steps.
+
+  /// Puts back what scale(), good_steps_in_a_row() and steps_skipped() said (a checkpoint's state).
   void restore(double scale, int64_t good_steps_in_a_row, int64_t steps_skipped) {
     m_scale = scale;
     m_growth_tracker = good_steps_in_a_row;

@@ -1,0 +1,209 @@
+// The communicator seam and the checkpoint seams of train_phase: the local communicator changes
+// nothing, a counting double sees each call once per step at the right point (broadcast at the
+// phase start, the gradient reduction between the micro-batches and before_update, the evaluation
+// sums, the barrier before a save), on_step_end reports the loop state of every step, and a phase
+// stopped mid-epoch and started again at its (epoch, step in epoch) with the same optimizer ends
+// with the weights of an uninterrupted phase, bit for bit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "engine/nn/zoo.h"
+#include "engine/run/pipeline.h"
+#include "tests/support/quadrant_set.h"
+
+namespace lathe {
+namespace {
+
+struct NullSink final : MetricsSink {
+  int evaluations = 0;
+  void sample(const std::string& metric, int64_t, double, double) override { evaluations += metric == "test/loss"; }
+  void event(const std::string&, const nlohmann::json&) override {}
+};
+
+/// Records the order of its calls (and the hooks' calls the tests add to the same log).
+struct CountingCommunicator final : Communicator {
+  std::vector<std::string>* log = nullptr;
+  int reduce = 0, broadcast = 0, sums = 0, barriers = 0;
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  void all_reduce_gradients(const std::vector<NamedParam>& params) override {
+    ++reduce;
+    log->push_back("reduce");
+  }
+  void broadcast_parameters(const std::vector<NamedParam>&, int root) override {
+    ++broadcast;
+    log->push_back("broadcast" + std::to_string(root));
+  }
+  void all_reduce_sum(double*, int64_t n) override {
+    ++sums;
+    log->push_back("sum" + std::to_string(n));
+  }
+  void barrier() override {
+    ++barriers;
+    log->push_back("barrier");
+  }
+};
+
+ExperimentConfig tiny_config(int grad_accum) {
+  nlohmann::json j = nlohmann::json::object();
+  apply_override(j, "train.batch_size=8");
+  apply_override(j, "train.epochs=2");
+  apply_override(j, "train.optimizer.lr=0.1");
+  apply_override(j, "train.grad_accum=" + std::to_string(grad_accum));
+  return parse_experiment(validate_config(j));
+}
+
+class LoopSeams : public ::testing::Test {
+ protected:
+  void make_context(int grad_accum = 1) {
+    cfg = tiny_config(grad_accum);
+    backend = make_backend("reference");
+    data.train = test::quadrant_set(64, 1);
+    data.test = test::quadrant_set(32, 2);
+    auto model =
+        build_model_from_layers(nlohmann::json::parse(R"([{"type":"flatten"},{"type":"linear","out":4}])"), {1, 8, 8});
+    Rng rng(3);
+    model->create_params(*backend, DType::f32, rng);
+    options.stop = &stop;
+    ctx = std::make_unique<StageContext>(StageContext{cfg, options, *backend, data, std::move(model), sink});
+    ctx->wall_ms = [] { return 0.0; };
+  }
+  std::vector<float> weights() const {
+    std::vector<float> w;
+    for (auto& p : ctx->model->named_params()) {
+      const Tensor& t = p.param->value;
+      w.insert(w.end(), t.data<float>(), t.data<float>() + t.numel());
+    }
+    return w;
+  }
+
+  ExperimentConfig cfg;
+  RunOptions options;
+  std::atomic<bool> stop{false};
+  std::unique_ptr<Backend> backend;
+  TrainTest data;
+  NullSink sink;
+  std::unique_ptr<StageContext> ctx;
+};
+
+TEST(LocalCommunicator, IsRankZeroOfOneAndChangesNothing) {
+  LocalCommunicator c;
+  EXPECT_EQ(c.rank(), 0);
+  EXPECT_EQ(c.world_size(), 1);
+  double v[3] = {1.5, -2, 7};
+  c.all_reduce_sum(v, 3);
+  EXPECT_EQ(v[0], 1.5);
+  EXPECT_EQ(v[1], -2);
+  EXPECT_EQ(v[2], 7);
+  auto be = make_backend("reference");
+  auto model =
+      build_model_from_layers(nlohmann::json::parse(R"([{"type":"flatten"},{"type":"linear","out":3}])"), {1, 2, 2});
+  Rng rng(5);
+  model->create_params(*be, DType::f32, rng);
+  auto params = model->named_params();
+  params[0].param->grad.set({1, 2}, 0.25);
+  const double w = params[0].param->value.get({1, 2});
+  c.all_reduce_gradients(params);
+  c.broadcast_parameters(params, 0);
+  c.barrier();
+  EXPECT_EQ(params[0].param->grad.get({1, 2}), 0.25);
+  EXPECT_EQ(params[0].param->value.get({1, 2}), w);
+}
+
+TEST_F(LoopSeams, TheLoopCallsTheCommunicatorOncePerStepAtItsPoint) {
+  make_context(/*grad_accum=*/2);  // 64 / 8 = 8 micro-batches an epoch: 4 optimizer steps
+  std::vector<std::string> log;
+  auto comm = std::make_shared<CountingCommunicator>();
+  comm->log = &log;
+  ctx->comm = comm;
+  TrainHooks hooks;
+  hooks.before_update = [&](Model&, int64_t) {
+    log.push_back("before_update");
+    return true;
+  };
+  const PhaseResult r = train_phase(*ctx, main_train_phase(*ctx), hooks);
+  save_model_artifact(*ctx, "model.safetensors", "model");  // no run folder: writes nothing, still meets
+  EXPECT_EQ(r.steps, 8);
+  EXPECT_EQ(comm->broadcast, 1);
+  EXPECT_EQ(comm->reduce, 8);
+  EXPECT_EQ(comm->sums, 2);  // one evaluation per epoch
+  EXPECT_EQ(sink.evaluations, 2);
+  EXPECT_EQ(comm->barriers, 1);
+  std::vector<std::string> want{"broadcast0"};
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (int s = 0; s < 4; ++s) {
+      want.push_back("reduce");
+      want.push_back("before_update");
+    }
+    want.push_back("sum3");
+  }
+  want.push_back("barrier");
+  EXPECT_EQ(log, want);
+}
+
+TEST_F(LoopSeams, OnStepEndReportsTheLoopStateOfEveryStep) {
+  make_context();
+  std::vector<std::tuple<std::string, int, int64_t, int64_t, int64_t>> seen;
+  TrainHooks hooks;
+  const Optimizer* optimizer = nullptr;
+  hooks.on_step_end = [&](const TrainLoopState& s) {
+    seen.emplace_back(s.phase, s.epoch, s.step_in_epoch, s.global_step, s.phase_step);
+    EXPECT_EQ(s.steps_per_epoch, 8);
+    EXPECT_EQ(s.schedule.total_steps, 16);
+    if (optimizer)
+      EXPECT_EQ(&s.optimizer, optimizer);  // one optimizer for the phase
+    optimizer = &s.optimizer;
+  };
+  ctx->step = 100;  // a later phase: the global step runs on
+  train_phase(*ctx, main_train_phase(*ctx), hooks);
+  ASSERT_EQ(seen.size(), 16u);
+  EXPECT_EQ(seen[0], std::make_tuple(std::string("train"), 0, int64_t{1}, int64_t{101}, int64_t{1}));
+  EXPECT_EQ(seen[7], std::make_tuple(std::string("train"), 0, int64_t{8}, int64_t{108}, int64_t{8}));
+  EXPECT_EQ(seen[8], std::make_tuple(std::string("train"), 1, int64_t{1}, int64_t{109}, int64_t{9}));
+  EXPECT_EQ(seen[15], std::make_tuple(std::string("train"), 1, int64_t{8}, int64_t{116}, int64_t{16}));
+}
+
+TEST_F(LoopSeams, APhaseStartedMidEpochContinuesBitForBit) {
+  make_context();
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  const std::vector<float> uninterrupted = weights();
+  ASSERT_EQ(ctx->step, 16);
+
+  // The same phase stopped after global step 11 (epoch 1, 3 steps into it) ...
+  make_context();
+  TrainPhase phase = main_train_phase(*ctx);
+  phase.start.optimizer = make_optimizer(phase.optimizer);
+  int stopped_epoch = -1;
+  int64_t stopped_in_epoch = -1;
+  TrainHooks hooks;
+  hooks.on_step_end = [&](const TrainLoopState& s) {
+    if (s.global_step == 11) {
+      stop = true;
+      stopped_epoch = s.epoch;
+      stopped_in_epoch = s.step_in_epoch;
+    }
+  };
+  const PhaseResult first = train_phase(*ctx, phase, hooks);
+  EXPECT_TRUE(first.stopped);
+  ASSERT_EQ(ctx->step, 11);
+  EXPECT_EQ(stopped_epoch, 1);
+  EXPECT_EQ(stopped_in_epoch, 3);
+  EXPECT_NE(weights(), uninterrupted);
+
+  // ... then started again there with the same optimizer (its momentum) and global step.
+  stop = false;
+  phase.start.epoch = stopped_epoch;
+  phase.start.step_in_epoch = stopped_in_epoch;
+  std::vector<int64_t> steps;
+  TrainHooks resumed;
+  resumed.on_step_end = [&](const TrainLoopState& s) { steps.push_back(s.global_step); };
+  const PhaseResult second = train_phase(*ctx, phase, resumed);
+  EXPECT_EQ(second.steps, 5);
+  EXPECT_EQ(steps, (std::vector<int64_t>{12, 13, 14, 15, 16}));
+  EXPECT_EQ(ctx->step, 16);
+  EXPECT_EQ(weights(), uninterrupted);
+}
+
+}  // namespace
+}  // namespace lathe
