@@ -179,8 +179,14 @@ TEST_P(CliSpot, SupervisorInterruptsRestartsAndEndsBitIdentical) {
     resumed += e.kind == "resumed";
     interruption_events += e.kind == "spot/interruption";
   }
-  EXPECT_EQ(resumed, static_cast<int>(interruptions->last));
+  // The supervisor logs every interruption itself; a restarted child logs `resumed`, unless the
+  // machine is taken away again before the store has that event (kill -9 within milliseconds).
   EXPECT_EQ(interruption_events, static_cast<int>(interruptions->last));
+  EXPECT_EQ(store.summary(id, "spot/restarts")->last, interruptions->last);
+  if (std::string(GetParam()) == "5")
+    EXPECT_EQ(resumed, static_cast<int>(interruptions->last));
+  else
+    EXPECT_TRUE(resumed >= 1 && resumed <= static_cast<int>(interruptions->last)) << resumed;
   for (const char* m : {"spot/restarts", "spot/steps_redone", "spot/restart_wait_s", "cost/usd_on_demand"})
     EXPECT_TRUE(store.summary(id, m)) << m;
   if (std::string(GetParam()) == "5") {
