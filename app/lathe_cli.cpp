@@ -18,12 +18,17 @@
 #include "app/cli_history.h"
 #include "app/cli_peak.h"
 #include "app/cli_repair.h"
+#include "app/cli_supervisor.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
+#include "engine/run/run_dir.h"
+#include "engine/run/spot_notice.h"
 #include "engine/run/trainer.h"
+#include "engine/store/repair.h"
 #include "engine/store/run_model.h"
 #include "engine/store/run_writer.h"
+#include "engine/store/store.h"
 
 #ifdef LATHE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
@@ -32,8 +37,55 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_reason{0};  // a lathe::StopReason; lock-free, so the handler may set it
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
-void on_signal(int) { g_stop.store(true); }
+void on_signal(int) {
+  int none = static_cast<int>(lathe::StopReason::none);
+  g_stop_reason.compare_exchange_strong(none, static_cast<int>(lathe::StopReason::signal));
+  g_stop.store(true);
+}
+
+/// SIGUSR1 is the spot supervisor's notice (cli_supervisor.h): like a cloud's, it asks for an
+/// emergency checkpoint and an `interrupted` exit.
+void on_notice_signal(int) {
+  int none = static_cast<int>(lathe::StopReason::none);
+  g_stop_reason.compare_exchange_strong(none, static_cast<int>(lathe::StopReason::spot_notice));
+  g_stop.store(true);
+}
+
+/// Polls the cloud's spot/preemption notice (cost.notice_provider) for the whole run; a notice
+/// sets the stop flag with the reason spot_notice: emergency checkpoint, then `interrupted`.
+std::unique_ptr<lathe::NoticePoller> start_notice_poller(const lathe::ExperimentConfig& exp, bool json) {
+  if (exp.cost.notice_provider == "none")
+    return nullptr;
+  lathe::NoticePollerOptions o;
+  o.provider = exp.cost.notice_provider;
+  if (!exp.cost.notice_url.empty())
+    o.base_url = exp.cost.notice_url;
+  o.interval_s = exp.cost.notice_poll_s;
+  return std::make_unique<lathe::NoticePoller>(o, [json](const lathe::SpotNotice& n) {
+    int none = static_cast<int>(lathe::StopReason::none);
+    g_stop_reason.compare_exchange_strong(none, static_cast<int>(lathe::StopReason::spot_notice));
+    g_stop.store(true);
+    if (!json)
+      std::fprintf(stderr, "\nlathe: %s spot notice (%s%s%s): checkpointing and stopping\n", n.provider.c_str(),
+                   n.action.c_str(), n.time.empty() ? "" : " at ", n.time.c_str());
+  });
+}
+
+/// Prints what a resumed run says about its checkpoint (which one, and any it passed over).
+class ResumeMessages final : public lathe::MetricsSink {
+ public:
+  void sample(const std::string&, int64_t, double, double) override {}
+  void event(const std::string& kind, const nlohmann::json& fields) override {
+    if (kind != "resumed")
+      return;
+    for (const auto& m : fields.value("skipped", nlohmann::json::array()))
+      std::fprintf(stderr, "lathe: %s\n", m.get<std::string>().c_str());
+    std::fprintf(stderr, "lathe: %s\n", fields.value("text", std::string()).c_str());
+  }
+};
 
 /// Prints every sample and event as one JSON object per line on stdout.
 class StdoutJsonSink final : public lathe::MetricsSink {
@@ -106,12 +158,14 @@ class ProgressBar {
   std::chrono::steady_clock::time_point m_last{};
 };
 
-int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db) {
-  nlohmann::json cfg = lathe::load_config_file(config_path);
-  for (const std::string& s : sets)
-    lathe::apply_override(cfg, s);
-  const lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
+/// What `lathe-cli resume` continues: the store's run, its folder and clock.
+struct ResumeTarget {
+  std::string run_id, run_dir;
+  double wall_offset_ms = 0;  ///< the supervisor's clock: restarts and lost work stay on the time axis
+};
 
+int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, bool json, const std::string& db,
+                  const ResumeTarget* resume, const std::string& run_id = "") {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   StdoutJsonSink json_sink;
@@ -121,28 +175,43 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   lathe::FanoutSink sinks;
   if (json)
     sinks.add(&json_sink);
+  ResumeMessages resume_messages;
   lathe::RunOptions opts;
   opts.stop = &g_stop;
+  opts.stop_reason = &g_stop_reason;
   opts.extra_sink = &sinks;
   opts.store_path = db;
+  opts.run_id = run_id;
   // "run:<ref>" (distill.teacher) is resolved here, through the store; without one the engine looks
   // in the run folders under output.dir.
   if (std::filesystem::exists(db))
     opts.resolve_run = [db, runs_root = exp.output.dir](const std::string& ref, const std::string& field) {
       return lathe::find_run_model(db, ref, runs_root, field);
     };
-  opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
-    auto w = std::make_unique<lathe::RunWriter>(db);
-    lathe::RunInfo info;
-    info.id = id;
-    info.name = exp.name;
-    info.config = exp.raw;
-    info.backend = backend;
-    info.devices = {device};
-    w->begin_run(info);  // only a begun run is recorded as failed if the run later throws
-    writer = std::move(w);
+  if (resume) {
+    // Take the run over first: refused while its writer lives; samples up to the store's last
+    // step of each metric are not written again.
+    writer = std::make_unique<lathe::RunWriter>(db);
+    const lathe::ResumePoint point = writer->resume(resume->run_id);
     sinks.add(writer.get());
-  };
+    if (!json)
+      sinks.add(&resume_messages);
+    opts.run_id = resume->run_id;
+    opts.resume_run_dir = resume->run_dir;
+    opts.resume_wall_ms = std::max(point.max_wall_ms, resume->wall_offset_ms);
+  } else
+    opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
+      auto w = std::make_unique<lathe::RunWriter>(db);
+      lathe::RunInfo info;
+      info.id = id;
+      info.name = exp.name;
+      info.config = exp.raw;
+      info.backend = backend;
+      info.devices = {device};
+      w->begin_run(info);  // only a begun run is recorded as failed if the run later throws
+      writer = std::move(w);
+      sinks.add(writer.get());
+    };
   opts.recorded_peak_flops = [&](const std::string& cpu, int threads) {
     try {
       return lathe::cli::best_recorded_peak_flops(db, cpu, threads);
@@ -154,7 +223,8 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   if (!json)
     opts.on_progress = [&](const lathe::Progress& p) { bar.update(p); };
   if (!json)
-    std::fprintf(stderr, "lathe: running %s (%s)\n", exp.name.c_str(), config_path.c_str());
+    std::fprintf(stderr, "lathe: %s %s (%s)\n", resume ? "resuming" : "running", exp.name.c_str(), label.c_str());
+  const std::unique_ptr<lathe::NoticePoller> poller = start_notice_poller(exp, json);
   lathe::RunSummary s;
   try {
     s = lathe::run_experiment(exp, opts);
@@ -170,8 +240,10 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     throw;
   }
   bar.finish();
-  if (writer && writer->finish(s.status == "finished" ? lathe::RunStatus::finished : lathe::RunStatus::cancelled) ==
-                    lathe::RunStatus::incomplete)
+  const lathe::RunStatus status = s.status == "finished"      ? lathe::RunStatus::finished
+                                  : s.status == "interrupted" ? lathe::RunStatus::interrupted
+                                                              : lathe::RunStatus::cancelled;
+  if (writer && writer->finish(status) == lathe::RunStatus::incomplete)
     std::fprintf(stderr,
                  "lathe-cli: warning: the store stayed locked: %lld sample(s) of run %s are not in it (they are in "
                  "its metrics.jsonl): run `lathe-cli repair %s`\n",
@@ -191,7 +263,73 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
         metric("model/bytes"), metric("cost/usd"), s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
         db.c_str());
   }
-  return s.status == "finished" ? 0 : 130;
+  // 75 (EX_TEMPFAIL): interrupted by a spot notice, resumable; 130: cancelled.
+  return s.status == "finished" ? 0 : s.status == "interrupted" ? 75 : 130;
+}
+
+/// Hidden options of `run` and `resume`, used by the spot supervisor for its children.
+struct ChildOptions {
+  std::string run_id;
+  bool no_supervise = false;
+  double wall_offset_ms = 0;
+};
+
+int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db,
+            const ChildOptions& child) {
+  nlohmann::json cfg = lathe::load_config_file(config_path);
+  for (const std::string& s : sets)
+    lathe::apply_override(cfg, s);
+  const lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
+  if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
+    lathe::cli::SupervisorSetup sup;
+    sup.db = db;
+    sup.run_id = lathe::make_run_id();
+    sup.json = json;
+    sup.run_args = {"--db", db, "run", config_path};
+    for (const std::string& s : sets)
+      sup.run_args.insert(sup.run_args.end(), {"--set", s});
+    if (json)
+      sup.run_args.push_back("--json");
+    return lathe::cli::supervise_spot_run(exp, sup);
+  }
+  return run_or_resume(exp, config_path, json, db, nullptr, child.run_id);
+}
+
+/// `lathe-cli resume RUN`: continues an interrupted, cancelled or failed run in the same store row
+/// and folder from its newest valid checkpoint, with the config it was started with.
+int cmd_resume(const std::string& ref, bool json, const std::string& db, double wall_offset_ms) {
+  ResumeTarget target;
+  target.wall_offset_ms = wall_offset_ms;
+  lathe::ExperimentConfig exp;
+  {
+    lathe::Store store = lathe::Store::open(db);  // reaps a dead writer's `running` run first
+    target.run_id = store.resolve_run(ref);
+    const lathe::RunRecord run = store.run(target.run_id);
+    if (run.status != lathe::RunStatus::interrupted && run.status != lathe::RunStatus::cancelled &&
+        run.status != lathe::RunStatus::failed)
+      throw lathe::DataError("run " + target.run_id + " is " + std::string(lathe::status_name(run.status)) +
+                             ": only interrupted, cancelled or failed runs can be resumed");
+    exp = lathe::parse_experiment(lathe::validate_config(nlohmann::json::parse(run.config_json)));
+    for (const lathe::EventRecord& e : store.events(target.run_id))
+      if (e.kind == "started" && e.fields.contains("run_dir") && e.fields["run_dir"].is_string())
+        target.run_dir = e.fields["run_dir"].get<std::string>();
+    // A kill -9 before the first commit leaves no `started` event: the folder is then where the
+    // config put it (as `repair` finds it).
+    if (target.run_dir.empty() && std::filesystem::is_directory(std::filesystem::path(exp.output.dir) / target.run_id))
+      target.run_dir = std::filesystem::absolute(std::filesystem::path(exp.output.dir) / target.run_id).string();
+    if (target.run_dir.empty())
+      throw lathe::DataError("run " + target.run_id + " has no run folder (no `started` event, no " + exp.output.dir +
+                             "/" + target.run_id + "): nothing to resume from");
+    // Samples the kill kept out of the store (its last uncommitted batch) come back from
+    // metrics.jsonl first, so the resumed run's step axis has no hole.
+    const std::string jsonl = target.run_dir + "/metrics.jsonl";
+    if (std::filesystem::exists(jsonl)) {
+      lathe::RepairOptions ro;
+      ro.metrics_file = jsonl;
+      lathe::repair_run(store, target.run_id, ro);
+    }
+  }
+  return run_or_resume(exp, "run " + target.run_id, json, db, &target);
 }
 
 }  // namespace
@@ -200,6 +338,7 @@ int main(int argc, char** argv) {
 #ifdef LATHE_HAVE_CUDA
   lathe::cuda::register_backend();
 #endif
+  std::signal(SIGUSR1, on_notice_signal);  // before anything else: the supervisor may send it early
   CLI::App app{"lathe-cli: run and inspect Lathe compute-optimization experiments headless"};
   app.require_subcommand(1);
   app.fallthrough();
@@ -214,7 +353,23 @@ int main(int argc, char** argv) {
   run->add_option("config", config_path, "Experiment JSON (see experiments/)")->required();
   run->add_option("--set", sets, "Override a config value: --set train.epochs=1 (repeatable)");
   run->add_flag("--json", json, "Print one JSON object per line on stdout instead of a progress bar");
-  run->callback([&] { exit_code = cmd_run(config_path, sets, json, db); });
+  ChildOptions child;
+  run->add_option("--run-id", child.run_id, "The run id to use (the spot supervisor's child)")->group("");
+  run->add_flag("--no-supervise", child.no_supervise, "Run without the spot supervisor")->group("");
+  run->callback([&] { exit_code = cmd_run(config_path, sets, json, db, child); });
+
+  std::string resume_ref;
+  bool resume_json = false;
+  CLI::App* resume = app.add_subcommand(
+      "resume", "Continue an interrupted or cancelled run from its newest valid checkpoint (same store run)");
+  resume->add_option("run", resume_ref, "Run id, id prefix or name")->required();
+  resume->add_flag("--json", resume_json, "Print one JSON object per line on stdout instead of a progress bar");
+  bool resume_no_supervise = false;  // a resume is never supervised; accepted from the supervisor
+  double resume_wall_offset_ms = 0;
+  resume->add_flag("--no-supervise", resume_no_supervise, "")->group("");
+  resume->add_option("--wall-offset-ms", resume_wall_offset_ms, "The run clock at the start (spot supervisor)")
+      ->group("");
+  resume->callback([&] { exit_code = cmd_resume(resume_ref, resume_json, db, resume_wall_offset_ms); });
 
   CLI::App* schema =
       app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");

@@ -120,4 +120,15 @@ void write_file_atomic(const std::string& path, std::string_view text) {
   }
 }
 
+void fsync_dir(const std::string& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(write_error_message(folder, errno, "syncing"));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL && err != EROFS)
+    throw Error(write_error_message(folder, err, "syncing"));
+}
+
 }  // namespace lathe

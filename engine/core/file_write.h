@@ -48,6 +48,10 @@ void write_all(int fd, std::string_view data, const std::string& path_for_errors
 /// then renamed over `path`. On failure the temporary file is removed and `path` is untouched.
 void write_file_atomic(const std::string& path, std::string_view text);
 
+/// fsyncs a folder, so that a rename or a new file inside it survives a power cut. Throws
+/// lathe::Error "syncing FOLDER: reason" (a file system that cannot sync folders is not an error).
+void fsync_dir(const std::string& folder);
+
 /// "writing PATH: strerror(errno_value)"
 std::string write_error_message(const std::string& path, int errno_value, const char* what = "writing");
 

@@ -34,6 +34,14 @@ class Rng {
   /// A derived, independent stream (for per-worker or per-layer generators).
   Rng fork(uint64_t salt) { return Rng(next_u64() ^ (salt * 0xd1b54a32d192ed03ull)); }
 
+  /// The whole state (checkpoints): from_state(state()) continues the stream exactly.
+  uint64_t state() const { return m_state; }
+  static Rng from_state(uint64_t state) {
+    Rng r;
+    r.m_state = state;
+    return r;
+  }
+
  private:
   uint64_t m_state;
 };

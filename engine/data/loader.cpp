@@ -85,7 +85,9 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   return order;
 }
 
-void DataLoader::start_epoch(int64_t epoch) {
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  LATHE_CHECK(first_batch >= 0 && first_batch <= m_num_batches, "DataLoader::start_epoch: first batch ", first_batch,
+              " of ", m_num_batches);
   auto order = std::make_shared<const std::vector<int64_t>>(epoch_order(epoch));
   {
     std::lock_guard<std::mutex> lock(m_mutex);
@@ -94,8 +96,8 @@ void DataLoader::start_epoch(int64_t epoch) {
     m_epoch = epoch;
     m_order = std::move(order);
     m_queue.clear();
-    m_next_to_make = 0;
-    m_handed_out = 0;
+    m_next_to_make = first_batch;
+    m_handed_out = first_batch;
     m_error = nullptr;
   }
   m_work_cv.notify_all();

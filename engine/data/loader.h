@@ -55,8 +55,9 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   /// Begins (or restarts) an epoch: the order is reshuffled from (seed, epoch), batches already
-  /// prepared for a previous epoch are dropped, and the worker starts on batch 0.
-  void start_epoch(int64_t epoch);
+  /// prepared for a previous epoch are dropped, and the worker starts on batch `first_batch`
+  /// (a resumed run continues mid-epoch with the very batches it would have had).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   /// The next batch of the current epoch; false once all of them were handed out. Blocks while the
   /// worker prepares it; rethrows an exception the worker hit. Throws lathe::Error before start_epoch.
   bool next(Batch& out);

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "engine/core/error.h"
+
 namespace lathe {
 
 void Sgd::step(Backend& backend, const std::vector<NamedParam>& params, double lr) {
@@ -47,6 +49,72 @@ std::vector<Tensor*> AdamW::state_of(const Param* param) {
   if (it == m_state.end())
     return {};
   return {&it->second.first, &it->second.second};
+}
+
+std::vector<Tensor*> Sgd::create_state(Backend& backend, const Param* param) {
+  Tensor& buf = m_buf[param];
+  buf = backend.zeros(param->value.shape(), param->value.dtype());
+  return {&buf};
+}
+
+std::vector<Tensor*> AdamW::create_state(Backend& backend, const Param* param) {
+  auto& st = m_state[param];
+  st.first = backend.zeros(param->value.shape(), param->value.dtype());
+  st.second = backend.zeros(param->value.shape(), param->value.dtype());
+  return {&st.first, &st.second};
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors(Backend& backend,
+                                                                     const std::vector<NamedParam>& params) {
+  const std::vector<std::string> kinds = state_kinds();
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const NamedParam& np : params) {
+    const std::vector<Tensor*> state = state_of(np.param);
+    for (size_t i = 0; i < state.size() && i < kinds.size(); ++i) {
+      // Always a copy: the checkpoint must not alias a buffer the next step overwrites.
+      Tensor host = Tensor::empty(state[i]->shape(), state[i]->dtype());
+      backend.copy(*state[i], host);
+      out.emplace_back(np.name + "." + kinds[i], std::move(host));
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_tensors(Backend& backend, const std::vector<NamedParam>& params,
+                                   const std::map<std::string, Tensor>& state, int64_t steps_taken) {
+  const std::vector<std::string> kinds = state_kinds();
+  size_t used = 0;
+  for (const NamedParam& np : params) {
+    const bool any = state.count(np.name + "." + kinds.front()) > 0;
+    if (!any)
+      continue;
+    const std::vector<Tensor*> dst = create_state(backend, np.param);
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      const std::string key = np.name + "." + kinds[i];
+      auto it = state.find(key);
+      if (it == state.end())
+        throw DataError("optimizer state: '" + key + "' is missing (" + name() + " keeps " +
+                        std::to_string(kinds.size()) + " tensors per parameter)");
+      const Tensor& src = it->second;
+      if (src.shape() != dst[i]->shape() || src.dtype() != dst[i]->dtype())
+        throw DataError("optimizer state: '" + key + "' is " + shape_str(src.shape()) + " " +
+                        std::string(dtype_name(src.dtype())) + ", the parameter needs " + shape_str(dst[i]->shape()) +
+                        " " + std::string(dtype_name(dst[i]->dtype())));
+      backend.copy(src, *dst[i]);
+      ++used;
+    }
+  }
+  if (used != state.size()) {
+    for (const auto& [key, _] : state) {
+      bool known = false;
+      for (const NamedParam& np : params)
+        for (const std::string& kind : kinds)
+          known = known || key == np.name + "." + kind;
+      if (!known)
+        throw DataError("optimizer state: '" + key + "' belongs to no parameter of this model (" + name() + ")");
+    }
+  }
+  m_steps = steps_taken;
 }
 
 double LrSchedule::at(int64_t step) const {

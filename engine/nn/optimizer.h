@@ -2,8 +2,12 @@
 // state kept per parameter on the parameter's device. PyTorch semantics, so runs compare like for like.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "engine/nn/model.h"
 
@@ -20,7 +24,22 @@ class Optimizer {
   virtual std::vector<Tensor*> state_of(const Param* param) = 0;
   int64_t steps_taken() const { return m_steps; }
 
+  /// The state as named host copies, for checkpoints: "<param>.<kind>" with kind from
+  /// state_kinds() (PyTorch's names: momentum_buffer; exp_avg, exp_avg_sq), in `params` order;
+  /// parameters without state yet (before the first step, or SGD without momentum) are left out.
+  std::vector<std::pair<std::string, Tensor>> state_tensors(Backend& backend, const std::vector<NamedParam>& params);
+  /// Restores what state_tensors() gave (and the step counter), so the next step equals the one
+  /// the saved optimizer would have taken, bit for bit. A parameter absent from `state` gets no
+  /// state (as before its first step). Throws DataError naming the tensor on a missing kind, a
+  /// wrong shape or dtype, or a name that is no parameter's.
+  void load_state_tensors(Backend& backend, const std::vector<NamedParam>& params,
+                          const std::map<std::string, Tensor>& state, int64_t steps_taken);
+  /// The names of the per-parameter state tensors, in state_of() order.
+  virtual std::vector<std::string> state_kinds() const = 0;
+
  protected:
+  /// Creates zeroed state for `param` (as its first step does) and returns it, in state_of() order.
+  virtual std::vector<Tensor*> create_state(Backend& backend, const Param* param) = 0;
   int64_t m_steps = 0;
 };
 
@@ -31,6 +50,10 @@ class Sgd final : public Optimizer {
   void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
   std::string name() const override { return "sgd"; }
   std::vector<Tensor*> state_of(const Param* param) override;
+  std::vector<std::string> state_kinds() const override { return {"momentum_buffer"}; }
+
+ protected:
+  std::vector<Tensor*> create_state(Backend& backend, const Param* param) override;
 
  private:
   double m_momentum, m_wd;
@@ -45,6 +68,10 @@ class AdamW final : public Optimizer {
   void step(Backend& backend, const std::vector<NamedParam>& params, double lr) override;
   std::string name() const override { return "adamw"; }
   std::vector<Tensor*> state_of(const Param* param) override;
+  std::vector<std::string> state_kinds() const override { return {"exp_avg", "exp_avg_sq"}; }
+
+ protected:
+  std::vector<Tensor*> create_state(Backend& backend, const Param* param) override;
 
  private:
   double m_b1, m_b2, m_eps, m_wd;

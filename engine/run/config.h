@@ -204,14 +204,23 @@ struct QuantConfig {
 };
 
 struct CheckpointConfig {
-  double every_min = 30;
+  double every_min = 30;    ///< 0 = never by time
+  int64_t every_steps = 0;  ///< 0 = never by steps
   int64_t keep = 3;
+  std::string dir;  ///< "" = <run folder>/ckpt
 };
 
 struct CostConfig {
   std::string instance = "local";
   Pricing pricing = Pricing::on_demand;
   double interruptions_per_hour = 0;
+  std::string notice_provider = "none";  ///< none | ec2 | gcp
+  std::string notice_url;                ///< "" = http://169.254.169.254
+  double notice_poll_s = 5;
+  double notice_s = 0;  ///< 0 = the provider's window (120 s ec2 and the simulation, 30 s gcp)
+  double restart_s = 60;
+  /// The notice window in seconds: notice_s, else the provider's.
+  double notice_window_s() const { return notice_s > 0 ? notice_s : notice_provider == "gcp" ? 30 : 120; }
 };
 
 struct OutputConfig {

@@ -161,12 +161,19 @@ void parse_compute(const json& cp, ComputeConfig& out) {
 /// checkpoint.*, cost.*, output.*.
 void parse_run_sections(const json& j, ExperimentConfig& c) {
   c.checkpoint.every_min = j.at("checkpoint").at("every_min").get<double>();
+  c.checkpoint.every_steps = j.at("checkpoint").at("every_steps").get<int64_t>();
   c.checkpoint.keep = j.at("checkpoint").at("keep").get<int64_t>();
+  c.checkpoint.dir = j.at("checkpoint").at("dir").get<std::string>();
 
   const json& cost = j.at("cost");
   c.cost.instance = cost.at("instance").get<std::string>();
   c.cost.pricing = parse_enum<Pricing>(cost.at("pricing"), kPricingNames, "cost.pricing");
   c.cost.interruptions_per_hour = cost.at("interruptions_per_hour").get<double>();
+  c.cost.notice_provider = cost.at("notice_provider").get<std::string>();
+  c.cost.notice_url = cost.at("notice_url").get<std::string>();
+  c.cost.notice_poll_s = cost.at("notice_poll_s").get<double>();
+  c.cost.notice_s = cost.at("notice_s").get<double>();
+  c.cost.restart_s = cost.at("restart_s").get<double>();
 
   c.output.dir = j.at("output").at("dir").get<std::string>();
 }

@@ -15,8 +15,6 @@ namespace {
 using Kind = FieldSpec::Kind;
 using namespace schema;
 
-const char* kCheckpointReason = "checkpoints land with the run-store issue";
-
 std::string section_of(const std::string& path) {
   const size_t dot = path.find('.');
   return dot == std::string::npos ? "experiment" : path.substr(0, dot);
@@ -93,14 +91,26 @@ std::vector<FieldSpec> build_schema() {
     for (FieldSpec& f : stage->schema_fields())
       s.push_back(std::move(f));
   // --- checkpoint
-  s.push_back(unsupported(number("checkpoint.every_min", 30, 0, kInf, "Minutes between checkpoints; 0 = never"),
-                          kCheckpointReason));
-  s.push_back(unsupported(integer("checkpoint.keep", 3, 1, kInf, "Checkpoints kept per run"), kCheckpointReason));
+  s.push_back(number("checkpoint.every_min", 30, 0, kInf, "Minutes between checkpoints; 0 = never by time"));
+  s.push_back(integer("checkpoint.every_steps", 0, 0, kInf, "Optimizer steps between checkpoints; 0 = never by steps"));
+  s.push_back(integer("checkpoint.keep", 3, 1, kInf, "Newest checkpoints kept per run"));
+  s.push_back(
+      string("checkpoint.dir", "",
+             "Folder under which each run keeps its checkpoints in <dir>/<run id>; empty = ckpt/ in the run folder"));
   // --- cost
   s.push_back(string("cost.instance", "local", "Instance from resources/prices.json used to price the run"));
   s.push_back(enumeration("cost.pricing", {"on-demand", "spot"}, "Which hourly price applies"));
-  s.push_back(unsupported(number("cost.interruptions_per_hour", 0, 0, kInf, "Simulated spot interruptions per hour"),
-                          "spot interruption simulation lands later"));
+  s.push_back(number("cost.interruptions_per_hour", 0, 0, kInf,
+                     "Simulated spot interruptions per hour (Poisson, seeded): lathe-cli run supervises the "
+                     "training, sends notices, kills at the end of the notice window and resumes"));
+  s.push_back(enumeration("cost.notice_provider", {"none", "ec2", "gcp"},
+                          "Cloud whose spot/preemption notice endpoint is polled (none = only SIGTERM)"));
+  s.push_back(string("cost.notice_url", "",
+                     "Base URL of the metadata server; empty = http://169.254.169.254 (tests use a local server)"));
+  s.push_back(number("cost.notice_poll_s", 5, 0.05, 3600, "Seconds between polls of the notice endpoint"));
+  s.push_back(number("cost.notice_s", 0, 0, kInf,
+                     "Seconds between a spot notice and the machine going away; 0 = the provider's (120 ec2, 30 gcp)"));
+  s.push_back(number("cost.restart_s", 60, 0, kInf, "Seconds to get a new instance after an interruption"));
   // --- output
   s.push_back(string("output.dir", "runs", "Folder under which each run gets its own folder"));
   return s;

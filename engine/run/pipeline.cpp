@@ -129,10 +129,10 @@ class TrainLoop {
   PhaseResult run() {
     for (int epoch = m_phase.start.epoch; epoch < m_phase.epochs && !m_result.stopped; ++epoch) {
       m_ctx.progress.epoch = epoch + 1;
-      m_loader.start_epoch(epoch);
-      int64_t s = 0;
-      if (epoch == m_phase.start.epoch && m_phase.start.step_in_epoch > 0)
-        s = skip_steps(m_phase.start.step_in_epoch);
+      // A resumed phase's first epoch starts at its step: the loader prepares the very batches
+      // that come next (its order depends on (seed, epoch) only), none before.
+      int64_t s = epoch == m_phase.start.epoch ? m_phase.start.step_in_epoch : 0;
+      m_loader.start_epoch(epoch, s * m_k);
       for (; s < m_steps_per_epoch; ++s) {
         const double lr = optimizer_step();
         const bool last_of_epoch = s + 1 == m_steps_per_epoch;
@@ -161,16 +161,6 @@ class TrainLoop {
 
  private:
   bool resumed() const { return m_phase.start.epoch > 0 || m_phase.start.step_in_epoch > 0; }
-
-  /// Draws and drops the micro-batches of the first `steps` optimizer steps of the epoch (a resumed
-  /// phase): the loader's order depends on (seed, epoch) only.
-  int64_t skip_steps(int64_t steps) {
-    Batch skipped;
-    for (int64_t i = 0; i < steps * m_k; ++i)
-      if (!m_loader.next(skipped))
-        break;
-    return steps;
-  }
 
   /// One optimizer step: the micro-batches, the gradient reduction, the hooks and the update.
   /// Returns the learning rate it used.

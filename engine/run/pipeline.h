@@ -97,9 +97,9 @@ struct TrainHooks {
 
 /// Where a phase starts: (0, 0) is its beginning. A resumed phase starts at the (epoch,
 /// step_in_epoch) a TrainLoopState recorded, with ctx.step set back to its global_step and the
-/// optimizer restored by the caller: the loader is deterministic by (seed, epoch), so the batches
-/// of the epoch before step_in_epoch are drawn and skipped, and dropout and augmentation depend on
-/// the global step and the sample only, so the run continues bit for bit.
+/// optimizer restored by the caller: the loader is deterministic by (seed, epoch), so it starts
+/// the epoch at the batch of step_in_epoch, and dropout and augmentation depend on the global step
+/// and the sample only, so the run continues bit for bit.
 struct PhaseStart {
   int epoch = 0;
   int64_t step_in_epoch = 0;

@@ -23,6 +23,7 @@
 #include "engine/run/run_dir.h"
 #include "engine/run/stage_registry.h"
 #include "engine/run/telemetry.h"
+#include "engine/run/train_checkpoint.h"
 
 namespace lathe {
 
@@ -69,6 +70,7 @@ class SummarySink final : public MetricsSink {
     m_next.sample(metric, step, wall_ms, value);
   }
   void event(const std::string& kind, const nlohmann::json& fields) override { m_next.event(kind, fields); }
+  void flush() override { m_next.flush(); }
   std::map<std::string, double> last;
 
  private:
@@ -132,22 +134,30 @@ struct RunOutputs {
 };
 
 void open_outputs(const ExperimentConfig& cfg, const RunOptions& options, RunSummary& summary, RunOutputs& out) {
-  // The folder first: a bad output.dir is bad input and must leave no run in the store either.
-  if (options.write_run_dir)
+  const bool resuming = !options.resume_run_dir.empty();
+  if (resuming) {
+    LATHE_CHECK(!options.run_id.empty(), "run_experiment: resuming needs the run id");
+    if (!std::filesystem::is_directory(options.resume_run_dir))
+      throw DataError("resuming run " + summary.run_id + ": its folder " + options.resume_run_dir + " is gone");
+    summary.run_dir = options.resume_run_dir;
+  } else if (options.write_run_dir) {
+    // The folder first: a bad output.dir is bad input and must leave no run in the store either.
     summary.run_dir = create_run_dir(cfg.output.dir, summary.run_id);
+  }
   if (options.on_start) {
     try {
       options.on_start(summary.run_id, summary.backend, summary.device);
     } catch (...) {
-      if (!summary.run_dir.empty()) {
+      if (!summary.run_dir.empty() && !resuming) {
         std::error_code ec;
         std::filesystem::remove(summary.run_dir, ec);  // still empty
       }
       throw;
     }
   }
-  if (options.write_run_dir) {
-    write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
+  if (options.write_run_dir || resuming) {
+    if (!resuming)  // a resumed run appends to its metrics.jsonl and keeps its config.json
+      write_file_atomic(summary.run_dir + "/config.json", cfg.raw.dump(2) + "\n");
     out.file_sink = std::make_unique<JsonlSink>(summary.run_dir + "/metrics.jsonl");
     // A full disk under metrics.jsonl: the run goes on (the store has every sample), and the store
     // learns that the file is no longer a complete recovery source.
@@ -219,29 +229,42 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   open_outputs(cfg, options, summary, outputs);
   SummarySink& sink = *outputs.sink;
 
-  StageContext ctx{.cfg = cfg,
-                   .options = options,
-                   .be = be,
-                   .data = setup.data,
-                   .model = std::move(setup.model),
-                   .sink = sink,
-                   .run_id = summary.run_id,
-                   .run_dir = summary.run_dir,
-                   .threads = setup.threads,
-                   .peak_flops_per_s = setup.peak.flops_per_s,
-                   .instance = setup.instance,
-                   .spot = setup.spot,
-                   .wall_ms = [t_start]() { return seconds_since(t_start) * 1000.0; },
-                   .progress = {}};
+  StageContext ctx{
+      .cfg = cfg,
+      .options = options,
+      .be = be,
+      .data = setup.data,
+      .model = std::move(setup.model),
+      .sink = sink,
+      .run_id = summary.run_id,
+      .run_dir = summary.run_dir,
+      .threads = setup.threads,
+      .peak_flops_per_s = setup.peak.flops_per_s,
+      .instance = setup.instance,
+      .spot = setup.spot,
+      .wall_ms = [t_start, offset = options.resume_wall_ms]() { return offset + seconds_since(t_start) * 1000.0; },
+      .progress = {}};
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
   // Every phase's planned steps (phase_plan.h): progress and ETA count the whole pipeline.
-  log_started(ctx, setup, outputs, plan_phases(cfg, ctx.steps_per_epoch(phase.loader), ctx.data.test.count));
+  const bool resuming = !options.resume_run_dir.empty();
+  if (!resuming)
+    log_started(ctx, setup, outputs, plan_phases(cfg, ctx.steps_per_epoch(phase.loader), ctx.data.test.count));
 
   // ---- the main training, with the hooks of the stages that attach to it ----
   TrainHooks train_hooks;
   for (const std::unique_ptr<Stage>& stage : setup.stages)
     stage->attach(ctx, phase, train_hooks);
+  // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
+  const std::string ckpt_dir = checkpoint_dir(cfg, summary.run_id, summary.run_dir);
+  if (resuming)
+    resume_training(ctx, ckpt_dir, phase, setup.stages);
+  CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, setup.stages);
+  train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const TrainLoopState& st) {
+    if (previous)
+      previous(st);
+    checkpoints.on_step_end(st);
+  };
   const PhaseResult trained = train_phase(ctx, phase, train_hooks);
   bool stopped = trained.stopped;
   save_trained_model(ctx);
@@ -255,7 +278,9 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   stopped = stopped || ctx.stop_requested();
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());
 
-  summary.status = stopped ? "cancelled" : "finished";
+  const bool noticed =
+      options.stop_reason && static_cast<StopReason>(options.stop_reason->load()) == StopReason::spot_notice;
+  summary.status = !stopped ? "finished" : noticed ? "interrupted" : "cancelled";
   summary.steps = ctx.step;
   summary.elapsed_s = seconds_since(t_start);
   summary.final_metrics = sink.last;

@@ -41,11 +41,19 @@ struct RunOptions {
   /// The best f32 peak FLOP/s recorded for this CPU model and thread count (lathe-cli reads it from
   /// the store): the floor of the peak MFU is computed against. Unset or 0: none.
   std::function<double(const std::string& cpu_model, int threads)> recorded_peak_flops;
+  /// Why `stop` was set (a StopReason of spot_notice.h): a spot notice or a signal writes an
+  /// emergency checkpoint first; a spot notice ends the run `interrupted`, anything else `cancelled`.
+  const std::atomic<int>* stop_reason = nullptr;
+  /// Set: continue the run in this existing folder (lathe-cli resume) from its newest valid
+  /// checkpoint instead of starting one; run_id must be the run's id. Nothing is created, the
+  /// config is not rewritten, metrics.jsonl is appended to, and a "resumed" event replaces "started".
+  std::string resume_run_dir;
+  double resume_wall_ms = 0;  ///< the resumed run's clock starts here (the store's last wall_ms)
 };
 
 struct RunSummary {
   std::string run_id, run_dir;
-  std::string status;  // "finished" or "cancelled"
+  std::string status;  // "finished", "cancelled" or "interrupted" (a spot notice)
   std::string backend, device;
   std::map<std::string, double> final_metrics;  // last value of each metric
   double elapsed_s = 0;

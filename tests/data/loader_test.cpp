@@ -226,6 +226,33 @@ TEST(DataLoader, AugmentedBatchesAreBitIdenticalWhateverThePrefetch) {
   EXPECT_NE(std::memcmp(first.images.raw(), a.data(), first.images.nbytes()), 0);
 }
 
+TEST(DataLoader, StartingMidEpochGivesTheSameRemainingBatches) {
+  // A resumed run starts the epoch at the batch it stopped at: same images, same augmentation.
+  const Dataset ds = numbered_dataset();
+  LoaderOptions o;
+  o.batch_size = 10;
+  o.seed = 5;
+  o.augment.shift_px = 2;
+  o.augment.noise_std = 0.05;
+  DataLoader whole(ds, o), resumed(ds, o);
+  whole.start_epoch(3);
+  resumed.start_epoch(3, 4);
+  Batch a, b;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(whole.next(a));
+  int64_t n = 0;
+  while (whole.next(a)) {
+    ASSERT_TRUE(resumed.next(b));
+    EXPECT_EQ(b.index, a.index);
+    ASSERT_EQ(a.images.nbytes(), b.images.nbytes());
+    EXPECT_EQ(std::memcmp(a.images.raw(), b.images.raw(), a.images.nbytes()), 0);
+    ++n;
+  }
+  EXPECT_EQ(n, 7);  // 103 samples: 11 batches, 4 skipped
+  EXPECT_FALSE(resumed.next(b));
+  EXPECT_THROW(resumed.start_epoch(0, 12), Error);
+}
+
 TEST(DataLoader, AugmentationOfASampleDoesNotDependOnBatchSize) {
   const Dataset ds = numbered_dataset();
   LoaderOptions o;

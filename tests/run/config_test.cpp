@@ -189,10 +189,7 @@ TEST(ValidateConfig, UnsupportedKnobsOnlyAcceptTheirDefault) {
   EXPECT_HAS(problems_of({{"compute", {{"devices", 2}}}}),
              "compute.devices: data-parallel training lands with a later issue");
   EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "fp16"}}}}), "compute.grad_compression: ");
-  EXPECT_HAS(problems_of({{"checkpoint", {{"keep", 5}}}}),
-             "checkpoint.keep: checkpoints land with the run-store issue");
-  EXPECT_HAS(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}),
-             "cost.interruptions_per_hour: spot interruption simulation lands later");
+  EXPECT_TRUE(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}).empty());  // supported now
   // Their defaults, spelled out, are fine (a form writes every field).
   EXPECT_EQ(problems_of({{"prune", {{"method", "none"}, {"ratio", 0.5}, {"scope", "global"}}},
                          {"quant", {{"mode", "none"}}},
@@ -339,6 +336,13 @@ TEST_F(ConfigFile, MissingFileAndNonObjectAreRejected) {
   }
 }
 
+ExperimentConfig test_config_with(const std::vector<std::string>& sets) {
+  json cfg = json::object();
+  for (const std::string& s : sets)
+    apply_override(cfg, s);
+  return parse_experiment(validate_config(cfg));
+}
+
 TEST(ParseExperiment, LearningRateDefaultsPerModel) {
   const std::vector<std::pair<std::string, double>> cases{
       {"mlp", 0.05}, {"student", 0.05}, {"cnn", 0.02}, {"teacher", 0.02}, {"custom", 0.01}};
@@ -392,6 +396,19 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
   EXPECT_EQ(c.prune.method, PruneMethod::none);
   EXPECT_EQ(c.quant.calib_samples, 512);
   EXPECT_EQ(c.checkpoint.every_min, 30.0);
+  EXPECT_EQ(c.checkpoint.every_steps, 0);
+  EXPECT_EQ(c.checkpoint.keep, 3);
+  EXPECT_EQ(c.checkpoint.dir, "");
+  EXPECT_EQ(c.cost.notice_provider, "none");
+  EXPECT_EQ(c.cost.notice_poll_s, 5.0);
+  EXPECT_EQ(c.cost.notice_window_s(), 120.0);
+  // Checkpoints are supported now: their knobs take any value in range.
+  const ExperimentConfig k = test_config_with({"checkpoint.every_steps=50", "checkpoint.keep=5",
+                                               "cost.notice_provider=gcp", "cost.notice_url=http://127.0.0.1:9"});
+  EXPECT_EQ(k.checkpoint.every_steps, 50);
+  EXPECT_EQ(k.checkpoint.keep, 5);
+  EXPECT_EQ(k.cost.notice_window_s(), 30.0);
+  EXPECT_EQ(k.cost.notice_url, "http://127.0.0.1:9");
   EXPECT_EQ(c.output.dir, "/tmp/runs");
   EXPECT_EQ(c.raw, validate_config(cfg));
   // Unvalidated input is validated again, not trusted.
@@ -439,6 +456,8 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
         got = enum_name(c.quant.calibration);
       else if (f.path == "quant.granularity")
         got = enum_name(c.quant.granularity);
+      else if (f.path == "cost.notice_provider")
+        got = c.cost.notice_provider;
       else if (c.stage_configs.count(f.section))  // a stage with its typed config of its own tests its enums
         continue;
       else

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""kill -9 and resume (issue 14 acceptance): a real `lathe-cli run` (1 thread, fixed seed,
+checkpoint.every_steps) is killed with SIGKILL at --kills random steps (as soon as its
+metrics.jsonl shows a training sample at that step), each time continued with
+`lathe-cli resume RUN`, until it finishes. Then its final weights must equal an uninterrupted
+run's bit for bit, its final test metrics too, the store must pass PRAGMA integrity_check, hold no
+duplicate (metric, step) sample, one `resumed` event per kill, and status finished. Per kill it
+prints the step reached (the last sample the killed process printed), the checkpoint step it
+resumed from and the steps redone (reached - resumed: at most every_steps - 1 plus the steps the
+process ran between its last logged sample and the kill; samples are logged ~20 times an epoch). System python3 and its sqlite3 module only.
+
+Usage: bench/kill_resume.py [--cli build/app/lathe-cli] [--kills 20] [--model cnn] [--every-steps 50]
+       [--train-subset 4096] [--epochs 2] [--batch-size 32] [--seed 1]
+Exits 1 when a check fails."""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tensors(path):
+    """name -> (dtype, shape, raw bytes) of a safetensors file, metadata left out."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: (v["dtype"], tuple(v["shape"]), data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def reached_since(jsonl, offset):
+    """The last train/* step in metrics.jsonl after byte `offset`: where the process was."""
+    last = -1
+    if not jsonl or not os.path.exists(jsonl):
+        return last
+    with open(jsonl) as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(j, dict) and str(j.get("metric", "")).startswith("train/"):
+                last = max(last, j.get("step", -1))
+    return last
+
+
+def resumed_from(jsonl, offset):
+    """from_step of the first resumed event after byte `offset`, -1 when there is none yet."""
+    with open(jsonl) as f:
+        f.seek(offset)
+        for line in f:
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(j, dict) and j.get("event") == "resumed":
+                return j["from_step"]
+    return -1
+
+
+def size(path):
+    return os.path.getsize(path) if path and os.path.exists(path) else 0
+
+
+def start(cli, args):
+    return subprocess.Popen([cli] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def run_until(proc, jsonl_of, offset, kill_at_step):
+    """Follows the run's metrics.jsonl (written line by line, unlike a block-buffered pipe) from
+    byte `offset`; SIGKILLs the process as soon as a train/* sample at step >= kill_at_step is
+    there (None: let it finish). jsonl_of() finds the file once the run folder exists. Returns
+    (exit code, stderr)."""
+    while proc.poll() is None:
+        jsonl = jsonl_of()
+        if kill_at_step is not None and jsonl and reached_since(jsonl, offset) >= kill_at_step:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    proc.wait()
+    return proc.returncode, proc.stderr.read()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cli", default=os.path.join(ROOT, "build", "app", "lathe-cli"))
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--model", default="cnn")
+    ap.add_argument("--every-steps", type=int, default=50)
+    ap.add_argument("--train-subset", type=int, default=4096)
+    ap.add_argument("--test-subset", type=int, default=500)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    tmp = tempfile.mkdtemp(prefix="lathe-kill-resume-")
+    sets = ["model.zoo=" + a.model, "train.epochs=%d" % a.epochs, "train.batch_size=%d" % a.batch_size,
+            "train.threads=1", "seed=7", "data.train_subset=%d" % a.train_subset,
+            "data.test_subset=%d" % a.test_subset, "checkpoint.every_steps=%d" % a.every_steps,
+            "checkpoint.keep=2", "name=kill-resume"]
+    cfg = os.path.join(tmp, "config.json")
+    with open(cfg, "w") as f:
+        json.dump({}, f)
+    failures = []
+    try:
+        def run_args(db, out):
+            args = ["--db", db, "run", cfg, "--json", "--set", "output.dir=" + out]
+            for s in sets:
+                args += ["--set", s]
+            return args
+
+        def run_dir_in(out):
+            found = [os.path.join(out, d) for d in os.listdir(out)] if os.path.isdir(out) else []
+            return found[0] if found else None
+
+        # The uninterrupted reference.
+        ref_db, ref_out = os.path.join(tmp, "ref.db"), os.path.join(tmp, "ref-runs")
+        code, err = run_until(start(a.cli, run_args(ref_db, ref_out)), lambda: None, 0, None)
+        if code != 0:
+            print("reference run failed (exit %d): %s" % (code, err))
+            return 1
+        total = reached_since(os.path.join(run_dir_in(ref_out), "metrics.jsonl"), 0)
+        ref_weights = tensors(os.path.join(run_dir_in(ref_out), "model.safetensors"))
+        print("reference: %d steps, %d tensors" % (total, len(ref_weights)))
+
+        # The killed run: every kill at a random later step, then resume until it finishes.
+        db, out = os.path.join(tmp, "kill.db"), os.path.join(tmp, "kill-runs")
+
+        def jsonl_of():
+            d = run_dir_in(out)
+            return os.path.join(d, "metrics.jsonl") if d else None
+
+        targets = sorted(rng.sample(range(1, total), min(a.kills, total - 1)))
+        proc = start(a.cli, run_args(db, out))
+        redone, kills, offset = [], 0, 0
+        for target in targets + [None]:
+            code, err = run_until(proc, jsonl_of, offset, target)
+            if target is None or code == 0:
+                if code != 0:
+                    failures.append("the last resume exited %d: %s" % (code, err.strip()))
+                break
+            kills += 1
+            jsonl = jsonl_of()
+            reached = reached_since(jsonl, offset)
+            offset = size(jsonl)
+            run_id = os.path.basename(run_dir_in(out))
+            proc = start(a.cli, ["--db", db, "resume", run_id])
+            from_step = -1
+            while from_step < 0 and proc.poll() is None:  # the resumed event, once it is written
+                from_step = resumed_from(jsonl, offset)
+                time.sleep(0.002)
+            if from_step < 0:
+                from_step = resumed_from(jsonl, offset)
+            redone.append(reached - from_step)
+            print("kill %2d at step %4d: resumed from step %4d, %3d steps redone" % (kills, reached, from_step,
+                                                                                     reached - from_step))
+        run_dir = run_dir_in(out)
+        run_id = os.path.basename(run_dir)
+        weights = tensors(os.path.join(run_dir, "model.safetensors"))
+        same = weights.keys() == ref_weights.keys() and all(weights[k] == ref_weights[k] for k in weights)
+        if not same:
+            failures.append("final weights differ from the uninterrupted run's")
+        con = sqlite3.connect(db)
+        integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            failures.append("integrity_check: " + integrity)
+        rid = con.execute("SELECT rid FROM runs WHERE id = ?", (run_id,)).fetchone()
+        rid = rid[0] if rid else None
+        dup = con.execute("SELECT COUNT(*) FROM (SELECT metric, step FROM samples WHERE run = ? "
+                          "GROUP BY metric, step HAVING COUNT(*) > 1)", (rid,)).fetchone()[0]
+        if dup:
+            failures.append("%d duplicate (metric, step) samples" % dup)
+        status = con.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+        if status != "finished":
+            failures.append("status " + status)
+        resumed = con.execute("SELECT COUNT(*) FROM events WHERE run = ? AND kind = 'resumed'", (rid,)).fetchone()[0]
+        if resumed != kills:
+            failures.append("%d resumed events for %d kills" % (resumed, kills))
+        ref = sqlite3.connect(ref_db)
+
+        def final(c, metric):
+            return c.execute("SELECT s.value FROM samples s JOIN metric_keys k ON k.id = s.metric "
+                             "JOIN runs r ON r.rid = s.run WHERE k.name = ? ORDER BY s.step DESC LIMIT 1",
+                             (metric,)).fetchone()
+        for m in ("test/accuracy", "test/loss"):
+            if final(con, m) != final(ref, m):
+                failures.append("final %s %s vs %s uninterrupted" % (m, final(con, m), final(ref, m)))
+        print("summary: %d kills, steps redone max %d mean %.1f, weights %s, integrity %s, %d duplicates, "
+              "status %s, %d resumed events" % (kills, max(redone or [0]), sum(redone) / max(len(redone), 1),
+                                                "identical" if same else "DIFFERENT", integrity, dup, status,
+                                                resumed))
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for f in failures:
+        print("FAILED: " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

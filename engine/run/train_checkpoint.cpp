@@ -1,0 +1,218 @@
+// A training run's checkpoint contents, the write schedule and the restore (see train_checkpoint.h).
+#include "engine/run/train_checkpoint.h"
+
+#include <filesystem>
+
+#include "engine/core/error.h"
+#include "engine/run/stage.h"
+
+namespace lathe {
+
+namespace {
+
+constexpr const char* kModel = "model/";
+constexpr const char* kOptim = "optim/";
+constexpr const char* kStage = "stage/";
+
+Tensor host_copy(Backend& be, const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  be.copy(t, h);
+  return h;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+std::string checkpoint_dir(const ExperimentConfig& cfg, const std::string& run_id, const std::string& run_dir) {
+  if (!cfg.checkpoint.dir.empty())
+    return (std::filesystem::path(cfg.checkpoint.dir) / run_id).string();
+  return run_dir.empty() ? "" : run_dir + "/ckpt";
+}
+
+CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& loop,
+                                      const std::vector<std::unique_ptr<Stage>>& stages) {
+  CheckpointData d;
+  Model& model = *ctx.model;
+  for (const NamedParam& p : model.named_params())
+    d.tensors.emplace_back(kModel + p.name, host_copy(ctx.be, p.param->value));
+  for (const NamedBuffer& b : model.named_buffers())
+    d.tensors.emplace_back(kModel + b.name, host_copy(ctx.be, b.buffer->value));
+  for (auto& [name, t] : loop.optimizer.state_tensors(ctx.be, model.named_params()))
+    d.tensors.emplace_back(kOptim + name, std::move(t));
+  nlohmann::json stage_json = nlohmann::json::object();
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    StageState st = stage->save_state();
+    if (st.empty())
+      continue;
+    stage_json[stage->section()] = st.json;
+    for (auto& [name, t] : st.tensors)
+      d.tensors.emplace_back(kStage + stage->section() + "/" + name, std::move(t));
+  }
+  const uint64_t seed = ctx.cfg.seed;
+  const int64_t micro = std::max(1, ctx.cfg.train.grad_accum);
+  d.state = {{"run_id", ctx.run_id},
+             {"phase", loop.phase},
+             {"loop",
+              {{"epoch", loop.epoch},
+               {"step_in_epoch", loop.step_in_epoch},
+               {"steps_per_epoch", loop.steps_per_epoch},
+               {"global_step", loop.global_step},
+               {"phase_step", loop.phase_step}}},
+             {"optimizer", {{"type", loop.optimizer.name()}, {"steps_taken", loop.optimizer.steps_taken()}}},
+             {"lr_schedule", {{"position", loop.phase_step}, {"lr_next", loop.schedule.at(loop.phase_step)}}},
+             // Keyed streams (see the header): the seed plus the loop position is the whole state.
+             {"rng",
+              {{"init", {{"seed", seed}}},
+               {"shuffle", {{"seed", seed}, {"epoch", loop.epoch}}},
+               {"augment", {{"seed", seed}, {"epoch", loop.epoch}, {"next_batch", loop.step_in_epoch * micro}}},
+               {"dropout", {{"next_micro_batch", loop.global_step * micro}}}}},
+             {"stages", stage_json},
+             {"model", {{"params", model.param_count()}}}};
+  return d;
+}
+
+void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
+                     const std::vector<std::unique_ptr<Stage>>& stages) {
+  std::vector<std::string> none_valid;
+  std::optional<LoadedCheckpoint> loaded = dir.empty() ? std::nullopt : load_newest_checkpoint(dir, &none_valid);
+  if (!loaded) {
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const std::string& m : none_valid)
+      skipped.push_back(m);
+    ctx.sink.event("resumed", {{"run_id", ctx.run_id},
+                               {"from_step", 0},
+                               {"checkpoint", nullptr},
+                               {"skipped", skipped},
+                               {"text", "no valid checkpoint in " + (dir.empty() ? "(none)" : dir) +
+                                            ": training starts again at step 0"}});
+    ctx.sink.flush();
+    return;
+  }
+  const std::string where = "checkpoint " + loaded->info.path;
+  const nlohmann::json& st = loaded->data.state;
+  if (st.value("run_id", std::string()) != ctx.run_id)
+    throw DataError(where + " belongs to run '" + st.value("run_id", std::string()) + "', not '" + ctx.run_id + "'");
+  int epoch = 0;
+  int64_t step_in_epoch = 0, steps_per_epoch = 0, global_step = 0, optimizer_steps = 0;
+  try {
+    const nlohmann::json& l = st.at("loop");
+    epoch = l.at("epoch").get<int>();
+    step_in_epoch = l.at("step_in_epoch").get<int64_t>();
+    steps_per_epoch = l.at("steps_per_epoch").get<int64_t>();
+    global_step = l.at("global_step").get<int64_t>();
+    optimizer_steps = st.at("optimizer").at("steps_taken").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(where + ": state.json lacks the loop state (" + e.what() + ")");
+  }
+  if (st.value("phase", std::string()) != phase.name || steps_per_epoch != ctx.steps_per_epoch(phase.loader))
+    throw DataError(where + " is of phase '" + st.value("phase", std::string()) + "' with " +
+                    std::to_string(steps_per_epoch) + " steps per epoch; this run's '" + phase.name + "' has " +
+                    std::to_string(ctx.steps_per_epoch(phase.loader)));
+
+  std::map<std::string, Tensor> model_tensors, optim_tensors;
+  std::map<std::string, StageState> stage_states;
+  for (auto& [name, t] : loaded->data.tensors) {
+    if (starts_with(name, kModel)) {
+      model_tensors[name.substr(std::string(kModel).size())] = t;
+    } else if (starts_with(name, kOptim)) {
+      optim_tensors[name.substr(std::string(kOptim).size())] = t;
+    } else if (starts_with(name, kStage)) {
+      const std::string rest = name.substr(std::string(kStage).size());
+      const size_t slash = rest.find('/');
+      if (slash != std::string::npos)
+        stage_states[rest.substr(0, slash)].tensors.emplace_back(rest.substr(slash + 1), t);
+    }
+  }
+  Model& model = *ctx.model;
+  auto load = [&](const std::string& name, Tensor& dst) {
+    auto it = model_tensors.find(name);
+    if (it == model_tensors.end())
+      throw DataError(where + ": tensor '" + name + "' of the model is missing");
+    if (it->second.shape() != dst.shape() || it->second.dtype() != dst.dtype())
+      throw DataError(where + ": tensor '" + name + "' is " + shape_str(it->second.shape()) + ", the model has " +
+                      shape_str(dst.shape()));
+    ctx.be.copy(it->second, dst);
+  };
+  for (const NamedParam& p : model.named_params())
+    load(p.name, p.param->value);
+  for (const NamedBuffer& b : model.named_buffers())
+    load(b.name, b.buffer->value);
+  std::shared_ptr<Optimizer> optimizer = make_optimizer(phase.optimizer);
+  try {
+    optimizer->load_state_tensors(ctx.be, model.named_params(), optim_tensors, optimizer_steps);
+  } catch (const DataError& e) {
+    throw DataError(where + ": " + e.what());
+  }
+  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    StageState& s = stage_states[stage->section()];
+    if (stage_json.contains(stage->section()))
+      s.json = stage_json[stage->section()];
+    if (!s.empty())
+      stage->load_state(s);
+  }
+  phase.start.epoch = epoch;
+  phase.start.step_in_epoch = step_in_epoch;
+  phase.start.optimizer = std::move(optimizer);
+  ctx.step = global_step;
+
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const std::string& m : loaded->skipped)
+    skipped.push_back(m);
+  ctx.sink.event("resumed", {{"run_id", ctx.run_id},
+                             {"from_step", global_step},
+                             {"checkpoint", loaded->info.path},
+                             {"epoch", epoch},
+                             {"step_in_epoch", step_in_epoch},
+                             {"skipped", skipped},
+                             {"text", "resumed from the checkpoint of step " + std::to_string(global_step)}});
+  ctx.sink.flush();  // the resume is on record even if this process is killed at once
+}
+
+CheckpointScheduler::CheckpointScheduler(StageContext& ctx, std::string dir, const std::atomic<int>* reason,
+                                         const std::vector<std::unique_ptr<Stage>>& stages)
+    : m_ctx(ctx), m_dir(std::move(dir)), m_reason(reason), m_stages(stages), m_last_ms(ctx.wall_ms()) {}
+
+void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
+  if (m_dir.empty())
+    return;
+  const CheckpointConfig& c = m_ctx.cfg.checkpoint;
+  const double now_ms = m_ctx.wall_ms();
+  const StopReason why = m_reason ? static_cast<StopReason>(m_reason->load()) : StopReason::none;
+  const bool emergency =
+      !m_emergency && m_ctx.stop_requested() && (why == StopReason::spot_notice || why == StopReason::signal);
+  const bool by_steps = c.every_steps > 0 && loop.global_step % c.every_steps == 0;
+  const bool by_time = c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
+  if (!emergency && !by_steps && !by_time)
+    return;
+  MetricsSink& sink = m_ctx.sink;
+  if (emergency && why == StopReason::spot_notice)
+    sink.event("spot/notice",
+               {{"step", loop.global_step}, {"wall_ms", now_ms}, {"text", "spot notice seen by the training loop"}});
+  const CheckpointInfo info =
+      write_checkpoint(m_dir, loop.global_step, capture_training_state(m_ctx, loop, m_stages), c.keep);
+  m_last_ms = m_ctx.wall_ms();
+  ++m_written;
+  sink.sample("ckpt/write_s", loop.global_step, m_last_ms, info.write_s);
+  sink.sample("ckpt/bytes", loop.global_step, m_last_ms, static_cast<double>(info.bytes));
+  const char* trigger = emergency ? "stop" : by_steps ? "steps" : "time";
+  sink.event("checkpoint", {{"step", loop.global_step},
+                            {"path", info.path},
+                            {"bytes", info.bytes},
+                            {"write_s", info.write_s},
+                            {"trigger", trigger},
+                            {"epoch", loop.epoch},
+                            {"step_in_epoch", loop.step_in_epoch}});
+  sink.event("artifact",
+             {{"kind", "checkpoint"}, {"path", info.path + "/tensors.safetensors"}, {"step", loop.global_step}});
+  if (emergency) {
+    m_emergency = true;
+    sink.event("spot/checkpoint", {{"step", loop.global_step},
+                                   {"reason", stop_reason_name(why)},
+                                   {"wall_ms", m_last_ms},
+                                   {"write_s", info.write_s}});
+  }
+}
+
+}  // namespace lathe

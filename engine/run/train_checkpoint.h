@@ -1,0 +1,66 @@
+// Checkpoints of a training run: what goes into one (weights and buffers, optimizer state, the loop
+// position, LR-schedule position, RNG stream keys, every stage's save_state() (the loss scaler,
+// prune masks...), the phase name, the store run id), when one
+// is written (checkpoint.every_steps, checkpoint.every_min, and an emergency one when a stop is
+// requested by a spot notice or SIGTERM), and how a resumed run gets it back.
+// Every random stream of a run is keyed, not stateful: initialisation by the seed, the shuffle by
+// (seed, epoch), augmentation by (seed, epoch, sample), dropout by the global micro-batch number,
+// so the seed and the loop position are the whole RNG state; the checkpoint records those keys.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/run/checkpoint.h"
+#include "engine/run/pipeline.h"
+#include "engine/run/spot_notice.h"
+
+namespace lathe {
+
+class Stage;
+
+/// Model tensors are stored as "model/<name>", optimizer state as "optim/<param>.<kind>", a
+/// stage's tensors as "stage/<section>/<name>" (its JSON under state.json's "stages").
+CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& loop,
+                                      const std::vector<std::unique_ptr<Stage>>& stages);
+
+/// Continues the main training of a resumed run: loads the newest valid checkpoint of `dir` into
+/// ctx.model (weights and buffers), a restored optimizer and `phase.start` (epoch, step in the
+/// epoch), ctx.step, and each stage's load_state(); logs a "resumed" event (from_step, the
+/// checkpoint, the newer ones passed over and why). Without a valid checkpoint the training
+/// starts over (the event says so). DataError naming the checkpoint when it belongs to another run
+/// or model (a tensor missing or of another shape) or to another phase layout.
+void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
+                     const std::vector<std::unique_ptr<Stage>>& stages);
+
+/// Decides when to write and writes: at every `every_steps` global steps, after `every_min`
+/// minutes since the last one (or the start), and once when a stop is requested for a spot notice
+/// or a signal (the emergency checkpoint). Logs ckpt/write_s and ckpt/bytes at the step, a
+/// "checkpoint" event, an "artifact" (kind checkpoint) and, for an emergency one, "spot/notice"
+/// (a notice) and "spot/checkpoint".
+class CheckpointScheduler {
+ public:
+  /// `dir` "" disables checkpoints. `reason` (may be null) says why a stop was requested.
+  CheckpointScheduler(StageContext& ctx, std::string dir, const std::atomic<int>* reason,
+                      const std::vector<std::unique_ptr<Stage>>& stages);
+  /// The TrainHooks::on_step_end body.
+  void on_step_end(const TrainLoopState& loop);
+  int64_t written() const { return m_written; }
+  bool emergency_written() const { return m_emergency; }
+
+ private:
+  StageContext& m_ctx;
+  std::string m_dir;
+  const std::atomic<int>* m_reason;
+  const std::vector<std::unique_ptr<Stage>>& m_stages;
+  double m_last_ms = 0;
+  int64_t m_written = 0;
+  bool m_emergency = false;
+};
+
+/// The checkpoint folder of a run: <checkpoint.dir>/<run id>, else <run_dir>/ckpt, else "" (none).
+std::string checkpoint_dir(const ExperimentConfig& cfg, const std::string& run_id, const std::string& run_dir);
+
+}  // namespace lathe

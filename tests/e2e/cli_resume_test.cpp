@@ -1,0 +1,210 @@
+// Checkpoints and resume through the real lathe-cli (issue 14): kill -9 at a few steps of a run
+// with checkpoint.every_steps=50, each `lathe-cli resume` continuing it, ends bit-identical to an
+// uninterrupted run with a sound store (bench/kill_resume.py, the 20-kill acceptance, in short);
+// a spot notice from a local stand-in for the EC2 endpoint makes the run write an emergency
+// checkpoint and exit `interrupted` inside the notice window, and the resumed run loses no step.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/data/dataset.h"
+#include "engine/nn/safetensors.h"
+#include "engine/store/store.h"
+#include "tests/e2e/cli_test_util.h"
+#include "tests/support/fake_metadata_server.h"
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+using test::cli_binary;
+using test::CmdResult;
+
+bool have_fashion_mnist() { return fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"); }
+
+void expect_same_weights(const std::string& got, const std::string& want) {
+  const SafetensorsFile a = load_safetensors(got);
+  const SafetensorsFile b = load_safetensors(want);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    EXPECT_EQ(a.tensors[i].first, b.tensors[i].first);
+    ASSERT_EQ(a.tensors[i].second.nbytes(), b.tensors[i].second.nbytes());
+    EXPECT_EQ(std::memcmp(a.tensors[i].second.raw(), b.tensors[i].second.raw(), a.tensors[i].second.nbytes()), 0)
+        << a.tensors[i].first;
+  }
+}
+
+std::string only_subfolder(const fs::path& dir) {
+  std::string found;
+  for (const auto& e : fs::directory_iterator(dir))
+    found = e.path().string();
+  return found;
+}
+
+class CliResume : public test::Cli {
+ protected:
+  void SetUp() override {
+    test::Cli::SetUp();
+    m_dir /= ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::create_directories(m_dir);
+  }
+};
+
+TEST_F(CliResume, KillNineAtAFewStepsThenResumeEndsBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const std::string script = LATHE_SOURCE_DIR "/bench/kill_resume.py";
+  const CmdResult r = test::run_shell("python3 " + script + " --cli " + cli_binary() +
+                                      " --kills 3 --model mlp --train-subset 1024 --test-subset 200 --epochs 2"
+                                      " --batch-size 16 --every-steps 50 --seed 5");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("summary: 3 kills"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("weights identical"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+}
+
+TEST_F(CliResume, SpotNoticeCheckpointsInsideTheWindowAndResumeLosesNoStep) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  test::FakeMetadataServer server(m_dir.string());
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=3 --set train.batch_size=16"
+      " --set train.threads=1 --set seed=3 --set data.train_subset=4096"
+      " --set data.test_subset=200 --set checkpoint.every_steps=50";
+  const CmdResult ref = test::run_cmd("--db " + (m_dir / "ref.db").string() + " run " + write("c.json", "{}") +
+                                      " --json --set output.dir=" + (m_dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+
+  // The run under test: the notice arrives once it is past step 70 (between two checkpoints).
+  const std::string cmd = cli_binary() + " --db " + db() + " run " + write("c.json", "{}") +
+                          " --json --set output.dir=" + (m_dir / "runs").string() + common +
+                          " --set cost.notice_provider=ec2 --set cost.notice_url=" + server.url +
+                          " --set cost.notice_poll_s=0.1 --set cost.notice_s=120";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[1 << 16];
+  std::string run_id, run_dir;
+  int64_t last_step = 0;
+  bool noticed = false;
+  auto t_notice = std::chrono::steady_clock::now();
+  while (fgets(line, sizeof line, p)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded())
+      continue;
+    if (j.value("event", "") == "started") {
+      run_id = j["run_id"];
+      run_dir = j["run_dir"];
+    }
+    if (j.contains("metric") && j["metric"].get<std::string>().rfind("train/", 0) == 0)
+      last_step = std::max(last_step, j["step"].get<int64_t>());
+    if (!noticed && last_step > 70) {
+      server.give_notice();
+      noticed = true;
+      t_notice = std::chrono::steady_clock::now();
+    }
+  }
+  const int status = pclose(p);
+  const double to_exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_notice).count();
+  ASSERT_TRUE(noticed) << "the run ended before step 70";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 75);  // interrupted
+  EXPECT_LT(to_exit_s, 120.0);         // inside the notice window (in practice well under a second)
+
+  int64_t ckpt_step = -1;
+  {
+    Store store = Store::open(db());
+    EXPECT_EQ(store.run(run_id).status, RunStatus::interrupted);
+    bool notice_event = false;
+    for (const EventRecord& e : store.events(run_id)) {
+      notice_event = notice_event || e.kind == "spot/notice";
+      if (e.kind == "spot/checkpoint")
+        ckpt_step = e.fields["step"];
+    }
+    EXPECT_TRUE(notice_event);
+  }
+  ASSERT_GT(ckpt_step, 70);
+  EXPECT_NE(ckpt_step % 50, 0);  // the emergency one, not a periodic one
+  EXPECT_TRUE(fs::exists(run_dir + "/ckpt/step-" + std::string(12 - std::to_string(ckpt_step).size(), '0') +
+                         std::to_string(ckpt_step) + "/MANIFEST.json"));
+
+  server.clear_notice();  // the resumed run is on a new machine
+  const CmdResult resumed = test::run_cmd("--db " + db() + " resume " + run_id + " --json");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"from_step\":" + std::to_string(ckpt_step)), std::string::npos) << resumed.out;
+  {
+    Store store = Store::open(db());
+    EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
+  }
+  const CmdResult again = test::run_cmd("--db " + db() + " resume " + run_id);
+  EXPECT_EQ(again.code, 2) << again.out;
+  EXPECT_NE(again.out.find("is finished: only interrupted, cancelled or failed runs can be resumed"), std::string::npos)
+      << again.out;
+  // No step lost or changed: the final weights are the uninterrupted run's.
+  std::string ref_dir;
+  for (const auto& e : fs::directory_iterator(m_dir / "ref"))
+    ref_dir = e.path().string();
+  expect_same_weights(run_dir + "/model.safetensors", ref_dir + "/model.safetensors");
+}
+
+class CliSpot : public CliResume, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CliSpot, SupervisorInterruptsRestartsAndEndsBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=2 --set train.batch_size=16 --set train.threads=1 --set seed=3"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=50";
+  const std::string cfg = write("c.json", "{}");
+  const CmdResult ref = test::run_cmd("--db " + (m_dir / "ref.db").string() + " run " + cfg +
+                                      " --set output.dir=" + (m_dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  // seed 3 draws its first interruption 0.2 s in: it lands as soon as the first child trains.
+  const CmdResult r = test::run_cmd("--db " + db() + " run " + cfg + " --set output.dir=" + (m_dir / "runs").string() +
+                                    common + " --set cost.interruptions_per_hour=3600 --set cost.restart_s=0.1" +
+                                    " --set cost.notice_s=" + GetParam());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("lathe: spot supervisor: interruption 1 at"), std::string::npos) << r.out;
+  const std::string run_dir = only_subfolder(m_dir / "runs");
+  const std::string id = fs::path(run_dir).filename().string();
+  Store store = Store::open(db());
+  EXPECT_EQ(store.run(id).status, RunStatus::finished);
+  const auto interruptions = store.summary(id, "spot/interruptions");
+  ASSERT_TRUE(interruptions);
+  EXPECT_GE(interruptions->last, 1);
+  int resumed = 0, interruption_events = 0;
+  for (const EventRecord& e : store.events(id)) {
+    resumed += e.kind == "resumed";
+    interruption_events += e.kind == "spot/interruption";
+  }
+  // The supervisor logs every interruption itself; a restarted child logs `resumed`, unless the
+  // machine is taken away again before the store has that event (kill -9 within milliseconds).
+  EXPECT_EQ(interruption_events, static_cast<int>(interruptions->last));
+  EXPECT_EQ(store.summary(id, "spot/restarts")->last, interruptions->last);
+  if (std::string(GetParam()) == "5")
+    EXPECT_EQ(resumed, static_cast<int>(interruptions->last));
+  else
+    EXPECT_TRUE(resumed >= 1 && resumed <= static_cast<int>(interruptions->last)) << resumed;
+  for (const char* m : {"spot/restarts", "spot/steps_redone", "spot/restart_wait_s", "cost/usd_on_demand"})
+    EXPECT_TRUE(store.summary(id, m)) << m;
+  if (std::string(GetParam()) == "5") {
+    EXPECT_EQ(store.summary(id, "spot/steps_redone")->last, 0);  // every notice got its emergency checkpoint
+    EXPECT_EQ(store.summary(id, "spot/kills")->last, 0);
+  } else {
+    EXPECT_GE(store.summary(id, "spot/kills")->last, 1) << r.out;  // a 10 ms window: the machine goes first
+  }
+  expect_same_weights(run_dir + "/model.safetensors", only_subfolder(m_dir / "ref") + "/model.safetensors");
+}
+
+// A 5 s notice window (the checkpoint always makes it) and a 10 ms one (SIGKILL before it does).
+INSTANTIATE_TEST_SUITE_P(NoticeWindow, CliSpot, ::testing::Values("5", "0.01"));
+
+TEST_F(CliResume, OnlyInterruptedOrCancelledRunsResume) {
+  const CmdResult r = test::run_cmd("--db " + db() + " resume nosuchrun");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
+}  // namespace
+}  // namespace lathe
