@@ -12,6 +12,11 @@ find_package(SQLite3 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
+# Gloo (CPU collectives, tcp transport) for the data-parallel communicator (engine/dist). Debian's
+# package exports only a RelWithDebInfo configuration; every build type uses it.
+find_package(Gloo REQUIRED CONFIG)
+set_target_properties(gloo PROPERTIES MAP_IMPORTED_CONFIG_RELEASE RelWithDebInfo MAP_IMPORTED_CONFIG_DEBUG
+                      RelWithDebInfo MAP_IMPORTED_CONFIG_MINSIZEREL RelWithDebInfo)
 if(LATHE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -1,0 +1,60 @@
+// GlooCommunicator: the training loop's Communicator (engine/exec/communicator.h) over Gloo's tcp
+// transport for CPU ranks. Ranks meet through a rendezvous store (rendezvous.h); gradients travel in
+// flat f32 buckets filled in reverse parameter order, as PyTorch DDP fills them (the last layers'
+// gradients are ready first), each bucket all-reduced (sum) and divided by the world size.
+// Host tensors only: a device tensor is a lathe::Error (NCCL is the GPU path).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/exec/communicator.h"
+
+namespace lathe::dist {
+
+struct GlooOptions {
+  /// A folder for Gloo's FileStore (one machine or a shared file system) or "redis://host:port".
+  std::string rendezvous;
+  /// Every key is under this prefix: two runs with different ids never meet in one store.
+  std::string run_id = "lathe";
+  /// The address the tcp transport binds to and announces (loopback: every rank on this machine).
+  std::string host = "127.0.0.1";
+  /// How long joining and every collective may wait for the other ranks.
+  double timeout_s = 60;
+  /// Gradient bucket size in MiB (PyTorch DDP's default, 25).
+  double bucket_mb = 25;
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  /// Joins the run: returns once all `world_size` ranks are connected, or throws lathe::Error naming
+  /// the store and the ranks missing after `timeout_s` (ConfigError for bad options).
+  GlooCommunicator(int rank, int world_size, const GlooOptions& options);
+  ~GlooCommunicator() override;
+
+  int rank() const override { return m_rank; }
+  int world_size() const override { return m_world_size; }
+  void all_reduce_gradients(const std::vector<NamedParam>& params) override;
+  void broadcast_parameters(const std::vector<NamedParam>& params, int root) override;
+  void all_reduce_sum(double* values, int64_t n) override;
+  void barrier() override;
+
+  /// "file store /tmp/x" or "redis store host:port", as errors name it.
+  const std::string& store_description() const;
+  /// Elements of one gradient bucket (bucket_mb MiB of f32, at least 1).
+  int64_t bucket_elements() const { return m_bucket_elements; }
+  /// Number of bucket all-reduces the last all_reduce_gradients made.
+  int last_bucket_count() const { return m_last_buckets; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+  int m_rank = 0;
+  int m_world_size = 1;
+  int64_t m_bucket_elements = 1;
+  int m_last_buckets = 0;
+  std::vector<float> m_bucket;
+};
+
+}  // namespace lathe::dist

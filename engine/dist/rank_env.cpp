@@ -1,0 +1,84 @@
+// Rank discovery from flags, Slurm or torchrun variables (see rank_env.h).
+#include "engine/dist/rank_env.h"
+
+#include <charconv>
+#include <cstdlib>
+
+#include "engine/core/error.h"
+
+namespace lathe::dist {
+namespace {
+
+using detail::concat;
+
+int parse_count(const char* name, const char* text) {
+  const std::string value = text;
+  int out = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, out);
+  if (value.empty() || ec != std::errc() || ptr != end)
+    throw ConfigError(concat(name, "=\"", value, "\" is not an integer (a rank or a count of processes)"));
+  if (out < 0)
+    throw ConfigError(concat(name, "=", value, " is negative; ranks and counts are >= 0"));
+  return out;
+}
+
+void check(const RankInfo& info, const char* rank_name, const char* size_name, const char* local_name) {
+  if (info.world_size < 1)
+    throw ConfigError(concat(size_name, "=", info.world_size, ": the world size must be at least 1"));
+  if (info.rank >= info.world_size)
+    throw ConfigError(concat(rank_name, "=", info.rank, " is not below ", size_name, "=", info.world_size,
+                             " (ranks are 0..", info.world_size - 1, ")"));
+  if (info.local_rank >= info.world_size)
+    throw ConfigError(concat(local_name, "=", info.local_rank, " is not below ", size_name, "=", info.world_size));
+}
+
+// One launcher's convention: the rank variable decides whether it applies; then the size is required.
+std::optional<RankInfo> from_env(const EnvLookup& env, const char* rank_var, const char* size_var,
+                                 const char* local_var, const char* source) {
+  const char* rank = env(rank_var);
+  if (!rank)
+    return std::nullopt;
+  const char* size = env(size_var);
+  if (!size)
+    throw ConfigError(concat(rank_var, "=", rank, " is set but ", size_var, " is not"));
+  RankInfo info;
+  info.rank = parse_count(rank_var, rank);
+  info.world_size = parse_count(size_var, size);
+  const char* local = env(local_var);
+  info.local_rank = local ? parse_count(local_var, local) : 0;
+  info.source = source;
+  check(info, rank_var, size_var, local_var);
+  return info;
+}
+
+}  // namespace
+
+RankInfo discover_rank(const RankFlags& flags, const EnvLookup& env_in) {
+  const EnvLookup env = env_in ? env_in : EnvLookup([](const char* name) { return std::getenv(name); });
+  if (flags.rank || flags.world_size) {
+    if (!flags.rank || !flags.world_size)
+      throw ConfigError(flags.rank ? "--rank is given without --world-size" : "--world-size is given without --rank");
+    auto flag_value = [](const char* name, int v) {
+      if (v < 0)
+        throw ConfigError(concat(name, "=", v, " is negative; ranks and counts are >= 0"));
+      return v;
+    };
+    RankInfo info;
+    info.rank = flag_value("--rank", *flags.rank);
+    info.world_size = flag_value("--world-size", *flags.world_size);
+    info.local_rank = flags.local_rank ? flag_value("--local-rank", *flags.local_rank) : 0;
+    info.source = "flags";
+    check(info, "--rank", "--world-size", "--local-rank");
+    return info;
+  }
+  if (flags.local_rank)
+    throw ConfigError("--local-rank is given without --rank and --world-size");
+  if (auto slurm = from_env(env, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"))
+    return *slurm;
+  if (auto torchrun = from_env(env, "RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"))
+    return *torchrun;
+  return RankInfo{};
+}
+
+}  // namespace lathe::dist

@@ -1,0 +1,247 @@
+// GlooCommunicator across 2 and 3 forked processes meeting in a FileStore folder: the gradient mean
+// (buckets smaller than one parameter and larger than all), broadcast, sums, barrier, two runs in
+// one folder, the error for a rank that never joins, and no process left behind.
+#include "engine/dist/gloo_communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "engine/core/error.h"
+#include "tests/support/multi_process.h"
+
+using lathe::NamedParam;
+using lathe::Param;
+using lathe::Tensor;
+using lathe::dist::GlooCommunicator;
+using lathe::dist::GlooOptions;
+using lathe::test::require;
+using lathe::test::run_processes;
+
+namespace {
+
+const std::vector<lathe::Shape> kShapes = {{3, 4}, {5}, {2, 3, 2, 2}, {1}};  // 42 elements
+
+// A model's parameters, each value and gradient filled by f(rank, param, element).
+struct Params {
+  std::vector<Param> storage;
+  std::vector<NamedParam> named;
+  Params(int rank, const std::function<double(int, int, int64_t)>& f) {
+    storage.reserve(kShapes.size());
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      Param p{"w", Tensor::zeros(kShapes[k], lathe::DType::f32), Tensor::zeros(kShapes[k], lathe::DType::f32)};
+      for (int64_t i = 0; i < p.value.numel(); ++i) {
+        p.grad.set_flat(i, f(rank, static_cast<int>(k), i));
+        p.value.set_flat(i, f(rank, static_cast<int>(k), i) + 1000);
+      }
+      storage.push_back(std::move(p));
+    }
+    for (size_t k = 0; k < storage.size(); ++k)
+      named.push_back({std::to_string(k) + ".w", &storage[k]});
+  }
+};
+
+double integer_valued(int r, int k, int64_t i) { return (r + 1) * (k + 3) + (i % 7) - 3 * r; }
+double fractional(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k + 0.11 * i) * 3.7; }
+
+class GlooCommunicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { m_folder = lathe::test::fresh_temp_folder("dist"); }
+  void TearDown() override {
+    EXPECT_TRUE(lathe::test::no_children_left());
+    std::filesystem::remove_all(m_folder);
+  }
+  GlooOptions options(const std::string& run, double bucket_mb = 25, double timeout_s = 20) const {
+    GlooOptions o;
+    o.rendezvous = m_folder.string();
+    o.run_id = run;
+    o.bucket_mb = bucket_mb;
+    o.timeout_s = timeout_s;
+    return o;
+  }
+  static void expect_all_ok(const std::vector<lathe::test::ChildResult>& results) {
+    for (const auto& r : results)
+      EXPECT_TRUE(r.exited_ok) << "rank " << r.index << ": " << r.message;
+  }
+  std::filesystem::path m_folder;
+};
+
+// Every rank's gradients become the mean over ranks, computed here from the same formula.
+void check_mean(int rank, int world, const GlooOptions& opts, const std::function<double(int, int, int64_t)>& f,
+                double tolerance, int expected_buckets) {
+  GlooCommunicator comm(rank, world, opts);
+  Params params(rank, f);
+  comm.all_reduce_gradients(params.named);
+  require(comm.last_bucket_count() == expected_buckets,
+          "buckets " + std::to_string(comm.last_bucket_count()) + " != " + std::to_string(expected_buckets));
+  for (size_t k = 0; k < params.storage.size(); ++k) {
+    const Tensor& g = params.storage[k].grad;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      float sum = 0;
+      for (int r = 0; r < world; ++r)
+        sum += static_cast<float>(f(r, static_cast<int>(k), i));
+      const double expected = sum / static_cast<float>(world);
+      const double got = g.at_flat(i);
+      require(std::abs(got - expected) <= tolerance, "param " + std::to_string(k) + "[" + std::to_string(i) + "]: " +
+                                                         std::to_string(got) + " != " + std::to_string(expected));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_F(GlooCommunicatorTest, OneRankIsANoOp) {
+  GlooCommunicator comm(0, 1, options("solo"));
+  Params params(0, integer_valued);
+  comm.all_reduce_gradients(params.named);
+  comm.barrier();
+  double v[2] = {1.5, 2};
+  comm.all_reduce_sum(v, 2);
+  EXPECT_EQ(v[0], 1.5);
+  EXPECT_EQ(params.storage[0].grad.at_flat(1), integer_valued(0, 0, 1));
+}
+
+TEST_F(GlooCommunicatorTest, GradientMeanExactInOneBucketTwoAndThreeRanks) {
+  for (int world : {2, 3}) {
+    auto opts = options("mean" + std::to_string(world));
+    auto results = run_processes(
+        world, [&](int r) { check_mean(r, world, opts, integer_valued, 0.0, 1); }, 30);
+    expect_all_ok(results);
+  }
+}
+
+TEST_F(GlooCommunicatorTest, BucketsSmallerThanOneParameter) {
+  // 4 floats a bucket: the 12- and 24-element parameters span several buckets; 42 elements -> 11.
+  auto opts = options("small", 16.0 / (1024 * 1024));
+  auto results = run_processes(
+      3, [&](int r) { check_mean(r, 3, opts, integer_valued, 0.0, 11); }, 30);
+  expect_all_ok(results);
+}
+
+TEST_F(GlooCommunicatorTest, GradientMeanOfFractionsWithin1e6) {
+  auto opts = options("frac", 40.0 / (1024 * 1024));  // 10 floats a bucket -> 5 buckets
+  auto results = run_processes(
+      3, [&](int r) { check_mean(r, 3, opts, fractional, 1e-6, 5); }, 30);
+  expect_all_ok(results);
+}
+
+TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsValues) {
+  auto opts = options("bcast");
+  auto results = run_processes(
+      3,
+      [&](int r) {
+        GlooCommunicator comm(r, 3, opts);
+        Params params(r, integer_valued);
+        comm.broadcast_parameters(params.named, 1);
+        Params root(1, integer_valued);
+        for (size_t k = 0; k < params.storage.size(); ++k)
+          for (int64_t i = 0; i < params.storage[k].value.numel(); ++i)
+            require(params.storage[k].value.at_flat(i) == root.storage[k].value.at_flat(i),
+                    "param " + std::to_string(k) + " differs from rank 1's");
+        // Gradients are left alone.
+        require(params.storage[0].grad.at_flat(0) == integer_valued(r, 0, 0), "gradient changed");
+      },
+      30);
+  expect_all_ok(results);
+}
+
+TEST_F(GlooCommunicatorTest, AllReduceSumOfDoubles) {
+  auto opts = options("sum");
+  auto results = run_processes(
+      3,
+      [&](int r) {
+        GlooCommunicator comm(r, 3, opts);
+        std::vector<double> v = {r + 0.25, 1e-9 * (r + 1), -2.0 * r, 1e12};
+        comm.all_reduce_sum(v.data(), static_cast<int64_t>(v.size()));
+        require(v[0] == 3.75, "v[0] = " + std::to_string(v[0]));
+        require(std::abs(v[1] - 6e-9) < 1e-20, "v[1]");
+        require(v[2] == -6.0, "v[2]");
+        require(v[3] == 3e12, "v[3]");
+      },
+      30);
+  expect_all_ok(results);
+}
+
+TEST_F(GlooCommunicatorTest, BarrierWaitsForTheSlowestRank) {
+  auto opts = options("barrier");
+  const auto folder = m_folder;
+  auto results = run_processes(
+      3,
+      [&](int r) {
+        GlooCommunicator comm(r, 3, opts);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300 * r));
+        std::ofstream(folder / ("arrived." + std::to_string(r))) << r;
+        comm.barrier();
+        for (int o = 0; o < 3; ++o)
+          require(std::filesystem::exists(folder / ("arrived." + std::to_string(o))),
+                  "passed the barrier before rank " + std::to_string(o) + " arrived");
+      },
+      30);
+  expect_all_ok(results);
+}
+
+TEST_F(GlooCommunicatorTest, TwoRunsInOneFolderDoNotMeet) {
+  auto a = options("runA");
+  auto b = options("runB");
+  // Children 0,1 are run A (values 0/1), 2,3 run B (values 10/20): each run's mean is its own.
+  auto results = run_processes(
+      4,
+      [&](int i) {
+        const bool in_a = i < 2;
+        GlooCommunicator comm(i % 2, 2, in_a ? a : b);
+        std::vector<double> v = {in_a ? double(i) : 10.0 * (i - 1)};
+        comm.all_reduce_sum(v.data(), 1);
+        require(v[0] == (in_a ? 1.0 : 30.0), "sum " + std::to_string(v[0]));
+      },
+      30);
+  expect_all_ok(results);
+}
+
+TEST_F(GlooCommunicatorTest, ARankThatNeverJoinsIsNamedWithinTheTimeout) {
+  const double timeout_s = 2;
+  auto opts = options("missing", 25, timeout_s);
+  // World of 3, rank 2 never starts.
+  auto results = run_processes(
+      2, [&](int r) { GlooCommunicator comm(r, 3, opts); }, timeout_s + 10);
+  for (const auto& r : results) {
+    EXPECT_FALSE(r.exited_ok) << "rank " << r.index;
+    EXPECT_FALSE(r.killed) << "rank " << r.index << " hung";
+    EXPECT_LT(r.seconds, timeout_s + 2) << "rank " << r.index;
+    EXPECT_NE(r.message.find("ranks 2 did not join"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("file store " + m_folder.string()), std::string::npos) << r.message;
+  }
+}
+
+TEST_F(GlooCommunicatorTest, ANonF32GradientIsAClearError) {
+  auto opts = options("dtype");
+  auto results = run_processes(
+      2,
+      [&](int r) {
+        GlooCommunicator comm(r, 2, opts);
+        Param p{"w", Tensor::zeros({4}, lathe::DType::f32), Tensor::zeros({4}, lathe::DType::f64)};
+        std::vector<NamedParam> named = {{"0.w", &p}};
+        try {
+          comm.all_reduce_gradients(named);
+        } catch (const lathe::Error& e) {
+          require(std::string(e.what()).find("the gradient of 0.w is f64") != std::string::npos, e.what());
+          return;
+        }
+        throw std::runtime_error("no error for an f64 gradient");
+      },
+      30);
+  expect_all_ok(results);
+}
+
+TEST(GlooOptionsTest, BadOptionsAreConfigErrors) {
+  GlooOptions o;
+  o.rendezvous = "redis://localhost:notaport";
+  EXPECT_THROW(GlooCommunicator(0, 2, o), lathe::ConfigError);
+  o.rendezvous = "/tmp";
+  o.bucket_mb = 0;
+  EXPECT_THROW(GlooCommunicator(0, 2, o), lathe::ConfigError);
+  o.bucket_mb = 25;
+  EXPECT_THROW(GlooCommunicator(2, 2, o), lathe::ConfigError);
+}

@@ -1,0 +1,147 @@
+// Two processes, as two nodes would be, meet through a redis-server started here on a free loopback
+// port (Gloo's RedisStore) and all-reduce gradients; a missing rank is named with the redis store.
+// Skips, saying why, when redis-server is not installed. The server is killed at the end.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "engine/dist/gloo_communicator.h"
+#include "tests/support/multi_process.h"
+
+using lathe::dist::GlooCommunicator;
+using lathe::dist::GlooOptions;
+using lathe::test::require;
+
+namespace {
+
+// A loopback port nothing listens on now (the kernel's pick for port 0).
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool accepts(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string redis_server_path() {
+  for (const char* p : {"/usr/bin/redis-server", "/usr/local/bin/redis-server"})
+    if (std::filesystem::exists(p))
+      return p;
+  return "";
+}
+
+// redis-server on a loopback port for the test's lifetime, killed (and reaped) at the end.
+class RedisServer {
+ public:
+  RedisServer(const std::string& binary, int port, const std::filesystem::path& dir) : m_port(port) {
+    m_pid = fork();
+    if (m_pid == 0) {
+      const std::string port_text = std::to_string(port);
+      execl(binary.c_str(), binary.c_str(), "--port", port_text.c_str(), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", dir.c_str(), "--loglevel", "warning", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~RedisServer() {
+    if (m_pid <= 0)
+      return;
+    kill(m_pid, SIGTERM);
+    for (int i = 0; i < 200; ++i) {  // 2 s, then SIGKILL
+      if (waitpid(m_pid, nullptr, WNOHANG) == m_pid)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(m_pid, SIGKILL);
+    waitpid(m_pid, nullptr, 0);
+  }
+  bool ready(double within_s) const {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(within_s);
+    while (std::chrono::steady_clock::now() < end) {
+      if (accepts(m_port))
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+ private:
+  pid_t m_pid = -1;
+  int m_port;
+};
+
+}  // namespace
+
+TEST(DistRedis, TwoProcessesMeetThroughRedisServer) {
+  const std::string binary = redis_server_path();
+  if (binary.empty())
+    GTEST_SKIP() << "redis-server is not installed (Debian package redis-server)";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const auto dir = lathe::test::fresh_temp_folder("redis");
+  {
+    RedisServer server(binary, port, dir);
+    ASSERT_TRUE(server.ready(5)) << "redis-server did not listen on 127.0.0.1:" << port << " within 5 s";
+    GlooOptions opts;
+    opts.rendezvous = "redis://127.0.0.1:" + std::to_string(port);
+    opts.run_id = "e2e-" + std::to_string(getpid());
+    opts.timeout_s = 10;
+    opts.bucket_mb = 8.0 / (1024 * 1024);  // 2 floats a bucket: 3 buckets for 5 elements
+    auto results = lathe::test::run_processes(
+        2,
+        [&](int r) {
+          GlooCommunicator comm(r, 2, opts);
+          require(comm.store_description() == "redis store 127.0.0.1:" + std::to_string(port),
+                  comm.store_description());
+          lathe::Param p{"w", lathe::Tensor::zeros({5}, lathe::DType::f32),
+                         lathe::Tensor::zeros({5}, lathe::DType::f32)};
+          for (int i = 0; i < 5; ++i)
+            p.grad.set_flat(i, (r + 1) * 10 + i);  // rank 0: 10+i, rank 1: 20+i
+          std::vector<lathe::NamedParam> named = {{"0.w", &p}};
+          comm.all_reduce_gradients(named);
+          require(comm.last_bucket_count() == 3, "buckets");
+          for (int i = 0; i < 5; ++i)
+            require(p.grad.at_flat(i) == 15 + i, "mean of element " + std::to_string(i));
+          comm.barrier();
+        },
+        30);
+    for (const auto& r : results)
+      EXPECT_TRUE(r.exited_ok) << "rank " << r.index << ": " << r.message;
+
+    // Rank 1 of 2 never comes: rank 0 names it and the redis store.
+    opts.run_id += "-missing";
+    opts.timeout_s = 1;
+    auto lonely = lathe::test::run_processes(
+        1, [&](int) { GlooCommunicator comm(0, 2, opts); }, 15);
+    EXPECT_FALSE(lonely[0].exited_ok);
+    EXPECT_LT(lonely[0].seconds, 3.0);
+    EXPECT_NE(lonely[0].message.find("ranks 1 did not join"), std::string::npos) << lonely[0].message;
+    EXPECT_NE(lonely[0].message.find("redis store 127.0.0.1"), std::string::npos) << lonely[0].message;
+  }
+  EXPECT_TRUE(lathe::test::no_children_left());
+  std::filesystem::remove_all(dir);
+}
