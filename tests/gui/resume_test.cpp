@@ -139,10 +139,14 @@ TEST(GuiResume, StoppedRunResumedFromTheRunsTabFinishesInTheSameRun) {
   ASSERT_EQ(w.queue()->entries()[0].state, ui::QueuedRun::State::cancelled)
       << w.queue()->entries()[0].stderrTail.toStdString();
 
+  // The Live tab watches another run until Resume.
+  const QString other = QString::fromStdString(test::write_run(dir.db(), "other", {}, {{"train/loss", {1.0}}}));
+  w.watch(other);
+  ASSERT_EQ(w.feed()->watched(), other);
   ui::RunBrowser* browser = w.browser();
   browser->reload();
   ASSERT_TRUE(
-      test::wait_until([&]() { return browser->model()->total() == 1 && !browser->model()->loading(); }, 10000));
+      test::wait_until([&]() { return browser->model()->total() == 2 && !browser->model()->loading(); }, 10000));
   browser->selectRuns({runId});
   ASSERT_TRUE(browser->resumeButton()->isEnabled()) << browser->resumeButton()->toolTip().toStdString();
   browser->resumeButton()->click();
@@ -159,6 +163,7 @@ TEST(GuiResume, StoppedRunResumedFromTheRunsTabFinishesInTheSameRun) {
   RunQuery named;
   named.name_glob = "gui-resume";
   EXPECT_EQ(store.list_runs(named).total, 1);  // the same store run, no new one
+  EXPECT_EQ(store.list_runs(RunQuery{}).total, 2);
   // The step axis continues: the live chart ends at the store's last step of the run, and the
   // store's steps go on from before the stop to the end without a repeat.
   const std::vector<Point> stored = store.series(runId.toStdString(), "train/loss");
