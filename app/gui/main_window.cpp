@@ -118,6 +118,11 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
                      QString::fromStdString(cfg.value("name", std::string("run"))) + " (re-run of " + id.left(8) + ")");
   });
 
+  connect(m_browser, &ui::RunBrowser::resumeRun, this, [this](const QString& id) {
+    m_queue->enqueueResume(id);
+    showTab("live");
+  });
+
   QString config = m_opt.configPath;
   if (config.isEmpty() && !m_opt.experimentsDir.isEmpty())
     config = QDir(m_opt.experimentsDir).filePath("default.json");

@@ -127,6 +127,8 @@ LiveChart* ChartPanel::makeAddedChart(const QString& metric) {
   chart->setMinimumSize(260, 170);
   chart->setXMapping(m_map);
   chart->setSmoothing(m_smooth->value() / 100.0);
+  for (const MarkerSpec& m : m_markers)
+    chart->addMarker(m.step, m.wallMs, m.label);
   chart->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(chart, &QWidget::customContextMenuRequested, this, [this, metric, chart](const QPoint& at) {
     QMenu menu;
@@ -190,6 +192,34 @@ void ChartPanel::applyMapping() {
     c->setXMapping(m_map);
 }
 
+std::optional<ChartPanel::MarkerSpec> ChartPanel::markerFor(const EventRecord& e) {
+  const nlohmann::json& f = e.fields;
+  if (!f.is_object())
+    return std::nullopt;
+  auto number = [&](const char* key, double otherwise) {
+    return f.contains(key) && f[key].is_number() ? f[key].get<double>() : otherwise;
+  };
+  MarkerSpec m;
+  if (e.kind == "spot/notice") {
+    m.step = static_cast<int64_t>(number("step", -1));
+    m.wallMs = number("wall_ms", -1);
+    m.label = "spot notice";
+  } else if (e.kind == "spot/interruption") {  // the supervisor's record: the step the child reached
+    m.step = static_cast<int64_t>(number("step_reached", -1));
+    const double at_s = number("at_s", -1);
+    m.wallMs = at_s >= 0 ? at_s * 1000.0 : -1;
+    m.label = f.value("killed", false) ? "machine lost" : "interrupted";
+  } else if (e.kind == "resumed") {
+    m.step = static_cast<int64_t>(number("from_step", -1));
+    m.label = QString("resumed from %1").arg(m.step);
+  } else {
+    return std::nullopt;
+  }
+  if (m.step < 0)
+    return std::nullopt;
+  return m;
+}
+
 void ChartPanel::applyBatch(const TailBatch& batch) {
   bool remap = false;
   if (batch.reset || batch.runId != m_runId) {
@@ -197,6 +227,7 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
     for (LiveChart* c : m_charts)
       c->clear();
     m_unshown.clear();
+    m_markers.clear();
     // The charts added for this run's preset (a new preset drops the last one's).
     const QString preset = batch.run ? presetOf(QString::fromStdString(batch.run->name)) : QString();
     if (preset != m_preset) {
@@ -222,6 +253,12 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
         m_epochs = cfg["train"].value("epochs", 0.0);
     }
   }
+  for (const EventRecord& e : batch.events)
+    if (const std::optional<MarkerSpec> m = markerFor(e)) {
+      m_markers.push_back(*m);
+      for (LiveChart* c : m_charts)
+        c->addMarker(m->step, m->wallMs, m->label);
+    }
   for (const EventRecord& e : batch.events)
     if (e.kind == "started") {
       // The main training's steps (total_steps counts every phase of the pipeline since the plan).

@@ -5,7 +5,8 @@
 // "liveCharts/<preset>", the preset being the run's name without its sweep knob=value tokens) and
 // come back for the next run of it. Batches from the store tail are appended as they come; a 33 ms
 // coalescing timer replots up to two changed charts per tick, so a flood of samples never costs
-// more than that.
+// more than that. Spot notices, interruptions and resumes of the run are marked on every chart
+// (markerFor) at their step.
 #pragma once
 
 #include <QComboBox>
@@ -16,6 +17,7 @@
 #include <QToolButton>
 #include <QWidget>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "widgets/ui/live_chart.h"
@@ -53,6 +55,13 @@ class ChartPanel : public QWidget {
   QString preset() const { return m_preset; }
   /// The preset of a run name: without its sweep tokens ("mlp-fashion lr=0.02" -> "mlp-fashion").
   static QString presetOf(const QString& runName);
+  struct MarkerSpec {
+    int64_t step = 0;
+    double wallMs = -1;  ///< < 0: unknown (the chart takes the sample's time at that step)
+    QString label;
+  };
+  /// The marker an event asks for (spot/notice, spot/interruption, resumed), if any.
+  static std::optional<MarkerSpec> markerFor(const EventRecord& e);
 
  private:
   void applyMapping();
@@ -60,8 +69,10 @@ class ChartPanel : public QWidget {
   void rememberAdded() const;
   void layoutCharts();
   std::vector<LiveChart*> m_charts;
-  size_t m_fixedCharts = 0;                             ///< the first charts are the six built in; the rest were added
-  std::map<std::string, std::vector<Point>> m_unshown;  ///< every point of the metrics no chart shows
+  size_t m_fixedCharts = 0;  ///< the first charts are the six built in; the rest were added
+  std::map<std::string, std::vector<Point>> m_unshown;
+  std::vector<MarkerSpec> m_markers;  ///< every marker of the run (an added chart gets them too)  ///< every point of
+                                      ///< the metrics no chart shows
   QString m_preset;
   QGridLayout* m_grid = nullptr;
   QToolButton* m_addButton = nullptr;

@@ -111,6 +111,11 @@ void LiveChart::clear() {
     s.raw->data()->clear();
     s.smooth->data()->clear();
   }
+  for (Marker& m : m_markers) {
+    removeItem(m.line);
+    removeItem(m.text);
+  }
+  m_markers.clear();
   m_follow = true;
   m_dirty = true;
 }
@@ -249,8 +254,65 @@ void LiveChart::refresh() {
       yAxis->setRange(lo, hi);
     }
   }
+  placeMarkers();
   m_dirty = false;
   replot(QCustomPlot::rpQueuedReplot);
+}
+
+void LiveChart::addMarker(int64_t step, double wallMs, const QString& label) {
+  Marker m;
+  m.at.step = step;
+  m.at.wall_ms = wallMs;
+  m.label = label;
+  m.line = new QCPItemStraightLine(this);
+  m.line->setPen(QPen(QColor(200, 60, 40), 1, Qt::DashDotLine));
+  m.text = new QCPItemText(this);
+  m.text->position->setTypeX(QCPItemPosition::ptPlotCoords);
+  m.text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+  m.text->position->setCoords(0, 0.02 + 0.08 * static_cast<double>(m_markers.size() % 3));  // labels close by stagger
+  m.text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+  m.text->setColor(QColor(200, 60, 40));
+  m.text->setPadding(QMargins(3, 0, 0, 0));
+  m.text->setText(label);
+  m_markers.push_back(m);
+  m_dirty = true;
+}
+
+double LiveChart::markerX(const Marker& m) const {
+  if (m_map.mode == XMapping::Mode::step || m.at.wall_ms >= 0)
+    return m_map.x(m.at);
+  // The run clock at that step: the first sample at or after it (points are in step order).
+  const Point* best = nullptr;
+  for (const auto& [name, s] : m_series) {
+    auto it = std::lower_bound(s.points.begin(), s.points.end(), m.at.step,
+                               [](const Point& p, int64_t step) { return p.step < step; });
+    if (it != s.points.end() && (!best || it->step < best->step))
+      best = &*it;
+  }
+  if (!best)
+    return qQNaN();
+  Point p = *best;
+  p.step = m.at.step;
+  return m_map.x(p);
+}
+
+void LiveChart::placeMarkers() {
+  for (Marker& m : m_markers) {
+    const double x = markerX(m);
+    const bool shown = !std::isnan(x);
+    m.line->setVisible(shown);
+    m.text->setVisible(shown);
+    if (!shown)
+      continue;
+    m.line->point1->setCoords(x, 0);
+    m.line->point2->setCoords(x, 1);
+    m.text->position->setCoords(x, m.text->position->coords().y());
+  }
+}
+
+std::pair<double, QString> LiveChart::marker(int i) const {
+  const Marker& m = m_markers.at(static_cast<size_t>(i));
+  return {markerX(m), m.label};
 }
 
 int LiveChart::pointCount(const std::string& metric) const {

@@ -3,6 +3,7 @@
 // last/min/max of the raw data; drag to pan, wheel to zoom, double-click to follow the data again;
 // a crosshair reads every curve at the mouse. The x axis maps a sample by step, epoch, wall time
 // or dollars (XMapping). Points are kept so the mapping or smoothing can change at any time.
+// Markers (a vertical line with a label) show where the run lost its machine or resumed.
 #pragma once
 
 #include <qcustomplot.h>
@@ -59,6 +60,12 @@ class LiveChart : public QCustomPlot {
   /// snapped x and the text (each curve's value at that x, or its nearest sample and where it is).
   std::pair<double, QString> crosshairAt(double key) const;
   bool following() const { return m_follow; }
+  /// A vertical line labelled `label` at `step`; wallMs < 0: its time on the wall/$ axes is that of
+  /// the first sample at or after the step. Removed by clear().
+  void addMarker(int64_t step, double wallMs, const QString& label);
+  int markerCount() const { return static_cast<int>(m_markers.size()); }
+  /// Marker i under the current x mapping: its x (NaN while it cannot be placed) and label.
+  std::pair<double, QString> marker(int i) const;
 
  protected:
   void mouseMoveEvent(QMouseEvent* event) override;
@@ -75,7 +82,15 @@ class LiveChart : public QCustomPlot {
     QString name;
     bool smoothable = true;
   };
+  struct Marker {
+    Point at;  ///< step, and wall_ms (< 0: unknown)
+    QString label;
+    QCPItemStraightLine* line = nullptr;
+    QCPItemText* text = nullptr;
+  };
   void rebuild(Series& s);
+  double markerX(const Marker& m) const;
+  void placeMarkers();
   double alphaOf(const Series& s) const { return s.smoothable ? m_alpha : 0; }
   QStringList m_metricNames;
   std::map<std::string, Series> m_series;
@@ -86,6 +101,7 @@ class LiveChart : public QCustomPlot {
   bool m_dirty = false, m_follow = true;
   QCPItemStraightLine* m_cross = nullptr;
   QCPItemText* m_crossText = nullptr;
+  std::vector<Marker> m_markers;
 };
 
 }  // namespace lathe::ui

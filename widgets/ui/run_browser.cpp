@@ -4,11 +4,13 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
+#include <QMenu>
 #include <QMessageBox>
 #include <QVBoxLayout>
 
 #include "engine/core/error.h"
 #include "engine/store/store.h"
+#include "widgets/ui/resume_check.h"
 
 namespace lathe::ui {
 
@@ -54,9 +56,12 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_compare->setToolTip("Compare 2-10 selected runs");
   m_open = new QPushButton("Open config", this);
   m_rerun = new QPushButton("Re-run", this);
+  m_resume = new QPushButton("Resume", this);
+  m_resume->setObjectName("resumeButton");
+  m_resumeAction = new QAction("Resume", this);
   m_export = new QPushButton("Export...", this);
   m_delete = new QPushButton("Delete", this);
-  for (QPushButton* b : {m_watch, m_compare, m_open, m_rerun, m_export, m_delete})
+  for (QPushButton* b : {m_watch, m_compare, m_open, m_rerun, m_resume, m_export, m_delete})
     actions->addWidget(b);
   actions->addStretch(1);
   column->addLayout(actions);
@@ -85,6 +90,22 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   connect(m_rerun, &QPushButton::clicked, this, [this]() {
     for (const QString& id : selectedRunIds())
       emit rerun(runConfig(id), id);
+  });
+  auto resume = [this]() {
+    const QStringList ids = selectedRunIds();
+    if (check_resumable(m_db, ids).ok)  // the status may have changed since the selection
+      emit resumeRun(ids.front());
+    else
+      updateButtons();
+  };
+  connect(m_resume, &QPushButton::clicked, this, resume);
+  connect(m_resumeAction, &QAction::triggered, this, resume);
+  m_table->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_table, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    QMenu menu(this);
+    menu.setToolTipsVisible(true);
+    menu.addAction(m_resumeAction);
+    menu.exec(m_table->viewport()->mapToGlobal(at));
   });
   connect(m_delete, &QPushButton::clicked, this, [this]() {
     const QStringList ids = selectedRunIds();
@@ -147,6 +168,11 @@ void RunBrowser::updateButtons() {
   m_watch->setEnabled(n == 1);
   m_open->setEnabled(n == 1);
   m_rerun->setEnabled(n >= 1);
+  const ResumeCheck resume = check_resumable(m_db, selectedRunIds());
+  m_resume->setEnabled(resume.ok);
+  m_resume->setToolTip(resume.why);
+  m_resumeAction->setEnabled(resume.ok);
+  m_resumeAction->setToolTip(resume.why);
   m_compare->setEnabled(n >= 2 && n <= 10);
   m_export->setEnabled(n >= 1);
   m_delete->setEnabled(n >= 1);

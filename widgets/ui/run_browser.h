@@ -1,9 +1,11 @@
 // RunBrowser: the run history table (RunTableModel) with a name filter, status filter, param
 // filter (key=value), paging, and the actions on the selected runs: watch live, compare, open the
-// config in the designer, re-run, export, delete. Actions that need the app (designer, queue,
+// config in the designer, re-run, resume (interrupted or cancelled runs with a checkpoint; also on
+// the table's context menu), export, delete. Actions that need the app (designer, queue,
 // report) are signals; delete is done here after a confirmation.
 #pragma once
 
+#include <QAction>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -23,6 +25,8 @@ class RunBrowser : public QWidget {
 
   RunTableModel* model() const { return m_model; }
   QTableView* table() const { return m_table; }
+  QPushButton* resumeButton() const { return m_resume; }
+  QAction* resumeAction() const { return m_resumeAction; }
   QStringList selectedRunIds() const;
   void selectRuns(const QStringList& ids);
   /// Reads the store's config of a run (synchronously; one row).
@@ -40,6 +44,8 @@ class RunBrowser : public QWidget {
   void compareRuns(const QStringList& runIds);
   void openConfig(const nlohmann::json& config, const QString& runId);
   void rerun(const nlohmann::json& config, const QString& runId);
+  /// Resume was pressed for an interrupted or cancelled run that has a checkpoint.
+  void resumeRun(const QString& runId);
   void exportRuns(const QStringList& runIds);
   void message(const QString& text);
 
@@ -54,7 +60,8 @@ class RunBrowser : public QWidget {
   QLineEdit *m_nameFilter, *m_paramFilter;
   QComboBox* m_statusFilter;
   QLabel* m_pageLabel;
-  QPushButton *m_prev, *m_next, *m_watch, *m_compare, *m_open, *m_rerun, *m_export, *m_delete;
+  QPushButton *m_prev, *m_next, *m_watch, *m_compare, *m_open, *m_rerun, *m_resume, *m_export, *m_delete;
+  QAction* m_resumeAction;  ///< the context menu's Resume, enabled like the button
   QStringList m_pendingSelection;
 };
 

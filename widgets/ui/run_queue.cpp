@@ -61,6 +61,19 @@ int RunQueue::enqueue(const nlohmann::json& config, const QStringList& sets, con
   return e.id;
 }
 
+int RunQueue::enqueueResume(const QString& runId, const QString& label) {
+  QueuedRun e;
+  e.id = m_nextId++;
+  e.resume = true;
+  e.runId = runId;
+  e.label = label.isEmpty() ? "resume " + runId.left(8) : label;
+  m_entries.push_back(e);
+  emit changed();
+  if (!m_process)
+    startNext();
+  return e.id;
+}
+
 QueuedRun* RunQueue::entry(int id) {
   for (auto& e : m_entries)
     if (e.id == id)
@@ -95,7 +108,11 @@ void RunQueue::startNext() {
   next->state = QueuedRun::State::running;
   m_stopRequested = false;
   m_stdoutBuffer.clear();
-  QStringList args{"--db", m_db, "run", next->configPath, "--json"};
+  QStringList args{"--db", m_db};
+  if (next->resume)
+    args << "resume" << next->runId << "--json";
+  else
+    args << "run" << next->configPath << "--json";
   for (const QString& s : next->sets)
     args << "--set" << s;
   m_process = new QProcess(this);
@@ -114,6 +131,11 @@ void RunQueue::startNext() {
     if (err == QProcess::FailedToStart)
       onFinished(-1, QProcess::CrashExit);
   });
+  if (next->resume)  // the run exists already: the Live tab can follow it from the start
+    connect(m_process, &QProcess::started, this, [this]() {
+      if (const QueuedRun* e = entry(m_currentId))
+        emit runStarted(e->runId, e->label);
+    });
   emit changed();
   m_process->start();
 }
@@ -150,8 +172,9 @@ void RunQueue::onFinished(int exitCode, QProcess::ExitStatus status) {
     if (status == QProcess::CrashExit && exitCode != -1)
       e->stderrTail += QString("\n(lathe-cli crashed: %1)").arg(proc->errorString());
     if (exitCode == -1 && proc->error() == QProcess::FailedToStart)
-      e->stderrTail = QString("could not start %1: %2. Build lathe-cli (cmake --build build --target lathe-cli) "
-                              "or put it next to the lathe binary.")
+      e->stderrTail = QString(
+                          "could not start %1: %2. Build lathe-cli (cmake --build build --target lathe-cli) "
+                          "or put it next to the lathe binary.")
                           .arg(m_cli, proc->errorString());
     e->exitCode = status == QProcess::CrashExit ? -1 : exitCode;
     if (e->exitCode == 0)

@@ -1,8 +1,9 @@
 // RunQueue: runs experiments the way DESIGN.md's process model says, as `lathe-cli run CONFIG
 // --db STORE --json [--set k=v]...` child processes, one at a time, in order. The GUI never links
 // the trainer: a crashing run ends its child, not the app. Stop sends SIGTERM (the runner finishes
-// the step, saves and marks the run cancelled). Each entry remembers its state, exit code and the
-// tail of its stderr, so a failed run can say why.
+// the step, saves and marks the run cancelled). A resume entry runs `lathe-cli --db STORE resume RUN
+// --json` the same way (its run id is known from the start). Each entry remembers its state, exit
+// code and the tail of its stderr, so a failed run can say why.
 #pragma once
 
 #include <QObject>
@@ -19,10 +20,11 @@ struct QueuedRun {
   enum class State { queued, running, finished, failed, cancelled };
   int id = 0;
   QString label;
-  QString configPath;  ///< the config written for this run
-  QStringList sets;    ///< --set assignments (a sweep point)
+  QString configPath;   ///< the config written for this run
+  QStringList sets;     ///< --set assignments (a sweep point)
+  bool resume = false;  ///< `lathe-cli resume runId` instead of `run configPath`
   State state = State::queued;
-  QString runId;       ///< from the child's "started" event
+  QString runId;  ///< from the child's "started" event (a resume entry: the run it continues)
   int exitCode = 0;
   QString stderrTail;
 };
@@ -37,6 +39,9 @@ class RunQueue : public QObject {
   /// Queues `config` (written to a file now) with optional --set assignments; starts it when the
   /// queue is idle. Returns the entry id.
   int enqueue(const nlohmann::json& config, const QStringList& sets = {}, const QString& label = {});
+  /// Queues `lathe-cli resume runId` (an interrupted or cancelled run with a checkpoint); runStarted
+  /// is emitted with that id when the child starts. Returns the entry id.
+  int enqueueResume(const QString& runId, const QString& label = {});
   /// SIGTERM to the running child (it stops after the current step).
   void stopCurrent();
   /// Drops entries that have not started.
