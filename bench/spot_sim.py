@@ -7,12 +7,14 @@ an uninterrupted reference run gives the work W (its wall time), the set-up time
 (to its first sample) and the emergency checkpoint cost C; with a notice window longer than a
 step every interruption costs R + S + C and loses no step, and interruptions come only while a
 child is up, so  E[T] = W / (1 - lambda (R + S + C) / (1 + lambda R)).  Daly's expected time for
-the same lambda without notices (lost work since the last periodic checkpoint) is printed beside.
+the same lambda without notices (lost work since the last periodic checkpoint) is printed beside,
+and engine/run/spot_model's expected time (the whole-segment sum lathe-cli cost uses) with the
+15% check of the measured mean against it.
 System python3 and its sqlite3 module only.
 
 Usage: bench/spot_sim.py [--cli build/app/lathe-cli] [--runs 5] [--lambda-per-hour 60]
        [--notice-s 10] [--restart-s 5] [--model cnn] [--train-subset 20000] [--epochs 1]
-Exits 1 when a run fails or an interruption is not logged."""
+Exits 1 when a run fails, an interruption is not logged or the mean is over 15% off spot_model."""
 import argparse
 import json
 import math
@@ -45,6 +47,17 @@ def first_wall_s(db):
     con = sqlite3.connect(db)
     row = con.execute("SELECT MIN(wall_ms) FROM samples").fetchone()
     return (row[0] or 0) / 1000.0
+
+
+def spot_model_expected(work, interval, c, r, m):
+    """spot_model.cpp's expected_time (what lathe-cli cost predicts): whole segments of tau + C,
+    each M e^{R/M} (e^{(tau+C)/M} - 1), and the last, shorter one with no checkpoint after it."""
+    seg = lambda length: m * math.exp(r / m) * math.expm1(length / m)
+    full = math.floor(work / interval)
+    last = work - full * interval
+    if last <= 0:
+        full, last = full - 1, interval
+    return full * seg(interval + c) + seg(last)
 
 
 def daly_expected(work, interval, c, r, m):
@@ -99,6 +112,7 @@ def main():
         step_s = work / max(steps, 1)
         tau = a.every_steps * step_s
         daly = daly_expected(work, tau, c, r + setup_s, 1 / lam)
+        predicted = spot_model_expected(work, tau, c, r + setup_s, 1 / lam)
         print("reference: W %.1f s wall (%d steps), set-up S %.2f s, checkpoint C %.3f s" % (work, steps, setup_s, c))
         walls, setups, restarts = [], 0.0, 0
         for i in range(a.runs):
@@ -130,6 +144,15 @@ def main():
               "without notices %.1f s (tau %.1f s)" % (mean, len(walls), restarts, model, 100 * (mean / model - 1),
                                                       setup_s, model2, 100 * (mean / model2 - 1), s_restart, daly,
                                                       tau))
+        # engine/run/spot_model's prediction of the same runs (checkpoint every tau, the work since
+        # the last one lost at each interruption, R + S per restart): the acceptance wants the
+        # measured mean within 15% of it.
+        off = mean / predicted - 1
+        print("spot_model: E[T] %.1f s at tau %.1f s, C %.3f s, R + S %.2f s, M %.0f s; measured mean %+.1f%%: %s" % (
+            predicted, tau, c, r + setup_s, 1 / lam, 100 * off, "within 15%" if abs(off) <= 0.15 else "OFF"))
+        if abs(off) > 0.15:
+            failures.append("mean wall %.1f s is %+.1f%% from spot_model's %.1f s (allowed 15%%)" % (
+                mean, 100 * off, predicted))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for f in failures:

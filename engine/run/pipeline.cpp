@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/core/error.h"
 #include "engine/core/timing.h"
 #include "engine/nn/model_io.h"
 #include "engine/run/nvml.h"
@@ -140,14 +141,9 @@ class TrainLoop {
           log_point(lr);
         report_progress();
         if (m_hooks.on_step_end)
-          m_hooks.on_step_end({.phase = m_phase.name,
-                               .epoch = epoch,
-                               .step_in_epoch = s + 1,
-                               .steps_per_epoch = m_steps_per_epoch,
-                               .global_step = m_ctx.step,
-                               .phase_step = m_ctx.step - m_first_step,
-                               .optimizer = *m_optimizer,
-                               .schedule = m_schedule});
+          m_hooks.on_step_end(loop_state(epoch, s));
+        if (m_phase.checkpointed && m_ctx.checkpoint)
+          m_ctx.checkpoint(loop_state(epoch, s));
         if (m_ctx.stop_requested()) {
           m_result.stopped = true;
           break;
@@ -161,6 +157,18 @@ class TrainLoop {
 
  private:
   bool resumed() const { return m_phase.start.epoch > 0 || m_phase.start.step_in_epoch > 0; }
+
+  TrainLoopState loop_state(int epoch, int64_t s) const {
+    return {.phase = m_phase.name,
+            .stage = m_phase.stage,
+            .epoch = epoch,
+            .step_in_epoch = s + 1,
+            .steps_per_epoch = m_steps_per_epoch,
+            .global_step = m_ctx.step,
+            .phase_step = m_ctx.step - m_first_step,
+            .optimizer = *m_optimizer,
+            .schedule = m_schedule};
+  }
 
   /// One optimizer step: the micro-batches, the gradient reduction, the hooks and the update.
   /// Returns the learning rate it used.
@@ -313,6 +321,17 @@ class TrainLoop {
 }  // namespace
 
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks) {
+  if (ctx.resume && ctx.resume->stage == phase.stage && ctx.resume->phase == phase.name) {
+    const std::shared_ptr<PendingPhaseResume> r = std::move(ctx.resume);
+    if (r->steps_per_epoch != ctx.steps_per_epoch(phase.loader))
+      throw DataError("checkpoint " + r->checkpoint + " is of phase '" + phase.stage + "/" + phase.name + "' with " +
+                      std::to_string(r->steps_per_epoch) + " steps per epoch; this run's has " +
+                      std::to_string(ctx.steps_per_epoch(phase.loader)));
+    TrainPhase resumed = phase;
+    resumed.start = r->start;
+    TrainLoop loop(ctx, resumed, hooks);
+    return loop.run();
+  }
   TrainLoop loop(ctx, phase, hooks);
   return loop.run();
 }

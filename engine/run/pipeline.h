@@ -25,6 +25,9 @@
 
 namespace lathe {
 
+struct TrainLoopState;
+struct PendingPhaseResume;
+
 /// What every stage reads and advances. One per run; stages run one after another on it.
 struct StageContext {
   const ExperimentConfig& cfg;
@@ -45,6 +48,13 @@ struct StageContext {
   Progress progress;                ///< last progress reported (epoch, accuracy, ...)
   /// The ranks of a data-parallel run; one process: LocalCommunicator (every call a no-op).
   std::shared_ptr<Communicator> comm = std::make_shared<LocalCommunicator>();
+  /// The checkpoint seam of the stages' fine-tuning phases: train_phase calls it after every
+  /// optimizer step of a phase with TrainPhase::checkpointed (run_experiment sets it to the
+  /// CheckpointScheduler; null = no checkpoints).
+  std::function<void(const TrainLoopState&)> checkpoint = {};
+  /// A resumed run whose newest checkpoint lies in a stage's phase (resume_training): train_phase
+  /// continues the phase of that (stage, phase name) from here, once, and clears it.
+  std::shared_ptr<PendingPhaseResume> resume = {};
   /// The run's cost so far at this moment, in dollars.
   double cost_usd_now() const;
 
@@ -61,6 +71,7 @@ struct StageContext {
 /// state and the same ctx.step continues exactly where this one stood (TrainPhase::start).
 struct TrainLoopState {
   const std::string& phase;   ///< TrainPhase::name
+  const std::string& stage;   ///< TrainPhase::stage ("" = the main training)
   int epoch = 0;              ///< 0-based epoch being run
   int64_t step_in_epoch = 0;  ///< optimizer steps done in this epoch (1 .. steps_per_epoch)
   int64_t steps_per_epoch = 0;
@@ -107,6 +118,16 @@ struct PhaseStart {
   std::shared_ptr<Optimizer> optimizer;
 };
 
+/// Where a resumed run continues a stage's fine-tuning phase (StageContext::resume): the phase's
+/// key and its start (weights, ctx.step and the stages' states are restored already).
+struct PendingPhaseResume {
+  std::string stage;  ///< Stage::section() that runs the phase
+  std::string phase;  ///< TrainPhase::name
+  int64_t steps_per_epoch = 0;
+  std::string checkpoint;  ///< its path, for messages
+  PhaseStart start;
+};
+
 /// One training phase: the main training, or a fine-tuning after pruning / QAT.
 struct TrainPhase {
   std::string name = "train";  ///< event/log label ("train", "finetune", "qat")
@@ -117,6 +138,12 @@ struct TrainPhase {
   int grad_accum = 1;
   int64_t eval_every = 1;  ///< evaluate every N epochs and after the last
   PhaseStart start;        ///< (0, 0) = from the beginning; see PhaseStart to resume
+  /// The stage section running the phase ("" = the main training): with `name`, the phase's key
+  /// in a checkpoint.
+  std::string stage;
+  /// Checkpoints in this phase through ctx.checkpoint (a stage sets it when its run() can resume
+  /// the phase mid-way); the main training's checkpoints go through TrainHooks::on_step_end.
+  bool checkpointed = false;
 };
 
 struct PhaseResult {
@@ -141,7 +168,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o);
 /// The loop, in order: broadcast the parameters (ctx.comm); per optimizer step: the micro-batches
 /// (gradient accumulation), all_reduce_gradients, before_update, the update, after_update, the
 /// metrics at a logging point, progress, on_step_end, the stop check; per epoch (eval_every): the
-/// evaluation, the epoch event, after_eval. phase.start resumes mid-phase (PhaseStart).
+/// evaluation, the epoch event, after_eval. phase.start resumes mid-phase (PhaseStart); so does a
+/// ctx.resume of this phase's (stage, name), which it consumes (DataError when its steps per epoch
+/// differ from the phase's).
 PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainHooks& hooks = {});
 
 /// Says that a phase without training steps starts (prune, calibrate, benchmark): a "phase" event

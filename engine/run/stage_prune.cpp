@@ -133,11 +133,12 @@ std::map<std::string, double> run_sensitivity(StageContext& ctx, double dense_ac
   return picked;
 }
 
-void run_unstructured(StageContext& ctx, PruneRunState& state) {
+/// The dense baseline measured in this run, the sensitivity analysis and the first masks (N:M,
+/// one-shot magnitude or AGP's first step), applied; false when a stop was requested.
+bool prune_before_finetune(StageContext& ctx, PruneRunState& state) {
   const PruneConfig& pc = ctx.cfg.prune;
   Model& model = *ctx.model;
   const bool nm = pc.method == PruneMethod::nm, agp = !nm && pc.schedule == PruneSchedule::agp;
-
   // ---- the dense baseline, measured in this run ----
   const EvalResult dense = evaluate_and_log(ctx, "dense");
   const SparseSaveResult dense_file = save_sparse_model(model, ctx.be, "");
@@ -145,13 +146,13 @@ void run_unstructured(StageContext& ctx, PruneRunState& state) {
   log_latency(ctx.sink, ctx.step, ctx.wall_ms(), "dense", measure_model_latency(model, ctx.be, sample_shape(ctx)),
               ctx.be.device_name());
   if (ctx.stop_requested())
-    return;
+    return false;
 
   MaskPlan& plan = state.plan;
   if (pc.sensitivity)
     plan.picked = run_sensitivity(ctx, dense.accuracy);
   if (ctx.stop_requested())
-    return;
+    return false;
 
   // ---- the masks: N:M, one-shot magnitude, or AGP's first step ----
   if (nm)
@@ -167,12 +168,35 @@ void run_unstructured(StageContext& ctx, PruneRunState& state) {
   log_sparsity(ctx, true);
   evaluate_and_log(ctx, "pruned_before_finetune");
 
+  state.dense_accuracy = dense.accuracy;
+  state.dense_file_bytes = dense_file.file_bytes;
+  return true;
+}
+
+void run_unstructured(StageContext& ctx, PruneRunState& state) {
+  const PruneConfig& pc = ctx.cfg.prune;
+  Model& model = *ctx.model;
+  const bool nm = pc.method == PruneMethod::nm, agp = !nm && pc.schedule == PruneSchedule::agp;
+
+  MaskPlan& plan = state.plan;
+  // A run resumed from a checkpoint of the fine-tuning has its masks, the baseline and the phase
+  // position back (load_state): the measurements and masks before the fine-tuning are in the store.
+  const bool resuming = state.finetuning && ctx.resume && ctx.resume->stage == "prune";
+  if (!resuming && !prune_before_finetune(ctx, state))
+    return;
+
   // ---- masked fine-tuning (AGP grows the masks on its schedule) ----
-  const TrainPhase phase =
-      fine_tuning_phase(ctx, "finetune", static_cast<int>(pc.finetune_epochs), pc.finetune_lr_scale);
+  TrainPhase phase = fine_tuning_phase(ctx, "finetune", static_cast<int>(pc.finetune_epochs), pc.finetune_lr_scale);
+  phase.stage = "prune";
+  phase.checkpointed = true;
   const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
-  const int64_t phase_steps = steps_per_epoch * phase.epochs, phase_start = ctx.step;
-  state.finetune_steps_done = 0;
+  const int64_t phase_steps = steps_per_epoch * phase.epochs;
+  if (!resuming) {
+    state.finetune_first_step = ctx.step;
+    state.finetune_steps_done = 0;
+    state.finetuning = true;
+  }
+  const int64_t phase_start = state.finetune_first_step;
   AgpSchedule schedule;
   if (agp) {
     schedule.initial = pc.agp_initial;
@@ -181,11 +205,12 @@ void run_unstructured(StageContext& ctx, PruneRunState& state) {
     schedule.end = pc.agp_end_step > 0 ? pc.agp_end_step : std::max<int64_t>(pc.agp_start_step + 1, phase_steps / 2);
     schedule.frequency = pc.agp_frequency;
     schedule.validate();
-    ctx.sink.event("agp", {{"initial", schedule.initial},
-                           {"final", schedule.final},
-                           {"start_step", phase_start + schedule.start},
-                           {"end_step", phase_start + schedule.end},
-                           {"frequency", schedule.frequency}});
+    if (!resuming)
+      ctx.sink.event("agp", {{"initial", schedule.initial},
+                             {"final", schedule.final},
+                             {"start_step", phase_start + schedule.start},
+                             {"end_step", phase_start + schedule.end},
+                             {"frequency", schedule.frequency}});
   }
   if (phase.epochs > 0) {
     ctx.total_steps += phase_steps;
@@ -214,7 +239,7 @@ void run_unstructured(StageContext& ctx, PruneRunState& state) {
   const EvalResult pruned = evaluate_and_log(ctx, "pruned");
   log_sparsity(ctx, true);
   ctx.sink.sample("prune/flops_ratio", ctx.step, ctx.wall_ms(), flops_ratio(model));
-  ctx.sink.sample("prune/accuracy_drop_pt", ctx.step, ctx.wall_ms(), 100.0 * (dense.accuracy - pruned.accuracy));
+  ctx.sink.sample("prune/accuracy_drop_pt", ctx.step, ctx.wall_ms(), 100.0 * (state.dense_accuracy - pruned.accuracy));
   const std::string path = ctx.run_dir.empty() ? "" : ctx.run_dir + "/model.pruned.safetensors";
   const SparseSaveResult file = save_sparse_model(model, ctx.be, path,
                                                   {{"format", "pt"},
@@ -223,10 +248,10 @@ void run_unstructured(StageContext& ctx, PruneRunState& state) {
                                                    {"lathe_kind", "pruned"}});
   if (!path.empty())
     ctx.sink.event("artifact", {{"kind", "pruned"}, {"path", path}, {"bytes", file.file_bytes}});
-  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_file.file_bytes));
+  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(state.dense_file_bytes));
   ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(file.file_bytes));
   ctx.sink.sample("prune/bytes_ratio", ctx.step, ctx.wall_ms(),
-                  static_cast<double>(file.file_bytes) / static_cast<double>(dense_file.file_bytes));
+                  static_cast<double>(file.file_bytes) / static_cast<double>(state.dense_file_bytes));
 
   SparseDeployment deployed(model);
   begin_phase(ctx, "benchmark");
@@ -394,7 +419,13 @@ class PruneStage final : public Stage {
       masks.push_back(m.param);
       st.tensors.emplace_back("mask/" + m.param, m.keep);
     }
-    st.json = {{"masks", masks}, {"finetune_steps_done", m_state.finetune_steps_done}, {"picked", m_state.plan.picked}};
+    st.json = {{"masks", masks},
+               {"finetune_steps_done", m_state.finetune_steps_done},
+               {"picked", m_state.plan.picked},
+               {"finetuning", m_state.finetuning},
+               {"finetune_first_step", m_state.finetune_first_step},
+               {"dense_accuracy", m_state.dense_accuracy},
+               {"dense_file_bytes", m_state.dense_file_bytes}};
     return st;
   }
 
@@ -411,6 +442,10 @@ class PruneStage final : public Stage {
     }
     m_state.plan.picked = st.json.at("picked").get<std::map<std::string, double>>();
     m_state.finetune_steps_done = st.json.at("finetune_steps_done").get<int64_t>();
+    m_state.finetuning = st.json.value("finetuning", false);
+    m_state.finetune_first_step = st.json.value("finetune_first_step", int64_t{0});
+    m_state.dense_accuracy = st.json.value("dense_accuracy", 0.0);
+    m_state.dense_file_bytes = st.json.value("dense_file_bytes", int64_t{0});
   }
 
  private:

@@ -24,6 +24,13 @@ struct MaskPlan {
 struct PruneRunState {
   MaskPlan plan;
   int64_t finetune_steps_done = 0;
+  /// Set once the fine-tuning starts: the dense baseline measured before it and the global step
+  /// it starts on, which a run resumed mid-fine-tuning (ctx.resume of "prune"/"finetune") takes
+  /// instead of measuring and pruning again.
+  bool finetuning = false;
+  int64_t finetune_first_step = 0;
+  double dense_accuracy = 0;
+  int64_t dense_file_bytes = 0;
 };
 
 /// Checks the prune config against the model before anything is written: exclusions name prunable

@@ -1,6 +1,7 @@
 // A training run's checkpoint contents, the write schedule and the restore (see train_checkpoint.h).
 #include "engine/run/train_checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/core/error.h"
@@ -53,6 +54,7 @@ CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& l
   const int64_t micro = std::max(1, ctx.cfg.train.grad_accum);
   d.state = {{"run_id", ctx.run_id},
              {"phase", loop.phase},
+             {"stage", loop.stage},
              {"loop",
               {{"epoch", loop.epoch},
                {"step_in_epoch", loop.step_in_epoch},
@@ -72,8 +74,8 @@ CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& l
   return d;
 }
 
-void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
-                     const std::vector<std::unique_ptr<Stage>>& stages) {
+std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
+                            const std::vector<std::unique_ptr<Stage>>& stages) {
   std::vector<std::string> none_valid;
   std::optional<LoadedCheckpoint> loaded = dir.empty() ? std::nullopt : load_newest_checkpoint(dir, &none_valid);
   if (!loaded) {
@@ -87,7 +89,7 @@ void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phas
                                {"text", "no valid checkpoint in " + (dir.empty() ? "(none)" : dir) +
                                             ": training starts again at step 0"}});
     ctx.sink.flush();
-    return;
+    return "";
   }
   const std::string where = "checkpoint " + loaded->info.path;
   const nlohmann::json& st = loaded->data.state;
@@ -105,7 +107,12 @@ void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phas
   } catch (const nlohmann::json::exception& e) {
     throw DataError(where + ": state.json lacks the loop state (" + e.what() + ")");
   }
-  if (st.value("phase", std::string()) != phase.name || steps_per_epoch != ctx.steps_per_epoch(phase.loader))
+  const std::string ckpt_phase = st.value("phase", std::string()), ckpt_stage = st.value("stage", std::string());
+  if (!ckpt_stage.empty() &&
+      std::none_of(stages.begin(), stages.end(), [&](const auto& s) { return s->section() == ckpt_stage; }))
+    throw DataError(where + " is of the '" + ckpt_stage + "/" + ckpt_phase + "' phase; this run has no stage '" +
+                    ckpt_stage + "'");
+  if (ckpt_stage.empty() && (ckpt_phase != phase.name || steps_per_epoch != ctx.steps_per_epoch(phase.loader)))
     throw DataError(where + " is of phase '" + st.value("phase", std::string()) + "' with " +
                     std::to_string(steps_per_epoch) + " steps per epoch; this run's '" + phase.name + "' has " +
                     std::to_string(ctx.steps_per_epoch(phase.loader)));
@@ -152,9 +159,21 @@ void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phas
     if (!s.empty())
       stage->load_state(s);
   }
-  phase.start.epoch = epoch;
-  phase.start.step_in_epoch = step_in_epoch;
-  phase.start.optimizer = std::move(optimizer);
+  if (ckpt_stage.empty()) {
+    phase.start.epoch = epoch;
+    phase.start.step_in_epoch = step_in_epoch;
+    phase.start.optimizer = std::move(optimizer);
+  } else {
+    // A stage's fine-tuning phase: the main training and the stages before this one are done;
+    // the stage's run() continues the phase (train_phase takes ctx.resume).
+    auto pending = std::make_shared<PendingPhaseResume>();
+    pending->stage = ckpt_stage;
+    pending->phase = ckpt_phase;
+    pending->steps_per_epoch = steps_per_epoch;
+    pending->checkpoint = loaded->info.path;
+    pending->start = {epoch, step_in_epoch, std::move(optimizer)};
+    ctx.resume = std::move(pending);
+  }
   ctx.step = global_step;
 
   nlohmann::json skipped = nlohmann::json::array();
@@ -163,11 +182,14 @@ void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phas
   ctx.sink.event("resumed", {{"run_id", ctx.run_id},
                              {"from_step", global_step},
                              {"checkpoint", loaded->info.path},
+                             {"phase", ckpt_phase},
+                             {"stage", ckpt_stage},
                              {"epoch", epoch},
                              {"step_in_epoch", step_in_epoch},
                              {"skipped", skipped},
                              {"text", "resumed from the checkpoint of step " + std::to_string(global_step)}});
   ctx.sink.flush();  // the resume is on record even if this process is killed at once
+  return ckpt_stage;
 }
 
 CheckpointScheduler::CheckpointScheduler(StageContext& ctx, std::string dir, const std::atomic<int>* reason,

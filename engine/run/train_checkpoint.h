@@ -26,14 +26,18 @@ class Stage;
 CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& loop,
                                       const std::vector<std::unique_ptr<Stage>>& stages);
 
-/// Continues the main training of a resumed run: loads the newest valid checkpoint of `dir` into
-/// ctx.model (weights and buffers), a restored optimizer and `phase.start` (epoch, step in the
-/// epoch), ctx.step, and each stage's load_state(); logs a "resumed" event (from_step, the
-/// checkpoint, the newer ones passed over and why). Without a valid checkpoint the training
-/// starts over (the event says so). DataError naming the checkpoint when it belongs to another run
-/// or model (a tensor missing or of another shape) or to another phase layout.
-void resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
-                     const std::vector<std::unique_ptr<Stage>>& stages);
+/// Continues a resumed run: loads the newest valid checkpoint of `dir` into ctx.model (weights and
+/// buffers), ctx.step and each stage's load_state(), with a restored optimizer and the position
+/// (epoch, step in the epoch) going to `phase.start` when the checkpoint is of the main training,
+/// or to ctx.resume when it is of a stage's phase (prune fine-tuning): then it returns that stage's
+/// section, and the caller skips the main training and the stages before it (their results are in
+/// the store already). Returns "" otherwise. Logs a "resumed" event (from_step, phase, stage, the
+/// checkpoint, the newer ones passed over and why). Without a valid checkpoint the training starts
+/// over (the event says so). DataError naming the checkpoint when it belongs to another run or
+/// model (a tensor missing or of another shape), to a stage this run lacks, or to another phase
+/// layout.
+std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
+                            const std::vector<std::unique_ptr<Stage>>& stages);
 
 /// Decides when to write and writes: at every `every_steps` global steps, after `every_min`
 /// minutes since the last one (or the start), and once when a stop is requested for a spot notice

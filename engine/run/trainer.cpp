@@ -257,24 +257,32 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     stage->attach(ctx, phase, train_hooks);
   // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
   const std::string ckpt_dir = checkpoint_dir(cfg, summary.run_id, summary.run_dir);
-  if (resuming)
-    resume_training(ctx, ckpt_dir, phase, setup.stages);
+  // A checkpoint of a stage's fine-tuning: the main training and the stages before it are done.
+  const std::string resume_stage = resuming ? resume_training(ctx, ckpt_dir, phase, setup.stages) : "";
   CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, setup.stages);
   train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const TrainLoopState& st) {
     if (previous)
       previous(st);
     checkpoints.on_step_end(st);
   };
-  const PhaseResult trained = train_phase(ctx, phase, train_hooks);
+  ctx.checkpoint = [&checkpoints](const TrainLoopState& st) { checkpoints.on_step_end(st); };
+  PhaseResult trained;
+  if (resume_stage.empty()) {
+    trained = train_phase(ctx, phase, train_hooks);
+    save_trained_model(ctx);
+  }
   bool stopped = trained.stopped;
-  save_trained_model(ctx);
 
   // ---- the stages that run after training, in pipeline order; a stop request skips the rest ----
+  bool reached = resume_stage.empty();
   for (const std::unique_ptr<Stage>& stage : setup.stages) {
     if (stopped || ctx.stop_requested())
       break;
-    stage->run(ctx);
+    reached = reached || stage->section() == resume_stage;
+    if (reached)
+      stage->run(ctx);
   }
+  ctx.checkpoint = nullptr;
   stopped = stopped || ctx.stop_requested();
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());
 

@@ -122,7 +122,8 @@ TEST(StageState, PruneMasksRoundTrip) {
   keep.set({0, 1}, 1);
   keep.set({1, 2}, 1);
   StageState st;
-  st.json = {{"masks", {"0.weight"}}, {"finetune_steps_done", 17}, {"picked", {{"0", 0.5}}}};
+  st.json = {{"masks", {"0.weight"}},     {"finetune_steps_done", 17}, {"picked", {{"0", 0.5}}},  {"finetuning", true},
+             {"finetune_first_step", 64}, {"dense_accuracy", 0.875},   {"dense_file_bytes", 4096}};
   st.tensors.emplace_back("mask/0.weight", keep);
   prune->load_state(st);
   const StageState back = prune->save_state();

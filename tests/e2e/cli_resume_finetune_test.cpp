@@ -1,0 +1,135 @@
+// Checkpoints inside the prune stage's AGP fine-tuning (issue 14): a prune-agp80-like run killed
+// with SIGKILL mid-AGP and resumed with `lathe-cli resume` continues the fine-tuning from its
+// checkpoint (skipping the training and the measurements before the fine-tuning, already in the
+// store) and ends with the uninterrupted run's pruned weights and metric series, each step once.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/data/dataset.h"
+#include "engine/nn/safetensors.h"
+#include "engine/store/store.h"
+#include "tests/e2e/cli_test_util.h"
+
+namespace lathe {
+namespace {
+
+namespace fs = std::filesystem;
+using test::cli_binary;
+using test::CmdResult;
+
+bool have_fashion_mnist() { return fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"); }
+
+std::string only_subfolder(const fs::path& dir) {
+  std::string found;
+  for (const auto& e : fs::directory_iterator(dir))
+    found = e.path().string();
+  return found;
+}
+
+class CliResumeFinetune : public test::Cli {
+ protected:
+  void SetUp() override {
+    test::Cli::SetUp();
+    m_dir /= ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::create_directories(m_dir);
+  }
+};
+
+TEST_F(CliResumeFinetune, KillNineMidAgpThenResumeEndsBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  // 64 steps an epoch: 1 training epoch, then 2 fine-tuning epochs with AGP 0 -> 80% over the
+  // first 64 fine-tuning steps (masks every 10), a checkpoint every 20 global steps.
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=1 --set train.batch_size=16 --set train.threads=1 --set seed=4"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=20"
+      " --set prune.method=l1-unstructured --set prune.ratio=0.8 --set prune.schedule=agp"
+      " --set prune.finetune_epochs=2 --set prune.agp.frequency=10";
+  const std::string cfg = write("c.json", "{}");
+  const std::string ref_db = (m_dir / "ref.db").string();
+  const CmdResult ref =
+      test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (m_dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+
+  // The run under test, killed once it has logged 45 fine-tuning steps (past the checkpoint of
+  // global step 100, the fine-tuning starting at 64; AGP grows the masks until step 128).
+  const std::string cmd = "echo $$; exec " + cli_binary() + " --db " + db() + " run " + cfg +
+                          " --json --set output.dir=" + (m_dir / "runs").string() + common;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[1 << 16];
+  ASSERT_TRUE(fgets(line, sizeof line, p));
+  const pid_t pid = static_cast<pid_t>(std::stol(line));
+  std::string run_id;
+  int64_t finetune_first = -1, killed_at = -1;
+  while (fgets(line, sizeof line, p)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      continue;
+    if (j.value("event", "") == "started")
+      run_id = j["run_id"];
+    if (j.value("event", "") == "phase" && j.value("phase", "") == "finetune")
+      finetune_first = j["first_step"];
+    if (killed_at < 0 && finetune_first >= 0 && j.contains("metric") &&
+        j["metric"].get<std::string>().rfind("train/", 0) == 0 && j["step"].get<int64_t>() >= finetune_first + 45) {
+      killed_at = j["step"];
+      kill(pid, SIGKILL);
+    }
+  }
+  pclose(p);
+  ASSERT_EQ(finetune_first, 64);
+  ASSERT_GE(killed_at, 109) << "the run ended before the kill";
+  ASSERT_LT(killed_at, 128) << "killed after the AGP schedule ended";
+
+  const CmdResult resumed = test::run_cmd("--db " + db() + " resume " + run_id + " --json");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"stage\":\"prune\""), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"from_step\":100"), std::string::npos) << resumed.out;
+  // The resumed process neither trains again nor measures the dense baseline again.
+  EXPECT_EQ(resumed.out.find("\"phase\":\"train\""), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("dense/test_accuracy"), std::string::npos) << resumed.out;
+
+  // The pruned weights are the uninterrupted run's (the file's metadata names the run, so the
+  // tensors are compared).
+  const std::string run_dir = only_subfolder(m_dir / "runs");
+  const SafetensorsFile got = load_safetensors(run_dir + "/model.pruned.safetensors");
+  const SafetensorsFile want = load_safetensors(only_subfolder(m_dir / "ref") + "/model.pruned.safetensors");
+  ASSERT_EQ(got.tensors.size(), want.tensors.size());
+  for (size_t i = 0; i < got.tensors.size(); ++i) {
+    EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
+    ASSERT_EQ(got.tensors[i].second.nbytes(), want.tensors[i].second.nbytes());
+    EXPECT_EQ(std::memcmp(got.tensors[i].second.raw(), want.tensors[i].second.raw(), got.tensors[i].second.nbytes()), 0)
+        << got.tensors[i].first;
+  }
+
+  // Every metric series that does not depend on time is the uninterrupted run's, step for step:
+  // no sample lost, none twice, the same values.
+  Store store = Store::open(db());
+  Store ref_store = Store::open(ref_db);
+  EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
+  const std::string ref_id = fs::path(only_subfolder(m_dir / "ref")).filename().string();
+  for (const char* m : {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss", "prune/sparsity",
+                        "dense/test_accuracy", "pruned_before_finetune/test_accuracy", "pruned/test_accuracy",
+                        "prune/accuracy_drop_pt", "prune/flops_ratio", "model/bytes", "model/dense_bytes",
+                        "prune/bytes_ratio", "pruned/deployed_test_accuracy"}) {
+    const std::vector<Point> a = store.series(run_id, m), b = ref_store.series(ref_id, m);
+    ASSERT_EQ(a.size(), b.size()) << m;
+    ASSERT_FALSE(a.empty()) << m;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].step, b[i].step) << m;
+      EXPECT_EQ(a[i].value, b[i].value) << m << " at step " << a[i].step;
+    }
+  }
+  int resumed_events = 0;
+  for (const EventRecord& e : store.events(run_id))
+    resumed_events += e.kind == "resumed";
+  EXPECT_EQ(resumed_events, 1);
+}
+
+}  // namespace
+}  // namespace lathe
