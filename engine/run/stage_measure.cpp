@@ -32,6 +32,31 @@ int64_t saved_model_bytes(Model& model, Backend& be, const std::string& path,
   return bytes;
 }
 
+bool fine_tune_replacement(StageContext& ctx, std::unique_ptr<Model> replacement, std::unique_ptr<Model>& dense,
+                           const std::string& label, const std::string& prefix, int64_t epochs, double lr_scale,
+                           double dense_accuracy) {
+  dense = std::move(ctx.model);
+  ctx.model = std::move(replacement);
+  evaluate_as(ctx, label + "_before_finetune");
+  if (ctx.stop_requested())
+    return false;
+  EvalResult eval;
+  if (epochs > 0) {
+    const TrainPhase phase = fine_tuning_phase(ctx, "finetune", static_cast<int>(epochs), lr_scale);
+    ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
+    const PhaseResult tuned = train_phase(ctx, phase);
+    if (tuned.stopped || ctx.stop_requested())
+      return false;
+    eval = tuned.last_eval;
+  }
+  if (eval.samples > 0)
+    ctx.sink.sample(label + "/test_accuracy", ctx.step, ctx.wall_ms(), eval.accuracy);
+  else
+    eval = evaluate_and_log(ctx, label);
+  ctx.sink.sample(prefix + "/accuracy_drop_pt", ctx.step, ctx.wall_ms(), 100.0 * (dense_accuracy - eval.accuracy));
+  return true;
+}
+
 void measure_dense_vs(StageContext& ctx, Model& dense, Model& compressed, const std::string& label,
                       const std::string& speedup_prefix) {
   const std::vector<int64_t> sample = {1, ctx.data.test.rows, ctx.data.test.cols};

@@ -78,29 +78,11 @@ void run_structured_prune_stage(StageContext& ctx) {
   ctx.sink.sample("model/params", ctx.step, ctx.wall_ms(), static_cast<double>(report.params_after));
   ctx.sink.sample("model/flops_per_sample", ctx.step, ctx.wall_ms(), static_cast<double>(report.flops_after));
 
-  std::unique_ptr<Model> dense = std::move(ctx.model);
-  ctx.model = std::move(pruned);
-  evaluate_as(ctx, "pruned_before_finetune");
-  if (ctx.stop_requested())
-    return;
-
   // ---- fine-tune the smaller model (a fresh optimizer: train_phase makes one) ----
-  EvalResult pruned_eval;
-  if (pc.finetune_epochs > 0) {
-    const TrainPhase phase =
-        fine_tuning_phase(ctx, "finetune", static_cast<int>(pc.finetune_epochs), pc.finetune_lr_scale);
-    ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
-    const PhaseResult tuned = train_phase(ctx, phase);
-    if (tuned.stopped || ctx.stop_requested())
-      return;
-    pruned_eval = tuned.last_eval;
-  }
-  if (pruned_eval.samples > 0)
-    ctx.sink.sample("pruned/test_accuracy", ctx.step, ctx.wall_ms(), pruned_eval.accuracy);
-  else
-    pruned_eval = evaluate_and_log(ctx, "pruned");
-  ctx.sink.sample("prune/accuracy_drop_pt", ctx.step, ctx.wall_ms(),
-                  100.0 * (dense_eval.accuracy - pruned_eval.accuracy));
+  std::unique_ptr<Model> dense;
+  if (!fine_tune_replacement(ctx, std::move(pruned), dense, "pruned", "prune", pc.finetune_epochs,
+                             pc.finetune_lr_scale, dense_eval.accuracy))
+    return;
 
   // ---- the smaller model on disk: its real size ----
   auto pruned_meta = meta;

@@ -105,28 +105,11 @@ void LowRankStage::run(StageContext& ctx) {
   LowRankReport report;
   std::unique_ptr<Model> factored = factorize_model(*ctx.model, ctx.be, c.options, &report);
   log_factorisation(ctx, c, report);
-  std::unique_ptr<Model> dense = std::move(ctx.model);
-  ctx.model = std::move(factored);
-  evaluate_as(ctx, "lowrank_before_finetune");
-  if (ctx.stop_requested())
-    return;
-
   // ---- fine-tune the factored model (a fresh optimizer: train_phase makes one) ----
-  EvalResult eval;
-  if (c.finetune_epochs > 0) {
-    const TrainPhase phase =
-        fine_tuning_phase(ctx, "finetune", static_cast<int>(c.finetune_epochs), c.finetune_lr_scale);
-    ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
-    const PhaseResult tuned = train_phase(ctx, phase);
-    if (tuned.stopped || ctx.stop_requested())
-      return;
-    eval = tuned.last_eval;
-  }
-  if (eval.samples > 0)
-    ctx.sink.sample("lowrank/test_accuracy", ctx.step, ctx.wall_ms(), eval.accuracy);
-  else
-    eval = evaluate_and_log(ctx, "lowrank");
-  ctx.sink.sample("lowrank/accuracy_drop_pt", ctx.step, ctx.wall_ms(), 100.0 * (dense_eval.accuracy - eval.accuracy));
+  std::unique_ptr<Model> dense;
+  if (!fine_tune_replacement(ctx, std::move(factored), dense, "lowrank", "lowrank", c.finetune_epochs,
+                             c.finetune_lr_scale, dense_eval.accuracy))
+    return;
 
   // ---- the factored model on disk: its real size ----
   nlohmann::json ranks = nlohmann::json::object();
