@@ -109,6 +109,115 @@ void Backend::conv2d_backward_weights(const ConvParams& p, const Tensor& src, co
   conv2d_backward_weights_impl(p, src, diff_dst, diff_weights, diff_bias);
 }
 
+// ---------------------------------------------------------------- the lighter ops
+void Backend::copy(const Tensor& src, Tensor& dst) {
+  contract::copy("copy", src, dst, false);
+  copy_impl(src, dst);
+}
+
+void Backend::reorder(const Tensor& src, Tensor& dst) {
+  contract::copy("reorder", src, dst, true);
+  reorder_impl(src, dst);
+}
+
+void Backend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
+  contract::maxpool2d_forward(p, src, dst);
+  maxpool2d_forward_impl(p, src, dst, workspace);
+}
+
+void Backend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                                 Tensor& diff_src) {
+  contract::maxpool2d_backward(p, diff_dst, workspace, diff_src);
+  maxpool2d_backward_impl(p, diff_dst, workspace, diff_src);
+}
+
+void Backend::relu_forward(const Tensor& src, Tensor& dst) {
+  contract::same_shape("relu_forward", {&src, &dst});
+  relu_forward_impl(src, dst);
+}
+
+void Backend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
+  contract::same_shape("relu_backward", {&dst, &diff_dst, &diff_src});
+  relu_backward_impl(dst, diff_dst, diff_src);
+}
+
+void Backend::add(const Tensor& a, const Tensor& b, Tensor& dst) {
+  contract::same_shape("add", {&a, &b, &dst});
+  add_impl(a, b, dst);
+}
+
+void Backend::axpy(double alpha, const Tensor& src, Tensor& dst) {
+  contract::same_shape("axpy", {&src, &dst});
+  axpy_impl(alpha, src, dst);
+}
+
+void Backend::scale(Tensor& t, double alpha) {
+  contract::float_tensor("scale", t);
+  scale_impl(t, alpha);
+}
+
+void Backend::batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                         const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
+                                         Tensor& running_mean, Tensor& running_var) {
+  contract::batchnorm("batchnorm_forward_training", src, dst,
+                      {&gamma, &beta, &save_mean, &save_invstd, &running_mean, &running_var});
+  batchnorm_forward_training_impl(p, src, gamma, beta, dst, save_mean, save_invstd, running_mean, running_var);
+}
+
+void Backend::batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                          const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                          Tensor& dst) {
+  contract::batchnorm("batchnorm_forward_inference", src, dst, {&gamma, &beta, &running_mean, &running_var});
+  batchnorm_forward_inference_impl(p, src, gamma, beta, running_mean, running_var, dst);
+}
+
+void Backend::batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma,
+                                 const Tensor& save_mean, const Tensor& save_invstd, Tensor& diff_src,
+                                 Tensor& diff_gamma, Tensor& diff_beta) {
+  contract::same_shape("batchnorm_backward", {&src, &diff_dst});
+  contract::batchnorm("batchnorm_backward", src, diff_src, {&gamma, &save_mean, &save_invstd, &diff_gamma, &diff_beta});
+  batchnorm_backward_impl(src, diff_dst, gamma, save_mean, save_invstd, diff_src, diff_gamma, diff_beta);
+}
+
+void Backend::dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) {
+  contract::dropout("dropout_forward", p, src, dst, nullptr);  // the backend (re)allocates mask
+  dropout_forward_impl(p, seed, src, dst, mask);
+}
+
+void Backend::dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) {
+  contract::dropout("dropout_backward", p, diff_dst, diff_src, &mask);
+  dropout_backward_impl(p, diff_dst, mask, diff_src);
+}
+
+LossResult Backend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                          double grad_scale) {
+  contract::softmax_cross_entropy(logits, labels, diff_logits);
+  return softmax_cross_entropy_impl(logits, labels, diff_logits, grad_scale);
+}
+
+void Backend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) {
+  if (p.momentum != 0)
+    contract::same_shape("sgd_update", {&param, &grad, &momentum_buf});
+  else
+    contract::same_shape("sgd_update", {&param, &grad});
+  sgd_update_impl(p, param, grad, momentum_buf);
+}
+
+void Backend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+  contract::same_shape("adamw_update", {&param, &grad, &m, &v});
+  adamw_update_impl(p, param, grad, m, v);
+}
+
+double Backend::sum(const Tensor& t) {
+  contract::defined_tensor("sum", t);
+  return sum_impl(t);
+}
+
+double Backend::sum_squares(const Tensor& t) {
+  contract::defined_tensor("sum_squares", t);
+  return sum_squares_impl(t);
+}
+
 // ---------------------------------------------------------------- compressed execution
 void Backend::require(Op op, DType dtype, const char* what) const {
   if (!supports(op, dtype))

@@ -86,9 +86,9 @@ class Backend {
   virtual Tensor zeros(const Shape& shape, DType dtype, MemoryFormat format = MemoryFormat::contiguous);
   virtual void fill_zero(Tensor& t) = 0;
   /// Copies between any two devices this backend can reach, converting layout (not dtype).
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  void copy(const Tensor& src, Tensor& dst);
   /// Converts dtype and/or layout (f32 <-> bf16/f16, NCHW <-> NHWC).
-  virtual void reorder(const Tensor& src, Tensor& dst) = 0;
+  void reorder(const Tensor& src, Tensor& dst);
   /// dst (f32) = src (f32) with every element rounded to the nearest `precision` value (bf16 or f16;
   /// round to nearest even, f16 subnormals kept and overflow to inf, NaN stays NaN): what a tensor of
   /// that type would hold, kept in f32. Mixed-precision training uses it to emulate bf16/f16 compute
@@ -112,48 +112,45 @@ class Backend {
   void conv2d_backward_weights(const ConvParams& p, const Tensor& src, const Tensor& diff_dst, Tensor& diff_weights,
                                Tensor* diff_bias);
 
+  // ---- pooling and every op below: each entry checks the contract once, then runs *_impl ----
   /// `workspace` is allocated by the backend on first use (its content is backend-specific, e.g.
   /// argmax indices) and handed back unchanged to maxpool2d_backward.
-  virtual void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) = 0;
-  virtual void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
-                                  Tensor& diff_src) = 0;
+  void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace);
+  void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace, Tensor& diff_src);
 
   // ---- elementwise (src and dst may be the same tensor where it makes sense) ----
-  virtual void relu_forward(const Tensor& src, Tensor& dst) = 0;
+  void relu_forward(const Tensor& src, Tensor& dst);
   /// diff_src = diff_dst where dst > 0, else 0 (dst is the forward output).
-  virtual void relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) = 0;
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& dst) = 0;
+  void relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src);
+  void add(const Tensor& a, const Tensor& b, Tensor& dst);
   /// dst += alpha * src
-  virtual void axpy(double alpha, const Tensor& src, Tensor& dst) = 0;
-  virtual void scale(Tensor& t, double alpha) = 0;
+  void axpy(double alpha, const Tensor& src, Tensor& dst);
+  void scale(Tensor& t, double alpha);
 
   // ---- normalisation and regularisation ----
   /// Training mode: uses batch statistics, writes save_mean/save_invstd [C] and updates running stats.
-  virtual void batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                          const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
-                                          Tensor& running_mean, Tensor& running_var) = 0;
-  virtual void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                           const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
-                                           Tensor& dst) = 0;
-  virtual void batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma,
-                                  const Tensor& save_mean, const Tensor& save_invstd, Tensor& diff_src,
-                                  Tensor& diff_gamma, Tensor& diff_beta) = 0;
+  void batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma, const Tensor& beta,
+                                  Tensor& dst, Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean,
+                                  Tensor& running_var);
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma, const Tensor& beta,
+                                   const Tensor& running_mean, const Tensor& running_var, Tensor& dst);
+  void batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_invstd, Tensor& diff_src, Tensor& diff_gamma, Tensor& diff_beta);
   /// Inverted dropout: keeps with probability 1-p and scales by 1/(1-p); mask (u8) is written.
-  virtual void dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) = 0;
-  virtual void dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) = 0;
+  void dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask);
+  void dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src);
 
   // ---- loss ----
   /// logits [N, C], labels s32 [N]. Writes diff_logits = grad_scale * (softmax - onehot) when given.
-  virtual LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
-                                           double grad_scale) = 0;
+  LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits, double grad_scale);
 
   // ---- optimizers (in place on param and state) ----
-  virtual void sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) = 0;
-  virtual void adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) = 0;
+  void sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf);
+  void adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v);
 
   // ---- reductions ----
-  virtual double sum(const Tensor& t) = 0;
-  virtual double sum_squares(const Tensor& t) = 0;
+  double sum(const Tensor& t);
+  double sum_squares(const Tensor& t);
 
   // ---- compressed execution (compressed_ops.h); each entry checks the contract, then the
   // backend's *_impl. Unsupported (see supports()) throws ConfigError naming the backend. ----
@@ -172,6 +169,33 @@ class Backend {
   void int8_relu(Tensor& t, int32_t zero_point);
 
  protected:
+  virtual void copy_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void reorder_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void maxpool2d_forward_impl(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) = 0;
+  virtual void maxpool2d_backward_impl(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                                       Tensor& diff_src) = 0;
+  virtual void relu_forward_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void relu_backward_impl(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) = 0;
+  virtual void add_impl(const Tensor& a, const Tensor& b, Tensor& dst) = 0;
+  virtual void axpy_impl(double alpha, const Tensor& src, Tensor& dst) = 0;
+  virtual void scale_impl(Tensor& t, double alpha) = 0;
+  virtual void batchnorm_forward_training_impl(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                               const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
+                                               Tensor& running_mean, Tensor& running_var) = 0;
+  virtual void batchnorm_forward_inference_impl(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                                const Tensor& beta, const Tensor& running_mean,
+                                                const Tensor& running_var, Tensor& dst) = 0;
+  virtual void batchnorm_backward_impl(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma,
+                                       const Tensor& save_mean, const Tensor& save_invstd, Tensor& diff_src,
+                                       Tensor& diff_gamma, Tensor& diff_beta) = 0;
+  virtual void dropout_forward_impl(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) = 0;
+  virtual void dropout_backward_impl(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) = 0;
+  virtual LossResult softmax_cross_entropy_impl(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                                double grad_scale) = 0;
+  virtual void sgd_update_impl(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) = 0;
+  virtual void adamw_update_impl(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) = 0;
+  virtual double sum_impl(const Tensor& t) = 0;
+  virtual double sum_squares_impl(const Tensor& t) = 0;
   virtual void linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,
                                    PostOp post) = 0;
   virtual void conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,

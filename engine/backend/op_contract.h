@@ -1,9 +1,12 @@
-// The op contract (shapes, dtypes, devices) of the backend ops that check it once, before any
-// backend's implementation runs: Backend's non-virtual linear_forward / conv2d_forward /
-// make_int8_kernel / make_sparse_matmul and the prepared kernels' forward / run call these, so a
+// The op contract (shapes, dtypes, devices) of every backend op, checked once before any backend's
+// implementation runs: Backend's non-virtual entry points (linear / conv2d and their backward
+// passes, pooling, elementwise, batch norm, dropout, loss, optimizers, sums, copy / reorder) and the
+// prepared kernels' forward / run call these, so a
 // backend never repeats them and every backend refuses a bad call with the same message, which
 // names the op and the shapes ("linear_forward: src [2, 3] f32 ... ").
 #pragma once
+
+#include <initializer_list>
 
 #include "engine/backend/compressed_ops.h"
 #include "engine/backend/op_params.h"
@@ -45,5 +48,25 @@ void dequantize(const Tensor& src, const QuantParams& params, const Tensor& dst)
 void int8_maxpool2d(const PoolParams& p, const Tensor& src, const Tensor& dst);
 /// A dense s8/u8 tensor.
 void int8_relu(const Tensor& t);
+
+// ---- the lighter ops (op_contract_ops.cpp): float operands, shapes as Backend documents them ----
+/// src [N, C, H, W], dst [N, C, OH, OW] with OH, OW from p (positive kernel and stride).
+void maxpool2d_forward(const PoolParams& p, const Tensor& src, const Tensor& dst);
+/// diff_dst [N, C, OH, OW] of diff_src [N, C, H, W] under p; a workspace from maxpool2d_forward.
+void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace, const Tensor& diff_src);
+/// Float operands of one shape and dtype (relu_forward, relu_backward, add, axpy); `op` names the call.
+void same_shape(const char* op, std::initializer_list<const Tensor*> operands);
+/// A defined float tensor (scale).
+void float_tensor(const char* op, const Tensor& t);
+/// src and dst [N, C, H, W] of one shape; every per-channel tensor [C] (batchnorm forward).
+void batchnorm(const char* op, const Tensor& src, const Tensor& dst, std::initializer_list<const Tensor*> per_channel);
+/// p in [0, 1); src and dst of one shape (float); mask (u8, of that shape) when `mask` is given.
+void dropout(const char* op, double p, const Tensor& src, const Tensor& dst, const Tensor* mask);
+/// logits [N, C] float, labels s32 [N], diff_logits [N, C] float or null.
+void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor* diff_logits);
+/// A defined tensor (sum, sum_squares).
+void defined_tensor(const char* op, const Tensor& t);
+/// src and dst defined and of one shape; of one dtype unless `convert` (reorder converts dtype).
+void copy(const char* op, const Tensor& src, const Tensor& dst, bool convert);
 
 }  // namespace lathe::contract

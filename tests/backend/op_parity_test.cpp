@@ -452,6 +452,63 @@ TEST_P(OpParity, BadShapesAreRefusedNamingTheOpAndShapes) {
   const Tensor b = up(random_tensor({4, 2}, rng));
   Tensor c = be().empty({3, 2}, DType::f32);
   refused([&] { s->run(b, nullptr, c); }, "sparse_matmul", "[4, 2]");
+
+  // The lighter ops: one bad shape or dtype each, refused before any backend runs.
+  const Tensor a4 = up(random_tensor({2, 3}, rng)), a5 = up(random_tensor({2, 4}, rng));
+  Tensor d4 = be().empty({2, 3}, DType::f32), d5 = be().empty({2, 4}, DType::f32);
+  refused([&] { be().relu_forward(a4, d5); }, "relu_forward", "[2, 4]");
+  refused([&] { be().relu_backward(a4, a5, d4); }, "relu_backward", "[2, 4]");
+  refused([&] { be().add(a4, a5, d4); }, "add", "[2, 4]");
+  refused([&] { be().axpy(0.5, a5, d4); }, "axpy", "[2, 4]");
+  Tensor labels_as_data = be().empty({2, 3}, DType::s32);
+  refused([&] { be().scale(labels_as_data, 2.0); }, "scale", "s32");
+  refused([&] { be().add(a4, labels_as_data, d4); }, "add", "s32");
+
+  const PoolParams pool{2, 2, 2, 2, 0, 0};
+  const Tensor px = up(random_tensor({1, 2, 4, 4}, rng));
+  Tensor py = be().empty({1, 2, 3, 3}, DType::f32), pws;
+  refused([&] { be().maxpool2d_forward(pool, px, py, pws); }, "maxpool2d_forward", "[1, 2, 3, 3]");
+  Tensor pdx = be().empty({1, 2, 4, 4}, DType::f32);
+  refused([&] { be().maxpool2d_backward(pool, py, pws, pdx); }, "maxpool2d_backward", "[1, 2, 3, 3]");
+
+  const Tensor bx = up(random_tensor({2, 3, 2, 2}, rng));
+  Tensor by = be().empty({2, 3, 2, 2}, DType::f32), bdx = be().empty({2, 3, 2, 2}, DType::f32);
+  Tensor c3 = be().zeros({3}, DType::f32), c4 = be().zeros({4}, DType::f32);
+  Tensor c3b = be().zeros({3}, DType::f32), c3c = be().zeros({3}, DType::f32), c3d = be().zeros({3}, DType::f32);
+  refused([&] { be().batchnorm_forward_training({}, bx, c3, c4, by, c3b, c3c, c3d, c3d); },
+          "batchnorm_forward_training", "[4]");
+  refused([&] { be().batchnorm_forward_inference({}, bx, c3, c3, c4, c3, by); }, "batchnorm_forward_inference", "[4]");
+  refused([&] { be().batchnorm_backward(bx, a4, c3, c3b, c3c, bdx, c3d, c3d); }, "batchnorm_backward", "[2, 3]");
+  refused([&] { be().batchnorm_backward(bx, by, c3, c3b, c3c, bdx, c4, c3d); }, "batchnorm_backward", "[4]");
+
+  Tensor mask;
+  refused([&] { be().dropout_forward(0.5, 1, a4, d5, mask); }, "dropout_forward", "[2, 4]");
+  refused([&] { be().dropout_forward(1.5, 1, a4, d4, mask); }, "dropout_forward", "1.5");
+  const Tensor mask4 = be().zeros({2, 4}, DType::u8);
+  refused([&] { be().dropout_backward(0.5, a4, mask4, d4); }, "dropout_backward", "[2, 4]");
+
+  const Tensor labels = up(Tensor::zeros({3}, DType::s32));
+  refused([&] { be().softmax_cross_entropy(a4, labels, nullptr, 1.0); }, "softmax_cross_entropy", "[3]");
+  refused([&] { be().softmax_cross_entropy(a4, labels_as_data, nullptr, 1.0); }, "softmax_cross_entropy", "[2, 3]");
+  Tensor g5 = be().empty({2, 4}, DType::f32);
+  refused([&] { be().softmax_cross_entropy(a4, up(Tensor::zeros({2}, DType::s32)), &g5, 1.0); },
+          "softmax_cross_entropy", "[2, 4]");
+
+  Tensor param = up(random_tensor({2, 3}, rng)), m3 = be().zeros({2, 3}, DType::f32);
+  Tensor m4 = be().zeros({2, 4}, DType::f32);
+  refused([&] { be().sgd_update({}, param, a5, m3); }, "sgd_update", "[2, 4]");
+  SgdParams momentum;
+  momentum.momentum = 0.9;
+  refused([&] { be().sgd_update(momentum, param, a4, m4); }, "sgd_update", "[2, 4]");
+  refused([&] { be().adamw_update({}, param, a4, m3, m4); }, "adamw_update", "[2, 4]");
+
+  Tensor undefined;
+  refused([&] { be().sum(undefined); }, "sum", "undefined");
+  refused([&] { be().sum_squares(undefined); }, "sum_squares", "undefined");
+  refused([&] { be().copy(a4, g5); }, "copy", "[2, 4]");
+  Tensor bf = be().empty({2, 3}, DType::bf16);
+  refused([&] { be().copy(a4, bf); }, "copy", "bf16");
+  refused([&] { be().reorder(a4, g5); }, "reorder", "[2, 4]");
 }
 
 #ifdef LATHE_OP_PARITY_CUDA_ONLY  // the copy compiled into test_gpu (label gpu, scripts/gpu-check.sh)

@@ -226,10 +226,9 @@ void DnnlBackend::round_to_precision(const Tensor& src, Tensor& dst, DType preci
 
 size_t DnnlBackend::primitives_created() const { return m_impl->created; }
 
-void DnnlBackend::reorder(const Tensor& src, Tensor& dst) {
-  LATHE_CHECK(src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ", dst.describe());
+void DnnlBackend::reorder_impl(const Tensor& src, Tensor& dst) {
   if (src.dtype() == DType::f64 || dst.dtype() == DType::f64)
-    return ReferenceBackend::reorder(src, dst);
+    return ReferenceBackend::reorder_impl(src, dst);
   std::string key = "reorder";
   append_key(key, src);
   append_key(key, dst);
@@ -446,9 +445,9 @@ namespace {
 bool native_float(const Tensor& t, bool native_bf16) { return is_f32(t) || (native_bf16 && is_bf16(t)); }
 }  // namespace
 
-void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
+void DnnlBackend::maxpool2d_forward_impl(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
   if (!native_float(src, m_impl->native_bf16) || dst.dtype() != src.dtype())
-    return ReferenceBackend::maxpool2d_forward(p, src, dst, workspace);
+    return ReferenceBackend::maxpool2d_forward_impl(p, src, dst, workspace);
   std::string key = "pool";
   append_key(key, src);
   append_key(key, dst);
@@ -479,10 +478,10 @@ void DnnlBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tens
   m_impl->strm.wait();
 }
 
-void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
-                                     Tensor& diff_src) {
+void DnnlBackend::maxpool2d_backward_impl(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                                          Tensor& diff_src) {
   if (!native_float(diff_dst, m_impl->native_bf16) || diff_src.dtype() != diff_dst.dtype())
-    return ReferenceBackend::maxpool2d_backward(p, diff_dst, workspace, diff_src);
+    return ReferenceBackend::maxpool2d_backward_impl(p, diff_dst, workspace, diff_src);
   std::string key = "pool";
   append_key(key, diff_src);
   append_key(key, diff_dst);
@@ -499,9 +498,9 @@ void DnnlBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst
 }
 
 // ---------------------------------------------------------------- elementwise (ReLU: f32 or native bf16; the rest f32)
-void DnnlBackend::relu_forward(const Tensor& src, Tensor& dst) {
+void DnnlBackend::relu_forward_impl(const Tensor& src, Tensor& dst) {
   if (!native_float(src, m_impl->native_bf16) || dst.dtype() != src.dtype() || src.strides() != dst.strides())
-    return ReferenceBackend::relu_forward(src, dst);
+    return ReferenceBackend::relu_forward_impl(src, dst);
   std::string key = "relu_f";
   append_key(key, src);
   auto it = m_impl->eltwise_fwd.find(key);
@@ -516,10 +515,10 @@ void DnnlBackend::relu_forward(const Tensor& src, Tensor& dst) {
   m_impl->strm.wait();
 }
 
-void DnnlBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
+void DnnlBackend::relu_backward_impl(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
   if (!native_float(dst, m_impl->native_bf16) || diff_dst.dtype() != dst.dtype() || diff_src.dtype() != dst.dtype() ||
       dst.strides() != diff_dst.strides() || dst.strides() != diff_src.strides())
-    return ReferenceBackend::relu_backward(dst, diff_dst, diff_src);
+    return ReferenceBackend::relu_backward_impl(dst, diff_dst, diff_src);
   std::string key = "relu_b";
   append_key(key, dst);
   auto it = m_impl->eltwise_bwd.find(key);
@@ -541,9 +540,9 @@ void DnnlBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tenso
   m_impl->strm.wait();
 }
 
-void DnnlBackend::add(const Tensor& a, const Tensor& b, Tensor& dst) {
+void DnnlBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& dst) {
   if (a.dtype() != DType::f32 || !dense_same(a, b) || !dense_same(a, dst))
-    return ReferenceBackend::add(a, b, dst);
+    return ReferenceBackend::add_impl(a, b, dst);
   const float* x = static_cast<const float*>(a.raw());
   const float* y = static_cast<const float*>(b.raw());
   float* z = static_cast<float*>(dst.raw());
@@ -553,9 +552,9 @@ void DnnlBackend::add(const Tensor& a, const Tensor& b, Tensor& dst) {
     z[i] = x[i] + y[i];
 }
 
-void DnnlBackend::axpy(double alpha, const Tensor& src, Tensor& dst) {
+void DnnlBackend::axpy_impl(double alpha, const Tensor& src, Tensor& dst) {
   if (src.dtype() != DType::f32 || !dense_same(src, dst))
-    return ReferenceBackend::axpy(alpha, src, dst);
+    return ReferenceBackend::axpy_impl(alpha, src, dst);
   const float* x = static_cast<const float*>(src.raw());
   float* y = static_cast<float*>(dst.raw());
   const float a = static_cast<float>(alpha);
@@ -565,9 +564,9 @@ void DnnlBackend::axpy(double alpha, const Tensor& src, Tensor& dst) {
     y[i] += a * x[i];
 }
 
-void DnnlBackend::scale(Tensor& t, double alpha) {
+void DnnlBackend::scale_impl(Tensor& t, double alpha) {
   if (t.dtype() != DType::f32 || !t.is_dense())
-    return ReferenceBackend::scale(t, alpha);
+    return ReferenceBackend::scale_impl(t, alpha);
   float* x = static_cast<float*>(t.raw());
   const float a = static_cast<float>(alpha);
   const int64_t n = t.numel();
@@ -576,13 +575,10 @@ void DnnlBackend::scale(Tensor& t, double alpha) {
     x[i] *= a;
 }
 
-LossResult DnnlBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
-                                              double grad_scale) {
+LossResult DnnlBackend::softmax_cross_entropy_impl(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                                   double grad_scale) {
   if (logits.dtype() != DType::f32 || !logits.is_contiguous() || (diff_logits && !diff_logits->is_contiguous()))
-    return ReferenceBackend::softmax_cross_entropy(logits, labels, diff_logits, grad_scale);
-  LATHE_CHECK(
-      logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) && labels.dtype() == DType::s32,
-      "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
+    return ReferenceBackend::softmax_cross_entropy_impl(logits, labels, diff_logits, grad_scale);
   const int64_t N = logits.dim(0), C = logits.dim(1);
   const float* z = logits.data<float>();
   const int32_t* y = labels.data<int32_t>();
@@ -614,9 +610,9 @@ LossResult DnnlBackend::softmax_cross_entropy(const Tensor& logits, const Tensor
   return r;
 }
 
-void DnnlBackend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) {
+void DnnlBackend::sgd_update_impl(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) {
   if (param.dtype() != DType::f32)
-    return ReferenceBackend::sgd_update(p, param, grad, momentum_buf);
+    return ReferenceBackend::sgd_update_impl(p, param, grad, momentum_buf);
   float* w = param.data<float>();
   const float* g = grad.data<float>();
   const int64_t n = param.numel();
@@ -638,9 +634,9 @@ void DnnlBackend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& gr
   }
 }
 
-void DnnlBackend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+void DnnlBackend::adamw_update_impl(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
   if (param.dtype() != DType::f32)
-    return ReferenceBackend::adamw_update(p, param, grad, m, v);
+    return ReferenceBackend::adamw_update_impl(p, param, grad, m, v);
   float* w = param.data<float>();
   const float* g = grad.data<float>();
   float* mm = m.data<float>();
@@ -660,9 +656,9 @@ void DnnlBackend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor
   }
 }
 
-double DnnlBackend::sum(const Tensor& t) {
+double DnnlBackend::sum_impl(const Tensor& t) {
   if (t.dtype() != DType::f32 || !t.is_dense())
-    return ReferenceBackend::sum(t);
+    return ReferenceBackend::sum_impl(t);
   const float* x = static_cast<const float*>(t.raw());
   double s = 0;
   const int64_t n = t.numel();
@@ -671,9 +667,9 @@ double DnnlBackend::sum(const Tensor& t) {
   return s;
 }
 
-double DnnlBackend::sum_squares(const Tensor& t) {
+double DnnlBackend::sum_squares_impl(const Tensor& t) {
   if (t.dtype() != DType::f32 || !t.is_dense())
-    return ReferenceBackend::sum_squares(t);
+    return ReferenceBackend::sum_squares_impl(t);
   const float* x = static_cast<const float*>(t.raw());
   double s = 0;
   const int64_t n = t.numel();

@@ -23,7 +23,7 @@ class DnnlBackend final : public ReferenceBackend {
   bool writes_matmul_results_in(DType dtype) const override;
   MemoryFormat preferred_conv_format() const override { return MemoryFormat::channels_last; }
 
-  void reorder(const Tensor& src, Tensor& dst) override;
+  void reorder_impl(const Tensor& src, Tensor& dst) override;
   /// Vectorised (F16C for f16 where present) on dense tensors of one layout.
   void round_to_precision(const Tensor& src, Tensor& dst, DType precision) override;
 
@@ -44,22 +44,22 @@ class DnnlBackend final : public ReferenceBackend {
   void conv2d_backward_weights_impl(const ConvParams& p, const Tensor& src, const Tensor& diff_dst,
                                     Tensor& diff_weights, Tensor* diff_bias) override;
 
-  void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
-  void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
-                          Tensor& diff_src) override;
+  void maxpool2d_forward_impl(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
+  void maxpool2d_backward_impl(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                               Tensor& diff_src) override;
 
-  void relu_forward(const Tensor& src, Tensor& dst) override;
-  void relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override;
-  void add(const Tensor& a, const Tensor& b, Tensor& dst) override;
-  void axpy(double alpha, const Tensor& src, Tensor& dst) override;
-  void scale(Tensor& t, double alpha) override;
+  void relu_forward_impl(const Tensor& src, Tensor& dst) override;
+  void relu_backward_impl(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override;
+  void add_impl(const Tensor& a, const Tensor& b, Tensor& dst) override;
+  void axpy_impl(double alpha, const Tensor& src, Tensor& dst) override;
+  void scale_impl(Tensor& t, double alpha) override;
 
-  LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
-                                   double grad_scale) override;
-  void sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) override;
-  void adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
-  double sum(const Tensor& t) override;
-  double sum_squares(const Tensor& t) override;
+  LossResult softmax_cross_entropy_impl(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                        double grad_scale) override;
+  void sgd_update_impl(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) override;
+  void adamw_update_impl(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
+  double sum_impl(const Tensor& t) override;
+  double sum_squares_impl(const Tensor& t) override;
 
   /// Number of primitives built so far (cache misses), for tests of the cache.
   size_t primitives_created() const;

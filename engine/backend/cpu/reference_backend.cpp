@@ -36,10 +36,6 @@ void check_float(const Tensor& t, const char* what) {
   LATHE_CHECK(t.device().is_cpu(), what, ": reference backend needs host tensors, got ", t.describe());
 }
 
-void check_same(const Tensor& a, const Tensor& b, const char* what) {
-  LATHE_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), what, ": ", a.describe(), " vs ", b.describe());
-}
-
 bool is_low_precision(DType dt) { return dt == DType::bf16 || dt == DType::f16; }
 
 /// An f32 host copy of a bf16/f16 operand (same layout); mixed-precision ops take low-precision
@@ -138,10 +134,9 @@ void ReferenceBackend::fill_zero(Tensor& t) {
   }
 }
 
-void ReferenceBackend::copy(const Tensor& src, Tensor& dst) { src.copy_to(dst); }
+void ReferenceBackend::copy_impl(const Tensor& src, Tensor& dst) { src.copy_to(dst); }
 
-void ReferenceBackend::reorder(const Tensor& src, Tensor& dst) {
-  LATHE_CHECK(src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ", dst.describe());
+void ReferenceBackend::reorder_impl(const Tensor& src, Tensor& dst) {
   const int64_t n = src.numel();
   for (int64_t i = 0; i < n; ++i)
     dst.set_flat(i, src.at_flat(i));
@@ -356,13 +351,11 @@ void ReferenceBackend::conv2d_backward_weights_impl(const ConvParams& p, const T
 }
 
 // ---------------------------------------------------------------- maxpool2d
-void ReferenceBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
+void ReferenceBackend::maxpool2d_forward_impl(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
   check_float(src, "maxpool2d_forward");
   const int64_t N = src.dim(0), C = src.dim(1), H = src.dim(2), W = src.dim(3);
   const int64_t OH = conv_out_size(H, p.kernel_h, p.stride_h, p.pad_h);
   const int64_t OW = conv_out_size(W, p.kernel_w, p.stride_w, p.pad_w);
-  LATHE_CHECK(dst.shape() == Shape({N, C, OH, OW}), "maxpool2d: dst ", dst.describe(), " expected ",
-              shape_str({N, C, OH, OW}));
   if (!workspace.defined() || workspace.shape() != dst.shape() || workspace.dtype() != DType::s32)
     workspace = Tensor::empty(dst.shape(), DType::s32);
   int32_t* argmax = workspace.data<int32_t>();  // flat h*W + w of the max within its (n, c) plane
@@ -396,8 +389,8 @@ void ReferenceBackend::maxpool2d_forward(const PoolParams& p, const Tensor& src,
   });
 }
 
-void ReferenceBackend::maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
-                                          Tensor& diff_src) {
+void ReferenceBackend::maxpool2d_backward_impl(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                                               Tensor& diff_src) {
   check_float(diff_dst, "maxpool2d_backward");
   LATHE_CHECK(workspace.dtype() == DType::s32 && workspace.shape() == diff_dst.shape(),
               "maxpool2d_backward: workspace does not come from maxpool2d_forward of this backend");
@@ -419,36 +412,32 @@ void ReferenceBackend::maxpool2d_backward(const PoolParams& p, const Tensor& dif
 }
 
 // ---------------------------------------------------------------- elementwise
-void ReferenceBackend::relu_forward(const Tensor& src, Tensor& dst) {
+void ReferenceBackend::relu_forward_impl(const Tensor& src, Tensor& dst) {
   check_float(src, "relu_forward");
-  check_same(src, dst, "relu_forward");
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     map2<T>(src, dst, [](T x, T) { return x > T(0) ? x : T(0); });
   });
 }
 
-void ReferenceBackend::relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
+void ReferenceBackend::relu_backward_impl(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) {
   check_float(dst, "relu_backward");
-  check_same(dst, diff_dst, "relu_backward");
   dispatch(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
     map3<T>(dst, diff_dst, diff_src, [](T y, T g) { return y > T(0) ? g : T(0); });
   });
 }
 
-void ReferenceBackend::add(const Tensor& a, const Tensor& b, Tensor& dst) {
+void ReferenceBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& dst) {
   check_float(a, "add");
-  check_same(a, b, "add");
   dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     map3<T>(a, b, dst, [](T x, T y) { return x + y; });
   });
 }
 
-void ReferenceBackend::axpy(double alpha, const Tensor& src, Tensor& dst) {
+void ReferenceBackend::axpy_impl(double alpha, const Tensor& src, Tensor& dst) {
   check_float(src, "axpy");
-  check_same(src, dst, "axpy");
   dispatch(src.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T a = static_cast<T>(alpha);
@@ -456,7 +445,7 @@ void ReferenceBackend::axpy(double alpha, const Tensor& src, Tensor& dst) {
   });
 }
 
-void ReferenceBackend::scale(Tensor& t, double alpha) {
+void ReferenceBackend::scale_impl(Tensor& t, double alpha) {
   check_float(t, "scale");
   dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -466,11 +455,10 @@ void ReferenceBackend::scale(Tensor& t, double alpha) {
 }
 
 // ---------------------------------------------------------------- batchnorm (over N, H, W per channel)
-void ReferenceBackend::batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                                  const Tensor& beta, Tensor& dst, Tensor& save_mean,
-                                                  Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) {
+void ReferenceBackend::batchnorm_forward_training_impl(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                                       const Tensor& beta, Tensor& dst, Tensor& save_mean,
+                                                       Tensor& save_invstd, Tensor& running_mean, Tensor& running_var) {
   check_float(src, "batchnorm_forward_training");
-  LATHE_CHECK(src.ndim() == 4, "batchnorm2d needs [N, C, H, W], got ", src.describe());
   const int64_t N = src.dim(0), C = src.dim(1), H = src.dim(2), W = src.dim(3);
   const double count = static_cast<double>(N * H * W);
   dispatch(src.dtype(), [&](auto tag) {
@@ -504,9 +492,10 @@ void ReferenceBackend::batchnorm_forward_training(const BatchNormParams& p, cons
   });
 }
 
-void ReferenceBackend::batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
-                                                   const Tensor& beta, const Tensor& running_mean,
-                                                   const Tensor& running_var, Tensor& dst) {
+void ReferenceBackend::batchnorm_forward_inference_impl(const BatchNormParams& p, const Tensor& src,
+                                                        const Tensor& gamma, const Tensor& beta,
+                                                        const Tensor& running_mean, const Tensor& running_var,
+                                                        Tensor& dst) {
   check_float(src, "batchnorm_forward_inference");
   const int64_t N = src.dim(0), C = src.dim(1), H = src.dim(2), W = src.dim(3);
   dispatch(src.dtype(), [&](auto tag) {
@@ -523,9 +512,9 @@ void ReferenceBackend::batchnorm_forward_inference(const BatchNormParams& p, con
   });
 }
 
-void ReferenceBackend::batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma,
-                                          const Tensor& save_mean, const Tensor& save_invstd, Tensor& diff_src,
-                                          Tensor& diff_gamma, Tensor& diff_beta) {
+void ReferenceBackend::batchnorm_backward_impl(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma,
+                                               const Tensor& save_mean, const Tensor& save_invstd, Tensor& diff_src,
+                                               Tensor& diff_gamma, Tensor& diff_beta) {
   check_float(src, "batchnorm_backward");
   const int64_t N = src.dim(0), C = src.dim(1), H = src.dim(2), W = src.dim(3);
   const double count = static_cast<double>(N * H * W);
@@ -556,9 +545,8 @@ void ReferenceBackend::batchnorm_backward(const Tensor& src, const Tensor& diff_
 }
 
 // ---------------------------------------------------------------- dropout
-void ReferenceBackend::dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) {
+void ReferenceBackend::dropout_forward_impl(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) {
   check_float(src, "dropout_forward");
-  LATHE_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), got ", p);
   if (!mask.defined() || mask.shape() != src.shape() || mask.dtype() != DType::u8)
     mask = Tensor::empty(src.shape(), DType::u8);
   Rng rng(seed);
@@ -571,7 +559,7 @@ void ReferenceBackend::dropout_forward(double p, uint64_t seed, const Tensor& sr
   }
 }
 
-void ReferenceBackend::dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) {
+void ReferenceBackend::dropout_backward_impl(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) {
   check_float(diff_dst, "dropout_backward");
   const int64_t n = diff_dst.numel();
   const double keep_scale = 1.0 / (1.0 - p);
@@ -581,12 +569,9 @@ void ReferenceBackend::dropout_backward(double p, const Tensor& diff_dst, const 
 }
 
 // ---------------------------------------------------------------- loss
-LossResult ReferenceBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
-                                                   double grad_scale) {
+LossResult ReferenceBackend::softmax_cross_entropy_impl(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                                        double grad_scale) {
   check_float(logits, "softmax_cross_entropy");
-  LATHE_CHECK(
-      logits.ndim() == 2 && labels.ndim() == 1 && labels.dim(0) == logits.dim(0) && labels.dtype() == DType::s32,
-      "softmax_cross_entropy: logits ", logits.describe(), " labels ", labels.describe());
   LossResult r;
   const int64_t N = logits.dim(0), C = logits.dim(1);
   const int32_t* y = labels.data<int32_t>();
@@ -621,9 +606,8 @@ LossResult ReferenceBackend::softmax_cross_entropy(const Tensor& logits, const T
 }
 
 // ---------------------------------------------------------------- optimizers
-void ReferenceBackend::sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) {
+void ReferenceBackend::sgd_update_impl(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) {
   check_float(param, "sgd_update");
-  check_same(param, grad, "sgd_update");
   dispatch(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* w = static_cast<T*>(param.raw());
@@ -642,9 +626,9 @@ void ReferenceBackend::sgd_update(const SgdParams& p, Tensor& param, const Tenso
   });
 }
 
-void ReferenceBackend::adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) {
+void ReferenceBackend::adamw_update_impl(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m,
+                                         Tensor& v) {
   check_float(param, "adamw_update");
-  check_same(param, grad, "adamw_update");
   dispatch(param.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* w = static_cast<T*>(param.raw());
@@ -664,7 +648,7 @@ void ReferenceBackend::adamw_update(const AdamWParams& p, Tensor& param, const T
   });
 }
 
-double ReferenceBackend::sum(const Tensor& t) {
+double ReferenceBackend::sum_impl(const Tensor& t) {
   double s = 0;
   const int64_t n = t.numel();
   for (int64_t i = 0; i < n; ++i)
@@ -672,7 +656,7 @@ double ReferenceBackend::sum(const Tensor& t) {
   return s;
 }
 
-double ReferenceBackend::sum_squares(const Tensor& t) {
+double ReferenceBackend::sum_squares_impl(const Tensor& t) {
   double s = 0;
   const int64_t n = t.numel();
   for (int64_t i = 0; i < n; ++i)

@@ -126,10 +126,7 @@ bool on_host(const Tensor& t) { return t.device().is_cpu(); }
 
 }  // namespace
 
-void CudaBackend::copy(const Tensor& src, Tensor& dst) {
-  LATHE_CHECK(src.defined() && dst.defined(), "copy: undefined tensor");
-  LATHE_CHECK(src.shape() == dst.shape() && src.dtype() == dst.dtype(), "copy: ", src.describe(), " -> ",
-              dst.describe(), " (copy keeps shape and dtype; use reorder to convert dtypes)");
+void CudaBackend::copy_impl(const Tensor& src, Tensor& dst) {
   if (on_host(src) && on_host(dst)) {
     src.copy_to(dst);
     return;
@@ -191,9 +188,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   }
 }
 
-void CudaBackend::reorder(const Tensor& src, Tensor& dst) {
-  LATHE_CHECK(src.defined() && dst.defined() && src.shape() == dst.shape(), "reorder: ", src.describe(), " -> ",
-              dst.describe());
+void CudaBackend::reorder_impl(const Tensor& src, Tensor& dst) {
   if (src.dtype() == dst.dtype()) {
     copy(src, dst);
     return;

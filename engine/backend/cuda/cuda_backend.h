@@ -41,8 +41,8 @@ class CudaBackend final : public Backend {
   std::string device_name() const override;
 
   void fill_zero(Tensor& t) override;
-  void copy(const Tensor& src, Tensor& dst) override;
-  void reorder(const Tensor& src, Tensor& dst) override;
+  void copy_impl(const Tensor& src, Tensor& dst) override;
+  void reorder_impl(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
   MemoryFormat preferred_conv_format() const override { return MemoryFormat::contiguous; }
 
@@ -60,36 +60,38 @@ class CudaBackend final : public Backend {
                                     Tensor& diff_weights, Tensor* diff_bias) override;
 
   /// workspace: s32 argmax per output, as ReferenceBackend's (allocated on this device on first use).
-  void maxpool2d_forward(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
-  void maxpool2d_backward(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
-                          Tensor& diff_src) override;
+  void maxpool2d_forward_impl(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) override;
+  void maxpool2d_backward_impl(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,
+                               Tensor& diff_src) override;
 
-  void relu_forward(const Tensor& src, Tensor& dst) override;
-  void relu_backward(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override;
-  void add(const Tensor& a, const Tensor& b, Tensor& dst) override;
-  void axpy(double alpha, const Tensor& src, Tensor& dst) override;
-  void scale(Tensor& t, double alpha) override;
+  void relu_forward_impl(const Tensor& src, Tensor& dst) override;
+  void relu_backward_impl(const Tensor& dst, const Tensor& diff_dst, Tensor& diff_src) override;
+  void add_impl(const Tensor& a, const Tensor& b, Tensor& dst) override;
+  void axpy_impl(double alpha, const Tensor& src, Tensor& dst) override;
+  void scale_impl(Tensor& t, double alpha) override;
 
-  void batchnorm_forward_training(const BatchNormParams& p, const Tensor& src, const Tensor& gamma, const Tensor& beta,
-                                  Tensor& dst, Tensor& save_mean, Tensor& save_invstd, Tensor& running_mean,
-                                  Tensor& running_var) override;
-  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& src, const Tensor& gamma, const Tensor& beta,
-                                   const Tensor& running_mean, const Tensor& running_var, Tensor& dst) override;
-  void batchnorm_backward(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& save_mean,
-                          const Tensor& save_invstd, Tensor& diff_src, Tensor& diff_gamma, Tensor& diff_beta) override;
+  void batchnorm_forward_training_impl(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                       const Tensor& beta, Tensor& dst, Tensor& save_mean, Tensor& save_invstd,
+                                       Tensor& running_mean, Tensor& running_var) override;
+  void batchnorm_forward_inference_impl(const BatchNormParams& p, const Tensor& src, const Tensor& gamma,
+                                        const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                        Tensor& dst) override;
+  void batchnorm_backward_impl(const Tensor& src, const Tensor& diff_dst, const Tensor& gamma, const Tensor& save_mean,
+                               const Tensor& save_invstd, Tensor& diff_src, Tensor& diff_gamma,
+                               Tensor& diff_beta) override;
   /// The mask comes from a counter-based hash of (seed, element index) (kernels/dropout.cuh), not
   /// from ReferenceBackend's Rng stream: same statistics, different mask.
-  void dropout_forward(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) override;
-  void dropout_backward(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) override;
+  void dropout_forward_impl(double p, uint64_t seed, const Tensor& src, Tensor& dst, Tensor& mask) override;
+  void dropout_backward_impl(double p, const Tensor& diff_dst, const Tensor& mask, Tensor& diff_src) override;
 
-  LossResult softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
-                                   double grad_scale) override;
+  LossResult softmax_cross_entropy_impl(const Tensor& logits, const Tensor& labels, Tensor* diff_logits,
+                                        double grad_scale) override;
 
-  void sgd_update(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) override;
-  void adamw_update(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
+  void sgd_update_impl(const SgdParams& p, Tensor& param, const Tensor& grad, Tensor& momentum_buf) override;
+  void adamw_update_impl(const AdamWParams& p, Tensor& param, const Tensor& grad, Tensor& m, Tensor& v) override;
 
-  double sum(const Tensor& t) override;
-  double sum_squares(const Tensor& t) override;
+  double sum_impl(const Tensor& t) override;
+  double sum_squares_impl(const Tensor& t) override;
 
   // ---- compressed execution (cuda_compressed.cpp); dequantize is not implemented here ----
   std::unique_ptr<Int8Kernel> make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv) override;
