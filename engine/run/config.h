@@ -266,6 +266,11 @@ const T& stage_config(const ExperimentConfig& cfg, const std::string& section) {
     throw_missing_stage_config(section);
   return *typed;
 }
+/// The section lives inside the config: a temporary would leave the reference dangling.
+template <class T>
+const T& stage_config(ExperimentConfig&& cfg, const std::string& section) = delete;
+template <class T>
+const T* find_stage_config(ExperimentConfig&& cfg, const std::string& section) = delete;
 
 /// The typed view of a config. Validates `validated` again (cheap, idempotent), so passing an
 /// unvalidated config throws ConfigError rather than reading garbage.

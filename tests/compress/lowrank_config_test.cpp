@@ -105,7 +105,8 @@ TEST(LowRankConfig, EveryChoiceMapsToItsEnum) {
       ++choices;
       const std::string set = path + "=" + choice;
       ASSERT_TRUE(expected.count(set)) << "no enum value checked for " << set;
-      const LowRankConfig& c = stage_config<LowRankConfig>(test::config_from({set}), "lowrank");
+      const ExperimentConfig cfg = test::config_from({set});  // the stage config lives inside it
+      const LowRankConfig& c = stage_config<LowRankConfig>(cfg, "lowrank");
       EXPECT_EQ(path == "lowrank.method" ? static_cast<int>(c.method) : static_cast<int>(c.options.scope),
                 expected.at(set))
           << set;
