@@ -3,7 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -12,6 +17,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "engine/core/dtype.h"
 #include "engine/core/error.h"
 #include "engine/dist/rendezvous.h"
 
@@ -19,11 +25,42 @@ namespace lathe::dist {
 
 using detail::concat;
 
+namespace {
+
+// One bucket of the overlap plan: pieces (gradient index, offset, count) of the reverse-order stream.
+struct Piece {
+  size_t grad;
+  int64_t offset, count;
+};
+struct PlannedBucket {
+  std::vector<Piece> pieces;
+  int64_t elements = 0;
+  int waiting_for = 0;  // gradients in it not yet ready (reset each step)
+  std::vector<float> data;
+  std::vector<uint16_t> wire;
+};
+
+}  // namespace
+
 struct GlooCommunicator::Impl {
   OpenedStore opened;
   std::unique_ptr<PrefixedStore> store;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
+
+  // --- overlap: the plan for one parameter list, and the communication thread.
+  std::vector<const Param*> plan_params;          // in the caller's order
+  std::vector<std::pair<float*, int64_t>> grads;  // reverse order, as the stream
+  std::unordered_map<const Param*, std::vector<int>> buckets_of;
+  std::unordered_map<const Param*, char> seen;  // ready this step
+  std::vector<PlannedBucket> buckets;
+  std::mutex mutex;
+  std::condition_variable cv;
+  size_t next = 0;     // next bucket the thread reduces
+  size_t started = 0;  // buckets the thread has begun this step
+  bool stop = false;
+  std::exception_ptr error;
+  std::thread thread;
 };
 
 namespace {
@@ -41,6 +78,22 @@ float* host_f32(const Tensor& t, const std::string& what) {
   return static_cast<float*>(t.raw());
 }
 
+// Sums of 16-bit wire values, computed in f32 and rounded back (Gloo calls it on each ring hop).
+void sum_f16(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = f32_to_f16(f16_to_f32(x[i]) + f16_to_f32(y[i]));
+}
+void sum_bf16(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = f32_to_bf16(bf16_to_f32(x[i]) + bf16_to_f32(y[i]));
+}
+
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(int rank, int world_size, const GlooOptions& options)
@@ -54,6 +107,7 @@ GlooCommunicator::GlooCommunicator(int rank, int world_size, const GlooOptions& 
     throw ConfigError(concat("compute.bucket_mb = ", options.bucket_mb, ": must be > 0 MiB"));
   if (options.run_id.empty())
     throw ConfigError("GlooCommunicator: the run id (store prefix) is empty");
+  m_compression = options.compression;
   m_bucket_elements = std::max<int64_t>(1, static_cast<int64_t>(options.bucket_mb * 1024 * 1024 / sizeof(float)));
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(options.timeout_s * 1000)));
 
@@ -74,23 +128,105 @@ GlooCommunicator::GlooCommunicator(int rank, int world_size, const GlooOptions& 
   }
 }
 
-GlooCommunicator::~GlooCommunicator() = default;
+GlooCommunicator::~GlooCommunicator() {
+  if (m_impl && m_impl->thread.joinable()) {
+    {
+      std::lock_guard lock(m_impl->mutex);
+      m_impl->stop = true;
+    }
+    m_impl->cv.notify_all();
+    m_impl->thread.join();
+  }
+}
 
 const std::string& GlooCommunicator::store_description() const { return m_impl->opened.description; }
 
-void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& params) {
-  m_last_buckets = 0;
-  if (m_world_size == 1)
-    return;
-  // (pointer, elements) of every gradient, last parameter first.
-  std::vector<std::pair<float*, int64_t>> grads;
+void GlooCommunicator::reduce_bucket(float* data, uint16_t* wire, int64_t filled) {
+  try {
+    gloo::AllreduceOptions opts(m_impl->context);
+    using Fn = void (*)(void*, const void*, const void*, size_t);
+    if (m_compression == GlooOptions::Compression::none) {
+      opts.setOutput(data, static_cast<size_t>(filled));
+      opts.setReduceFunction(static_cast<Fn>(&gloo::sum<float>));
+      gloo::allreduce(opts);
+    } else {
+      const bool f16 = m_compression == GlooOptions::Compression::fp16;
+      for (int64_t i = 0; i < filled; ++i)
+        wire[i] = f16 ? f32_to_f16(data[i]) : f32_to_bf16(data[i]);
+      opts.setOutput(wire, static_cast<size_t>(filled));
+      opts.setReduceFunction(static_cast<Fn>(f16 ? &sum_f16 : &sum_bf16));
+      gloo::allreduce(opts);
+      for (int64_t i = 0; i < filled; ++i)
+        data[i] = f16 ? f16_to_f32(wire[i]) : bf16_to_f32(wire[i]);
+    }
+  } catch (const std::exception& e) {
+    throw Error(concat("rank ", m_rank, ": gradient all-reduce failed: ", e.what()));
+  }
+}
+
+namespace {
+
+std::vector<std::pair<float*, int64_t>> reverse_grads(const std::vector<NamedParam>& params) {
+  std::vector<std::pair<float*, int64_t>> grads;  // (pointer, elements), last parameter first
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     const Tensor& g = it->param->grad;
     if (!g.defined())
       continue;  // a frozen parameter: the same on every rank (one model)
     grads.emplace_back(host_f32(g, "the gradient of " + it->name), g.numel());
   }
+  return grads;
+}
+
+}  // namespace
+
+void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& params) {
+  m_last_buckets = 0;
+  m_started_early = 0;
+  m_bytes_last_step = 0;
+  if (m_world_size == 1)
+    return;
+  const int64_t wire_bytes = m_compression == GlooOptions::Compression::none ? 4 : 2;
+  Impl& im = *m_impl;
+  bool planned = im.thread.joinable() && im.plan_params.size() == params.size();
+  for (size_t i = 0; planned && i < params.size(); ++i)
+    planned = im.plan_params[i] == params[i].param;
+  if (planned)
+    planned = reverse_grads(params) == im.grads;  // the same gradient buffers (none swapped in)
+  if (planned) {
+    // Overlap: every gradient is ready now; wait for the thread to finish the buckets in flight.
+    std::unique_lock lock(im.mutex);
+    m_started_early = static_cast<int>(im.started);
+    for (auto& [p, buckets] : im.buckets_of)
+      if (!im.seen[p]) {
+        im.seen[p] = 1;
+        for (int b : buckets)
+          --im.buckets[b].waiting_for;
+      }
+    im.cv.notify_all();
+    im.cv.wait(lock, [&] { return im.next == im.buckets.size() || im.error; });
+    // Reset for the next step.
+    for (auto& b : im.buckets)
+      b.waiting_for = 0;
+    for (auto& [p, buckets] : im.buckets_of) {
+      im.seen[p] = 0;
+      for (int b : buckets)
+        ++im.buckets[b].waiting_for;
+    }
+    im.next = im.started = 0;
+    m_last_buckets = static_cast<int>(im.buckets.size());
+    for (const auto& b : im.buckets)
+      m_bytes_last_step += b.elements * wire_bytes;
+    if (im.error) {
+      auto e = im.error;
+      im.error = nullptr;
+      std::rethrow_exception(e);
+    }
+    return;
+  }
+  const auto grads = reverse_grads(params);
   m_bucket.resize(static_cast<size_t>(m_bucket_elements));
+  if (m_compression != GlooOptions::Compression::none)
+    m_bucket16.resize(static_cast<size_t>(m_bucket_elements));
   const float divisor = static_cast<float>(m_world_size);
   // The gradients as one stream cut into buckets: a bucket may hold many parameters, or part of one.
   size_t gi = 0;
@@ -108,15 +244,9 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
       if (offset == grads[gi].second)
         ++gi, offset = 0;
     }
-    try {
-      gloo::AllreduceOptions opts(m_impl->context);
-      opts.setOutput(m_bucket.data(), static_cast<size_t>(filled));
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-      gloo::allreduce(opts);
-    } catch (const std::exception& e) {
-      throw Error(concat("rank ", m_rank, ": gradient all-reduce failed: ", e.what()));
-    }
+    reduce_bucket(m_bucket.data(), m_bucket16.data(), filled);
     ++m_last_buckets;
+    m_bytes_last_step += filled * wire_bytes;
     const float* src = m_bucket.data();
     for (auto [g, off, n] : pieces) {
       float* dst = grads[g].first + off;
@@ -125,6 +255,111 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
       src += n;
     }
   }
+}
+
+std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::vector<NamedParam>& params) {
+  if (m_world_size == 1)
+    return {};
+  Impl& im = *m_impl;
+  {
+    std::lock_guard lock(im.mutex);
+    if (im.next != 0 || im.started != 0)
+      throw Error("GlooCommunicator: grad_ready_hook called while a step's buckets are in flight");
+  }
+  bool same = im.thread.joinable() && im.plan_params.size() == params.size();
+  for (size_t i = 0; same && i < params.size(); ++i)
+    same = im.plan_params[i] == params[i].param;
+  if (same && reverse_grads(params) == im.grads)
+    return make_ready_hook();
+  // The plan: the same bucket cut as the blocking path, one buffer per bucket.
+  im.plan_params.clear();
+  for (const auto& p : params)
+    im.plan_params.push_back(p.param);
+  im.grads = reverse_grads(params);
+  im.buckets.clear();
+  im.buckets_of.clear();
+  im.seen.clear();
+  std::vector<const Param*> owner;  // of grads[i]
+  for (auto it = params.rbegin(); it != params.rend(); ++it)
+    if (it->param->grad.defined())
+      owner.push_back(it->param);
+  size_t gi = 0;
+  int64_t offset = 0;
+  while (gi < im.grads.size()) {
+    PlannedBucket b;
+    while (gi < im.grads.size() && b.elements < m_bucket_elements) {
+      const int64_t n = std::min(im.grads[gi].second - offset, m_bucket_elements - b.elements);
+      b.pieces.push_back({gi, offset, n});
+      auto& list = im.buckets_of[owner[gi]];
+      if (list.empty() || list.back() != static_cast<int>(im.buckets.size())) {
+        list.push_back(static_cast<int>(im.buckets.size()));
+        ++b.waiting_for;
+      }
+      b.elements += n;
+      offset += n;
+      if (offset == im.grads[gi].second)
+        ++gi, offset = 0;
+    }
+    b.data.resize(static_cast<size_t>(b.elements));
+    if (m_compression != GlooOptions::Compression::none)
+      b.wire.resize(static_cast<size_t>(b.elements));
+    im.buckets.push_back(std::move(b));
+  }
+  for (const auto& [p, list] : im.buckets_of)
+    im.seen[p] = 0;
+  if (!im.thread.joinable()) {
+    im.thread = std::thread([this] {
+      Impl& s = *m_impl;
+      const float divisor = static_cast<float>(m_world_size);
+      std::unique_lock lock(s.mutex);
+      for (;;) {
+        s.cv.wait(lock, [&] {
+          return s.stop || (!s.error && s.next < s.buckets.size() && s.buckets[s.next].waiting_for == 0);
+        });
+        if (s.stop)
+          return;
+        PlannedBucket& b = s.buckets[s.next];
+        ++s.started;
+        lock.unlock();
+        try {
+          int64_t filled = 0;
+          for (const Piece& pc : b.pieces) {
+            std::memcpy(b.data.data() + filled, s.grads[pc.grad].first + pc.offset, pc.count * sizeof(float));
+            filled += pc.count;
+          }
+          reduce_bucket(b.data.data(), b.wire.data(), filled);
+          const float* src = b.data.data();
+          for (const Piece& pc : b.pieces) {
+            float* dst = s.grads[pc.grad].first + pc.offset;
+            for (int64_t i = 0; i < pc.count; ++i)
+              dst[i] = src[i] / divisor;
+            src += pc.count;
+          }
+          lock.lock();
+        } catch (...) {
+          lock.lock();
+          s.error = std::current_exception();
+        }
+        ++s.next;
+        s.cv.notify_all();
+      }
+    });
+  }
+  return make_ready_hook();
+}
+
+std::function<void(const Param*)> GlooCommunicator::make_ready_hook() {
+  Impl& im = *m_impl;
+  return [&im](const Param* p) {
+    std::lock_guard lock(im.mutex);
+    auto it = im.buckets_of.find(p);
+    if (it == im.buckets_of.end() || im.seen[p])
+      return;
+    im.seen[p] = 1;
+    for (int b : it->second)
+      if (--im.buckets[b].waiting_for == 0)
+        im.cv.notify_all();
+  };
 }
 
 void GlooCommunicator::broadcast_parameters(const std::vector<NamedParam>& params, int root) {

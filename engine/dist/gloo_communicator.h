@@ -3,8 +3,12 @@
 // flat f32 buckets filled in reverse parameter order, as PyTorch DDP fills them (the last layers'
 // gradients are ready first), each bucket all-reduced (sum) and divided by the world size.
 // Host tensors only: a device tensor is a lathe::Error (NCCL is the GPU path).
+// Speed features: buckets may travel as fp16/bf16 (half the bytes; partial sums in f32 on each hop,
+// rounded to 16 bits for the next), and with overlap (grad_ready_hook) a communication thread
+// all-reduces each bucket as soon as the backward pass has produced all its gradients.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +28,8 @@ struct GlooOptions {
   double timeout_s = 60;
   /// Gradient bucket size in MiB (PyTorch DDP's default, 25).
   double bucket_mb = 25;
+  /// Wire format of the gradient buckets: f32, or 16 bits (half the bytes).
+  enum class Compression { none, fp16, bf16 } compression = Compression::none;
 };
 
 class GlooCommunicator final : public Communicator {
@@ -39,7 +45,17 @@ class GlooCommunicator final : public Communicator {
   void broadcast_parameters(const std::vector<NamedParam>& params, int root) override;
   void all_reduce_sum(double* values, int64_t n) override;
   void barrier() override;
+  /// Gradient payload bytes the last all_reduce_gradients sent (elements x 4, or x 2 compressed).
+  int64_t bytes_last_step() const override { return m_bytes_last_step; }
 
+  /// Overlap: returns the hook to pass to Model::set_grad_ready_hook for the backward pass whose
+  /// gradients the next all_reduce_gradients(params) reduces (same `params`). Each bucket's
+  /// all-reduce then starts on a communication thread once every gradient in it is ready (buckets
+  /// in order, the same on every rank); all_reduce_gradients waits for them (and sends the rest).
+  /// The averages are bit-identical to the blocking path. A call with other params rebuilds the plan.
+  std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params);
+  /// Buckets the last all_reduce_gradients had already started (or finished) before it was called.
+  int last_buckets_started_early() const { return m_started_early; }
   /// "file store /tmp/x" or "redis store host:port", as errors name it.
   const std::string& store_description() const;
   /// Elements of one gradient bucket (bucket_mb MiB of f32, at least 1).
@@ -54,7 +70,14 @@ class GlooCommunicator final : public Communicator {
   int m_world_size = 1;
   int64_t m_bucket_elements = 1;
   int m_last_buckets = 0;
+  int m_started_early = 0;
+  int64_t m_bytes_last_step = 0;
   std::vector<float> m_bucket;
+  std::vector<uint16_t> m_bucket16;
+  GlooOptions::Compression m_compression = GlooOptions::Compression::none;
+  /// All-reduces `filled` elements of m_bucket (sum) in the wire format, in place; then divides.
+  std::function<void(const Param*)> make_ready_hook();
+  void reduce_bucket(float* data, uint16_t* wire, int64_t filled);
 };
 
 }  // namespace lathe::dist

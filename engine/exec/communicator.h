@@ -29,6 +29,8 @@ class Communicator {
   virtual void all_reduce_sum(double* values, int64_t n) = 0;
   /// Returns once every rank has called it.
   virtual void barrier() = 0;
+  /// Gradient payload bytes this rank sent in the last all_reduce_gradients (0 = not counted).
+  virtual int64_t bytes_last_step() const { return 0; }
 };
 
 /// One process: rank 0 of 1; every call leaves everything as it is.

@@ -239,8 +239,11 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output,
       diff_dst = &m_diffs[ii];
     }
     if (!diff_dst) {  // output unused downstream: no gradient flows here
-      for (Param* p : n.layer->params())
+      for (Param* p : n.layer->params()) {
         ctx.backend.fill_zero(p->grad);
+        if (m_grad_ready)
+          m_grad_ready(p);
+      }
       continue;
     }
     srcs.clear();
@@ -263,6 +266,9 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output,
       }
     }
     n.layer->backward(ctx, srcs, m_outputs[ii], *diff_dst, diff_srcs);
+    if (m_grad_ready)
+      for (Param* p : n.layer->params())
+        m_grad_ready(p);
     for (int j : n.inputs)
       if (j != kModelInput)
         m_diff_ready[j] = 1;

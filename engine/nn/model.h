@@ -4,6 +4,7 @@
 // state_dict of the equivalent nn.Sequential: "<node name>.weight".
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -77,6 +78,9 @@ class Model {
   /// {node index from find(), gradient shaped and laid out like that node's output} is added to the
   /// gradient flowing back into that node.
   void backward(LayerContext& ctx, const Tensor& diff_output, const std::vector<std::pair<int, const Tensor*>>& extra);
+  /// Data-parallel overlap: backward() calls `hook` with each parameter as soon as its gradient is
+  /// final (reverse layer order), so a communicator can start sending it. Empty (the default) = none.
+  void set_grad_ready_hook(std::function<void(const Param*)> hook) { m_grad_ready = std::move(hook); }
 
   /// Output of a node from the last forward pass (any node, by name), in the model's dtype: throws
   /// for a node stored at the low precision (see set_low_precision_activations).
@@ -106,6 +110,7 @@ class Model {
   DType dtype() const { return m_dtype; }
 
  private:
+  std::function<void(const Param*)> m_grad_ready;
   struct Node {
     std::string name;
     std::unique_ptr<Layer> layer;

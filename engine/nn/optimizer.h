@@ -13,6 +13,8 @@
 
 namespace lathe {
 
+class ShardedOptimizer;
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -38,6 +40,7 @@ class Optimizer {
   virtual std::vector<std::string> state_kinds() const = 0;
 
  protected:
+  friend class ShardedOptimizer;  // engine/dist/sharded_optimizer.h: forwards to the optimizer it wraps
   /// Creates zeroed state for `param` (as its first step does) and returns it, in state_of() order.
   virtual std::vector<Tensor*> create_state(Backend& backend, const Param* param) = 0;
   int64_t m_steps = 0;

@@ -46,7 +46,7 @@ enum class Precision { fp32, bf16, f16 };
 enum class OptimizerType { sgd, adamw };
 enum class ScheduleType { constant, step, cosine };
 enum class BackendChoice { automatic, cpu, cuda, reference };  // "auto" is a C++ keyword
-enum class GradCompression { none, fp16 };
+enum class GradCompression { none, fp16, bf16 };
 enum class Pricing { on_demand, spot };
 enum class PruneMethod { none, l1_unstructured, l1_structured, l2_structured, nm };
 enum class PruneScope { global, layer };
@@ -152,6 +152,7 @@ struct ComputeConfig {
   BackendChoice backend = BackendChoice::automatic;
   int devices = 1;
   GradCompression grad_compression = GradCompression::none;
+  bool shard_optimizer = false;  ///< ZeRO stage 1 (engine/dist/sharded_optimizer.h)
 };
 
 /// The typed section of a stage (engine/run/stage.h). The built-in stages' sections are members of

@@ -20,7 +20,7 @@ constexpr std::array<std::string_view, 3> kPrecisionNames{"fp32", "bf16", "f16"}
 constexpr std::array<std::string_view, 2> kOptimizerNames{"sgd", "adamw"};
 constexpr std::array<std::string_view, 3> kScheduleNames{"constant", "step", "cosine"};
 constexpr std::array<std::string_view, 4> kBackendNames{"auto", "cpu", "cuda", "reference"};
-constexpr std::array<std::string_view, 2> kCompressionNames{"none", "fp16"};
+constexpr std::array<std::string_view, 3> kCompressionNames{"none", "fp16", "bf16"};
 constexpr std::array<std::string_view, 2> kPricingNames{"on-demand", "spot"};
 constexpr std::array<std::string_view, 5> kPruneMethodNames{"none", "l1-unstructured", "l1-structured", "l2-structured",
                                                             "nm"};
@@ -156,6 +156,7 @@ void parse_compute(const json& cp, ComputeConfig& out) {
   out.devices = cp.at("devices").get<int>();
   out.grad_compression =
       parse_enum<GradCompression>(cp.at("grad_compression"), kCompressionNames, "compute.grad_compression");
+  out.shard_optimizer = cp.at("shard_optimizer").get<bool>();
 }
 
 /// checkpoint.*, cost.*, output.*.

@@ -83,9 +83,10 @@ std::vector<FieldSpec> build_schema() {
                           "auto = cuda when a GPU is present, else cpu; reference = plain loops"));
   s.push_back(unsupported(integer("compute.devices", 1, 1, 64, "Data-parallel ranks (one device each)"),
                           "data-parallel training lands with a later issue"));
-  s.push_back(
-      unsupported(enumeration("compute.grad_compression", {"none", "fp16"}, "Compress gradients before the all-reduce"),
-                  "gradient compression lands with data-parallel training"));
+  s.push_back(enumeration("compute.grad_compression", {"none", "fp16", "bf16"},
+                          "Gradient buckets sent in 16 bits (half the bytes; sums in f32 on each hop)"));
+  s.push_back(boolean("compute.shard_optimizer", false,
+                      "ZeRO-1: each rank keeps the optimizer state of its share of the parameters only"));
   // --- the stages' sections, in pipeline order (stage.h)
   for (const auto& stage : stage_prototypes())
     for (FieldSpec& f : stage->schema_fields())

@@ -188,7 +188,9 @@ TEST(ValidateConfig, BadChoicesListTheChoices) {
 TEST(ValidateConfig, UnsupportedKnobsOnlyAcceptTheirDefault) {
   EXPECT_HAS(problems_of({{"compute", {{"devices", 2}}}}),
              "compute.devices: data-parallel training lands with a later issue");
-  EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "fp16"}}}}), "compute.grad_compression: ");
+  // Supported since #15: 16-bit gradients and ZeRO-1.
+  EXPECT_TRUE(problems_of({{"compute", {{"grad_compression", "bf16"}, {"shard_optimizer", true}}}}).empty());
+  EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "int8"}}}}), "compute.grad_compression: ");
   EXPECT_TRUE(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}).empty());  // supported now
   // Their defaults, spelled out, are fine (a form writes every field).
   EXPECT_EQ(problems_of({{"prune", {{"method", "none"}, {"ratio", 0.5}, {"scope", "global"}}},
@@ -368,7 +370,8 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
        {"name=cnn-a", "seed=7", "data.augment.shift_px=2", "data.augment.hflip=true", "data.train_subset=1000",
         "train.batch_size=64", "train.optimizer.type=adamw", "train.optimizer.weight_decay=0.01",
         "train.schedule.type=cosine", "train.schedule.warmup_epochs=0.5", "compute.backend=reference",
-        "cost.pricing=spot", "cost.instance=g4dn.xlarge", "output.dir=/tmp/runs"})
+        "compute.grad_compression=bf16", "compute.shard_optimizer=true", "cost.pricing=spot",
+        "cost.instance=g4dn.xlarge", "output.dir=/tmp/runs"})
     apply_override(cfg, s);
   const ExperimentConfig c = parse_experiment(validate_config(cfg));
   EXPECT_EQ(c.name, "cnn-a");
@@ -391,6 +394,8 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
   EXPECT_TRUE(c.train.save_model);
   EXPECT_EQ(c.compute.backend, BackendChoice::reference);
   EXPECT_EQ(c.compute.devices, 1);
+  EXPECT_EQ(c.compute.grad_compression, GradCompression::bf16);
+  EXPECT_TRUE(c.compute.shard_optimizer);
   EXPECT_EQ(c.cost.pricing, Pricing::spot);
   EXPECT_EQ(c.cost.instance, "g4dn.xlarge");
   EXPECT_EQ(c.prune.method, PruneMethod::none);
@@ -440,6 +445,8 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
         got = enum_name(c.train.schedule.type);
       else if (f.path == "compute.backend")
         got = enum_name(c.compute.backend);
+      else if (f.path == "compute.grad_compression")
+        got = enum_name(c.compute.grad_compression);
       else if (f.path == "cost.pricing")
         got = enum_name(c.cost.pricing);
       else if (f.path == "train.precision")

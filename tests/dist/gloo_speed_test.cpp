@@ -1,0 +1,246 @@
+// GlooCommunicator's speed and memory features across 2-3 forked ranks: overlap (bit-identical to
+// the blocking path, buckets started before all_reduce_gradients), fp16/bf16 buckets (within 1e-2,
+// bytes exactly half), ZeRO-1 (ShardedOptimizer equals the unsharded run; state ~1/N per rank),
+// and a device tensor refused.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "engine/backend/cpu/dnnl_backend.h"
+#include "engine/core/error.h"
+#include "engine/dist/gloo_communicator.h"
+#include "engine/dist/sharded_optimizer.h"
+#include "tests/support/multi_process.h"
+
+using lathe::NamedParam;
+using lathe::Param;
+using lathe::Tensor;
+using lathe::dist::GlooCommunicator;
+using lathe::dist::GlooOptions;
+using lathe::test::require;
+using lathe::test::run_processes;
+
+namespace {
+
+const std::vector<lathe::Shape> kShapes = {{3, 4}, {5}, {2, 3, 2, 2}, {1}, {6, 5}};  // 72 elements
+
+double fractional(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k + 0.11 * i) * 3.7; }
+
+struct Params {
+  std::vector<Param> storage;
+  std::vector<NamedParam> named;
+  explicit Params(int rank, int step = 0) {
+    storage.reserve(kShapes.size());
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      Param p{"w", Tensor::zeros(kShapes[k], lathe::DType::f32), Tensor::zeros(kShapes[k], lathe::DType::f32)};
+      for (int64_t i = 0; i < p.value.numel(); ++i)
+        p.value.set_flat(i, std::cos(0.5 * k + 0.07 * i));
+      storage.push_back(std::move(p));
+    }
+    for (size_t k = 0; k < storage.size(); ++k)
+      named.push_back({std::to_string(k) + ".w", &storage[k]});
+    fill_grads(rank, step);
+  }
+  void fill_grads(int rank, int step) {
+    for (size_t k = 0; k < storage.size(); ++k)
+      for (int64_t i = 0; i < storage[k].grad.numel(); ++i)
+        storage[k].grad.set_flat(i, fractional(rank + step, static_cast<int>(k), i));
+  }
+  int64_t elements() const {
+    int64_t n = 0;
+    for (const auto& p : storage)
+      n += p.grad.numel();
+    return n;
+  }
+};
+
+class GlooSpeedTest : public ::testing::Test {
+ protected:
+  void SetUp() override { m_folder = lathe::test::fresh_temp_folder("dist-speed"); }
+  void TearDown() override {
+    EXPECT_TRUE(lathe::test::no_children_left());
+    std::filesystem::remove_all(m_folder);
+  }
+  GlooOptions options(const std::string& run, double bucket_mb = 25,
+                      GlooOptions::Compression c = GlooOptions::Compression::none) const {
+    GlooOptions o;
+    o.rendezvous = m_folder.string();
+    o.run_id = run;
+    o.bucket_mb = bucket_mb;
+    o.timeout_s = 20;
+    o.compression = c;
+    return o;
+  }
+  static void expect_all_ok(const std::vector<lathe::test::ChildResult>& results) {
+    for (const auto& r : results)
+      EXPECT_TRUE(r.exited_ok) << "rank " << r.index << ": " << r.message;
+  }
+  std::filesystem::path m_folder;
+};
+
+const double kSmallBucket = 16.0 / (1024 * 1024);  // 4 floats: 18 buckets for 72 elements
+
+}  // namespace
+
+TEST_F(GlooSpeedTest, OverlapIsBitIdenticalAndStartsBucketsEarly) {
+  const int world = 3;
+  auto blocking_opts = options("blocking", kSmallBucket);
+  auto overlap_opts = options("overlap", kSmallBucket);
+  auto results = run_processes(
+      world,
+      [&](int r) {
+        GlooCommunicator blocking(r, world, blocking_opts);
+        GlooCommunicator overlap(r, world, overlap_opts);
+        for (int step = 0; step < 3; ++step) {  // the plan is reused across steps
+          Params a(r, step), b(r, step);
+          blocking.all_reduce_gradients(a.named);
+          auto hook = overlap.grad_ready_hook(b.named);
+          // "Backward": every parameter but the first is ready, in reverse order; the rest of the
+          // backward pass takes a while, during which the thread must already be sending.
+          for (size_t k = b.named.size(); k-- > 1;)
+            hook(b.named[k].param);
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          overlap.all_reduce_gradients(b.named);
+          require(overlap.last_bucket_count() == blocking.last_bucket_count(), "bucket counts differ");
+          require(overlap.last_buckets_started_early() >= 1,
+                  "no bucket started early: " + std::to_string(overlap.last_buckets_started_early()));
+          require(overlap.bytes_last_step() == a.elements() * 4, "overlap bytes");
+          for (size_t k = 0; k < a.storage.size(); ++k)
+            for (int64_t i = 0; i < a.storage[k].grad.numel(); ++i)
+              require(a.storage[k].grad.at_flat(i) == b.storage[k].grad.at_flat(i),
+                      "param " + std::to_string(k) + "[" + std::to_string(i) + "] differs");
+        }
+      },
+      60);
+  expect_all_ok(results);
+}
+
+TEST_F(GlooSpeedTest, SixteenBitBucketsAreCloseAndHalfTheBytes) {
+  const int world = 3;
+  for (auto c : {GlooOptions::Compression::fp16, GlooOptions::Compression::bf16}) {
+    const std::string tag = c == GlooOptions::Compression::fp16 ? "fp16" : "bf16";
+    auto ref_opts = options("ref" + tag, kSmallBucket);
+    auto opts = options(tag, kSmallBucket, c);
+    auto results = run_processes(
+        world,
+        [&](int r) {
+          GlooCommunicator ref(r, world, ref_opts);
+          GlooCommunicator comp(r, world, opts);
+          Params a(r), b(r);
+          ref.all_reduce_gradients(a.named);
+          comp.all_reduce_gradients(b.named);
+          require(comp.bytes_last_step() * 2 == ref.bytes_last_step(),
+                  tag + " bytes " + std::to_string(comp.bytes_last_step()) + " vs " +
+                      std::to_string(ref.bytes_last_step()));
+          // Relative to the f32 result as a vector (elements near 0 lose digits to cancellation).
+          double diff2 = 0, norm2 = 0, worst = 0;
+          for (size_t k = 0; k < a.storage.size(); ++k)
+            for (int64_t i = 0; i < a.storage[k].grad.numel(); ++i) {
+              const double x = a.storage[k].grad.at_flat(i), y = b.storage[k].grad.at_flat(i);
+              diff2 += (x - y) * (x - y);
+              norm2 += x * x;
+              worst = std::max(worst, std::abs(x - y));
+            }
+          const double rel = std::sqrt(diff2 / norm2);
+          require(rel <= 1e-2, tag + " relative error " + std::to_string(rel));
+          require(worst > 0, tag + " is exactly f32: nothing was compressed");
+        },
+        60);
+    expect_all_ok(results);
+  }
+}
+
+TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithAboutOneNthOfTheState) {
+  const int world = 2, steps = 5;
+  for (const std::string kind : {"sgd", "adamw"}) {
+    auto plain_opts = options("plain" + kind);
+    auto shard_opts = options("shard" + kind);
+    auto results = run_processes(
+        world,
+        [&](int r) {
+          lathe::DnnlBackend be;
+          auto make = [&]() -> std::shared_ptr<lathe::Optimizer> {
+            if (kind == "sgd")
+              return std::make_shared<lathe::Sgd>(0.9, 1e-4, false);
+            return std::make_shared<lathe::AdamW>(0.9, 0.999, 1e-8, 0.01);
+          };
+          auto plain_comm = std::make_shared<GlooCommunicator>(r, world, plain_opts);
+          auto shard_comm = std::make_shared<GlooCommunicator>(r, world, shard_opts);
+          auto plain = make();
+          lathe::ShardedOptimizer sharded(make(), shard_comm);
+          Params a(r), b(r);
+          for (int s = 0; s < steps; ++s) {
+            a.fill_grads(r, s);
+            b.fill_grads(r, s);
+            plain_comm->all_reduce_gradients(a.named);
+            plain->step(be, a.named, 0.05);
+            shard_comm->all_reduce_gradients(b.named);
+            sharded.step(be, b.named, 0.05);
+          }
+          require(sharded.steps_taken() == steps, "steps_taken");
+          for (size_t k = 0; k < a.storage.size(); ++k)
+            for (int64_t i = 0; i < a.storage[k].value.numel(); ++i) {
+              const double x = a.storage[k].value.at_flat(i), y = b.storage[k].value.at_flat(i);
+              require(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)),
+                      kind + " param " + std::to_string(k) + "[" + std::to_string(i) + "]: " + std::to_string(x) +
+                          " vs " + std::to_string(y));
+            }
+          const int64_t total = lathe::optimizer_state_bytes(*plain, a.named);
+          const int64_t mine = lathe::optimizer_state_bytes(sharded, b.named);
+          const int64_t per_kind = kind == "sgd" ? 1 : 2;
+          require(total == a.elements() * 4 * per_kind, kind + " total state " + std::to_string(total));
+          // 72 elements, sizes 30,24,12,5,1 -> ranks hold 36 and 36.
+          require(mine == total / world, kind + " rank state " + std::to_string(mine) + " of " + std::to_string(total));
+        },
+        60);
+    expect_all_ok(results);
+  }
+}
+
+TEST(ShardedOptimizerPartition, BalancedBySize) {
+  std::vector<Param> ps;
+  for (int64_t n : {100, 10, 60, 40, 5, 5})
+    ps.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
+  std::vector<NamedParam> named;
+  for (auto& p : ps)
+    named.push_back({"w", &p});
+  const auto owner = lathe::ShardedOptimizer::partition(named, 2);
+  EXPECT_EQ(owner, (std::vector<int>{0, 0, 1, 1, 1, 1}));  // loads 110 and 110
+}
+
+namespace {
+// Host memory labelled as a CUDA device, so that a "device tensor" exists without a GPU.
+class FakeDeviceAllocator final : public lathe::Allocator {
+ public:
+  void* allocate(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+  void deallocate(void* ptr, size_t) noexcept override { std::free(ptr); }
+  lathe::Device device() const override { return lathe::Device::cuda(7); }
+};
+}  // namespace
+
+TEST_F(GlooSpeedTest, ADeviceTensorIsRefused) {
+  static FakeDeviceAllocator fake;
+  lathe::register_allocator(lathe::Device::cuda(7), &fake);
+  auto opts = options("device");
+  auto results = run_processes(
+      2,
+      [&](int r) {
+        GlooCommunicator comm(r, 2, opts);
+        Param p{"w", Tensor::zeros({4}, lathe::DType::f32),
+                Tensor::empty({4}, lathe::DType::f32, lathe::Device::cuda(7))};
+        std::vector<NamedParam> named = {{"0.w", &p}};
+        try {
+          comm.all_reduce_gradients(named);
+        } catch (const lathe::Error& e) {
+          require(std::string(e.what()).find("the gradient of 0.w is on cuda") != std::string::npos, e.what());
+          return;
+        }
+        throw std::runtime_error("no error for a device gradient");
+      },
+      30);
+  expect_all_ok(results);
+}
