@@ -8,6 +8,8 @@
 
 #include "engine/core/error.h"
 #include "engine/core/timing.h"
+#include "engine/dist/gloo_communicator.h"
+#include "engine/dist/sharded_optimizer.h"
 #include "engine/nn/model_io.h"
 #include "engine/run/nvml.h"
 #include "engine/run/telemetry.h"
@@ -106,6 +108,8 @@ class TrainLoop {
         m_train_flops(3.0 * static_cast<double>(m_model.flops_per_sample())),
         m_params(m_model.named_params()),
         m_log_every(std::max<int64_t>(1, m_steps_per_epoch / 20)) {
+    if (ctx.cfg.compute.shard_optimizer && ctx.comm->world_size() > 1)  // ZeRO-1
+      m_optimizer = std::make_shared<ShardedOptimizer>(m_optimizer, ctx.comm);
     if (m_schedule.total_steps <= 1)
       m_schedule.total_steps = m_phase_steps;
     ctx.total_steps = std::max(ctx.total_steps, m_last_step);
@@ -183,9 +187,15 @@ class TrainLoop {
       const int64_t b = m_batch.labels.dim(0);
       LayerContext lctx{m_be, true, static_cast<uint64_t>(m_ctx.step * m_k + micro)};
       const double grad_scale = scale / (static_cast<double>(b) * m_k);
+      // Overlap: buckets start during this backward pass (one micro-batch: its gradients are the step's).
+      auto* gloo = m_k == 1 ? dynamic_cast<dist::GlooCommunicator*>(m_ctx.comm.get()) : nullptr;
+      if (gloo)
+        m_model.set_grad_ready_hook(gloo->grad_ready_hook(m_params));
       const LossResult r = m_hooks.forward_backward
                                ? m_hooks.forward_backward(m_model, lctx, m_db, grad_scale, m_diff_buf)
                                : forward_backward(m_model, lctx, m_db.images, m_db.labels, grad_scale, m_diff_buf);
+      if (gloo)
+        m_model.set_grad_ready_hook({});
       if (m_k > 1) {
         for (size_t i = 0; i < m_params.size(); ++i) {
           if (micro == 0)
@@ -233,6 +243,7 @@ class TrainLoop {
                 static_cast<double>(m_window_correct) / std::max<int64_t>(m_window_samples, 1));
     sink.sample("train/samples_per_s", step, ms, sps);
     sink.sample("train/lr", step, ms, lr);
+    sink.sample("mem/optimizer_bytes", step, ms, static_cast<double>(optimizer_state_bytes(*m_optimizer, m_params)));
     if (m_be.device().is_cpu()) {
       sink.sample("device/util", step, ms, m_util.sample());
       sink.sample("mem/peak_bytes", step, ms, static_cast<double>(process_peak_rss_bytes()));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/backend/cpu/dnnl_backend.h"
+#include "engine/exec/batch_loop.h"
 #include "engine/nn/add.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/nn/conv2d.h"
@@ -13,7 +14,6 @@
 #include "engine/nn/optimizer.h"
 #include "engine/nn/relu.h"
 #include "engine/nn/zoo.h"
-#include "engine/exec/batch_loop.h"
 #include "tests/support/random_tensor.h"
 
 namespace lathe {
@@ -51,6 +51,42 @@ TEST(Model, InitialisationBoundsFollowPyTorch) {
   EXPECT_LE(mx, 1.0 / 28.0);   // U(-1/sqrt(784), 1/sqrt(784))
   EXPECT_GT(mx, 0.99 / 28.0);  // and it fills that range
   EXPECT_NEAR(mean / w.numel(), 0.0, 1e-3);
+}
+
+TEST(Model, GradReadyHookSeesEveryParameterInReverseLayerOrderWithItsFinalGradient) {
+  auto mlp = build_zoo_model("mlp");
+  DnnlBackend be;
+  Rng rng(3);
+  mlp->create_params(be, DType::f32, rng);
+  Tensor x = test::random_tensor({4, 784}, rng);
+  LayerContext ctx{be, true, 0};
+  const Tensor& out = mlp->forward(ctx, x);
+  Tensor diff = test::random_tensor(out.shape(), rng);
+  const auto params = mlp->named_params();
+  std::vector<std::string> order;
+  std::vector<double> seen_sum;  // a gradient's sum when the hook fired
+  mlp->set_grad_ready_hook([&](const Param* p) {
+    for (const auto& np : params)
+      if (np.param == p) {
+        order.push_back(np.name);
+        double s = 0;
+        for (int64_t i = 0; i < p->grad.numel(); ++i)
+          s += p->grad.at_flat(i);
+        seen_sum.push_back(s);
+      }
+  });
+  mlp->backward(ctx, diff);
+  mlp->set_grad_ready_hook({});
+  ASSERT_EQ(order.size(), params.size());
+  for (size_t k = 0; k < params.size(); ++k) {
+    // Each layer's weight and bias come together, the last layer first.
+    const auto& np = params[params.size() - 1 - (k ^ 1)];
+    EXPECT_EQ(order[k], np.name);
+    double s = 0;
+    for (int64_t i = 0; i < np.param->grad.numel(); ++i)
+      s += np.param->grad.at_flat(i);
+    EXPECT_EQ(seen_sum[k], s) << np.name << ": the gradient changed after the hook";
+  }
 }
 
 TEST(Model, EveryNodeCanBeTappedAfterForward) {
