@@ -2,7 +2,12 @@
 // FileStore folder and time GlooCommunicator::all_reduce_gradients (bucket copy-in, Gloo ring
 // all-reduce over loopback tcp, divide, copy-out) for one bucket of 1 KB .. 25 MB. Prints per size
 // the median time, the algorithm bandwidth (bytes / time) and the ring model's bus bandwidth
-// 2(N-1)/N x bytes / time, the figure comparable across world sizes.
+// 2(N-1)/N x bytes / time, the figure comparable across world sizes. Per size also:
+//   fp16, bf16  the same buckets sent in 16 bits (ratio = time / f32 blocking time)
+//   overlap     the payload as 8 parameters (8 buckets) whose gradients a simulated backward pass
+//               (8 sleeps adding up to the f32 time) hands over one by one; the time is that of the
+//               whole step (backward + all_reduce_gradients), the ratio against backward + blocking
+//               f32 all-reduce (0.5 = the communication fully hidden).
 //   bench/allreduce [reps_scale=1]
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +17,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/dist/gloo_communicator.h"
@@ -25,34 +33,98 @@ int reps_for(size_t bytes, double scale) {
   return std::clamp(static_cast<int>(scale * (256.0 * (1 << 20)) / bytes), 5, 400);
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Median seconds of one all_reduce_gradients over `named` (after a barrier), or with `backward_s`,
+// of the whole simulated step: backward (one sleep per parameter, hook after each), then the call.
+double time_mode(lathe::dist::GlooCommunicator& comm, std::vector<lathe::NamedParam>& named, int reps, bool overlap,
+                 double backward_s) {
+  for (int i = 0; i < 3; ++i)
+    comm.all_reduce_gradients(named);  // warm-up (connections, pages)
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (backward_s > 0) {
+      std::function<void(const lathe::Param*)> hook;
+      if (overlap)
+        hook = comm.grad_ready_hook(named);
+      const auto slice = std::chrono::duration<double>(backward_s / static_cast<double>(named.size()));
+      for (size_t k = named.size(); k-- > 0;) {
+        std::this_thread::sleep_for(slice);
+        if (hook)
+          hook(named[k].param);
+      }
+    }
+    comm.all_reduce_gradients(named);
+    times.push_back(seconds_since(t0));
+  }
+  return median(times);
+}
+
 void run_rank(int rank, int world, const std::string& folder, double scale) {
+  using Compression = lathe::dist::GlooOptions::Compression;
   for (size_t bytes : kSizes) {
-    lathe::dist::GlooOptions opts;
-    opts.rendezvous = folder;
-    opts.run_id = "bench" + std::to_string(bytes);
-    opts.bucket_mb = static_cast<double>(bytes) / (1 << 20);
-    opts.timeout_s = 60;
-    lathe::dist::GlooCommunicator comm(rank, world, opts);
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+    const int reps = reps_for(bytes, scale);
+    auto make = [&](const std::string& tag, double bucket_bytes, Compression c) {
+      lathe::dist::GlooOptions opts;
+      opts.rendezvous = folder;
+      opts.run_id = "bench" + tag + std::to_string(bytes);
+      opts.bucket_mb = bucket_bytes / (1 << 20);
+      opts.timeout_s = 60;
+      opts.compression = c;
+      return std::make_unique<lathe::dist::GlooCommunicator>(rank, world, opts);
+    };
     lathe::Param p{"w", lathe::Tensor::zeros({n}, lathe::DType::f32), lathe::Tensor::zeros({n}, lathe::DType::f32)};
     p.grad.fill(rank + 1.0);
-    std::vector<lathe::NamedParam> named = {{"0.w", &p}};
-    for (int i = 0; i < 3; ++i)
-      comm.all_reduce_gradients(named);  // warm-up (connections, pages)
-    const int reps = reps_for(bytes, scale);
-    std::vector<double> times;
-    for (int i = 0; i < reps; ++i) {
-      comm.barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      comm.all_reduce_gradients(named);
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::vector<lathe::NamedParam> one = {{"0.w", &p}};
+    // The same payload as 8 parameters, for the overlap rows.
+    std::vector<lathe::Param> parts;
+    parts.reserve(8);
+    for (int k = 0; k < 8; ++k) {
+      parts.push_back(
+          {"w", lathe::Tensor::zeros({n / 8}, lathe::DType::f32), lathe::Tensor::zeros({n / 8}, lathe::DType::f32)});
+      parts.back().grad.fill(rank + 1.0);
     }
-    std::sort(times.begin(), times.end());
-    const double t = times[times.size() / 2];
+    std::vector<lathe::NamedParam> eight;
+    for (int k = 0; k < 8; ++k)
+      eight.push_back({std::to_string(k) + ".w", &parts[static_cast<size_t>(k)]});
+
+    auto f32 = make("f32", static_cast<double>(bytes), Compression::none);
+    const double t32 = time_mode(*f32, one, reps, false, 0);
+    auto f16 = make("fp16", static_cast<double>(bytes), Compression::fp16);
+    const double t16 = time_mode(*f16, one, reps, false, 0);
+    auto b16 = make("bf16", static_cast<double>(bytes), Compression::bf16);
+    const double tb16 = time_mode(*b16, one, reps, false, 0);
+    // Both step timings in one pair of communicators per mode, backward = the f32 time (rank 0's,
+    // agreed on through an all-reduce so every rank sleeps the same).
+    double backward_s = t32;
+    f32->all_reduce_sum(&backward_s, 1);
+    backward_s /= world;
+    auto blk = make("blk", static_cast<double>(bytes) / 8, Compression::none);
+    const int step_reps = std::max(5, reps / 4);
+    const double t_block = time_mode(*blk, eight, step_reps, false, backward_s);
+    auto ovl = make("ovl", static_cast<double>(bytes) / 8, Compression::none);
+    const double t_over = time_mode(*ovl, eight, step_reps, true, backward_s);
     if (rank == 0) {
-      const double algbw = bytes / t / 1e9;
-      const double busbw = 2.0 * (world - 1) / world * bytes / t / 1e9;
-      std::printf("%10zu %8d %12.4f %10.3f %10.3f\n", bytes, reps, t * 1e3, algbw, busbw);
+      auto row = [&](const char* mode, int r, double t, double ratio) {
+        const double algbw = bytes / t / 1e9;
+        const double busbw = 2.0 * (world - 1) / world * bytes / t / 1e9;
+        std::printf("%10zu %-8s %6d %12.4f %10.3f %10.3f %7.3f\n", bytes, mode, r, t * 1e3, algbw, busbw, ratio);
+      };
+      row("f32", reps, t32, 1.0);
+      row("fp16", reps, t16, t16 / t32);
+      row("bf16", reps, tb16, tb16 / t32);
+      row("blk+bw", step_reps, t_block, 1.0);
+      row("ovl+bw", step_reps, t_over, t_over / t_block);
       std::fflush(stdout);
     }
   }
@@ -68,7 +140,8 @@ int main(int argc, char** argv) {
     return 1;
   const std::string folder = templ;
   std::printf("allreduce: %d CPU ranks, Gloo tcp over loopback, FileStore %s\n", world, folder.c_str());
-  std::printf("%10s %8s %12s %10s %10s\n", "bytes", "reps", "median_ms", "algbw_GB/s", "busbw_GB/s");
+  std::printf("%10s %-8s %6s %12s %10s %10s %7s\n", "bytes", "mode", "reps", "median_ms", "algbw_GB/s", "busbw_GB/s",
+              "ratio");
   const pid_t child = fork();
   if (child == 0) {
     try {
