@@ -122,6 +122,11 @@ GlooCommunicator::GlooCommunicator(int rank, int world_size, const GlooOptions& 
     m_impl->context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
     m_impl->context->setTimeout(timeout);
     m_impl->context->connectFullMesh(*m_impl->store, m_impl->device);
+    // connectFullMesh may return on one rank while a peer is still handshaking with it; a rank
+    // that then exits at once (an error before any collective) broke the peer's connect. A barrier
+    // makes "constructed" mean "every rank is connected".
+    gloo::BarrierOptions ready(m_impl->context);
+    gloo::barrier(ready);
   } catch (const std::exception& e) {
     throw Error(concat("rank ", rank, " of ", world_size, ": connecting through the ", where, " on ", options.host,
                        " failed: ", e.what()));
