@@ -90,6 +90,19 @@ class CliRanks : public Cli {
     }
     return -1;
   }
+  /// Waits until rank 0 has begun the run (its run folder exists: joined, set up, in the store).
+  void wait_started() {
+    for (int i = 0; i < 400; ++i) {
+      if (std::filesystem::exists(m_dir / "runs"))
+        for (const auto& e : std::filesystem::directory_iterator(m_dir / "runs"))
+          if (e.path().extension() != ".ranks") {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a few steps in
+            return;
+          }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "the run did not start: " << out();
+  }
   std::string tiny(const std::string& extra = "") {
     const std::string cfg = write("tiny.json", R"({"model": {"zoo": "mlp"}, "train": {"epochs": 1},
                                                    "data": {"train_subset": 512, "test_subset": 256}})");
@@ -119,7 +132,7 @@ class CliRanks : public Cli {
     const pid_t rank0 = start(longer());
     const pid_t worker = wait_worker(rank0);
     ASSERT_GT(worker, 0) << out();
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));  // joined and training
+    wait_started();
     ASSERT_EQ(kill(worker, sig), 0);
     const double t0 = now_s();
     EXPECT_EQ(wait_exit(rank0, kTimeoutS + 10), 1) << out();
@@ -161,7 +174,7 @@ TEST_F(CliRanks, WorkersExitWhenRankZeroIsKilled) {
   const pid_t rank0 = start(longer());
   const pid_t worker = wait_worker(rank0);
   ASSERT_GT(worker, 0) << out();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  wait_started();
   kill(rank0, SIGKILL);
   EXPECT_EQ(wait_exit(rank0, 5), -SIGKILL);
   const double end = now_s() + kTimeoutS + 10;
@@ -174,7 +187,7 @@ TEST_F(CliRanks, SigtermStopsEveryRank) {
   const pid_t rank0 = start(longer());
   const pid_t worker = wait_worker(rank0);
   ASSERT_GT(worker, 0) << out();
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  wait_started();
   kill(rank0, SIGTERM);
   EXPECT_EQ(wait_exit(rank0, kTimeoutS + 10), 130) << out();
   EXPECT_FALSE(alive(worker));
