@@ -111,6 +111,11 @@ std::shared_ptr<Communicator> connect_ranks(const RankPlan& plan, const Experime
   o.host = plan.host;
   o.timeout_s = exp.compute.timeout_s;
   o.bucket_mb = exp.compute.bucket_mb;
+  switch (exp.compute.grad_compression) {
+    case GradCompression::none: o.compression = dist::GlooOptions::Compression::none; break;
+    case GradCompression::fp16: o.compression = dist::GlooOptions::Compression::fp16; break;
+    case GradCompression::bf16: o.compression = dist::GlooOptions::Compression::bf16; break;
+  }
   return std::make_shared<dist::GlooCommunicator>(plan.rank.rank, plan.rank.world_size, o);
 }
 
