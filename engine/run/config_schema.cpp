@@ -81,8 +81,7 @@ std::vector<FieldSpec> build_schema() {
   // --- compute
   s.push_back(enumeration("compute.backend", {"auto", "cpu", "cuda", "reference"},
                           "auto = cuda when a GPU is present, else cpu; reference = plain loops"));
-  s.push_back(unsupported(integer("compute.devices", 1, 1, 64, "Data-parallel ranks (one device each)"),
-                          "data-parallel training lands with a later issue"));
+  s.push_back(integer("compute.devices", 1, 1, 64, "Data-parallel ranks: processes that train one model together (one GPU each, or a share of the CPU cores)"));
   s.push_back(
       unsupported(enumeration("compute.grad_compression", {"none", "fp16"}, "Compress gradients before the all-reduce"),
                   "gradient compression lands with data-parallel training"));
