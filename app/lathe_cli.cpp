@@ -18,6 +18,7 @@
 #include "app/cli_devices.h"
 #include "app/cli_history.h"
 #include "app/cli_peak.h"
+#include "app/cli_ranks.h"
 #include "app/cli_repair.h"
 #include "app/cli_supervisor.h"
 #include "engine/core/error.h"
@@ -41,7 +42,8 @@ std::atomic<bool> g_stop{false};
 std::atomic<int> g_stop_reason{0};  // a lathe::StopReason; lock-free, so the handler may set it
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
-void on_signal(int) {
+void on_signal(int sig) {
+  lathe::cli::forward_signal_to_workers(sig);  // every rank stops
   int none = static_cast<int>(lathe::StopReason::none);
   g_stop_reason.compare_exchange_strong(none, static_cast<int>(lathe::StopReason::signal));
   g_stop.store(true);
@@ -165,8 +167,24 @@ struct ResumeTarget {
   double wall_offset_ms = 0;  ///< the supervisor's clock: restarts and lost work stay on the time axis
 };
 
+/// This process's part in a data-parallel run (cli_ranks.h); default: one process.
+struct Ranks {
+  lathe::cli::RankPlan plan;
+  std::unique_ptr<lathe::cli::RankWorkers> workers;  ///< rank 0's workers on this machine
+  std::shared_ptr<lathe::Communicator> comm;
+  bool worker() const { return plan.rank.rank > 0; }
+  /// The message a failed run records: a worker's fault when there is one (the rank and how it ended).
+  std::string explain(const std::exception& e) const {
+    if (!workers || dynamic_cast<const lathe::ConfigError*>(&e) || dynamic_cast<const lathe::DataError*>(&e))
+      return e.what();
+    const std::string f = workers->wait_fault(2.0);
+    return f.empty() || f == e.what() ? e.what() : f + " (rank 0: " + e.what() + ")";
+  }
+};
+
 int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, bool json, const std::string& db,
-                  const ResumeTarget* resume, const std::string& run_id = "") {
+                  const ResumeTarget* resume, const std::string& run_id = "", Ranks* ranks = nullptr) {
+  const bool worker = ranks && ranks->worker();
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   StdoutJsonSink json_sink;
@@ -174,7 +192,7 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   // The store run is created only once set-up succeeded (on_start), so bad input leaves no trace.
   std::unique_ptr<lathe::RunWriter> writer;
   lathe::FanoutSink sinks;
-  if (json)
+  if (json && !worker)
     sinks.add(&json_sink);
   ResumeMessages resume_messages;
   lathe::RunOptions opts;
@@ -183,9 +201,16 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   opts.extra_sink = &sinks;
   opts.store_path = db;
   opts.run_id = run_id;
+  if (ranks)
+    opts.comm = ranks->comm;
+  if (worker) {  // ranks > 0 compute what rank 0 does and write nothing: no store, no run folder
+    opts.extra_sink = nullptr;
+    opts.store_path.clear();
+    opts.write_run_dir = false;
+  }
   // "run:<ref>" (distill.teacher) is resolved here, through the store; without one the engine looks
   // in the run folders under output.dir.
-  if (std::filesystem::exists(db))
+  if (!worker && std::filesystem::exists(db))
     opts.resolve_run = [db, runs_root = exp.output.dir](const std::string& ref, const std::string& field) {
       return lathe::find_run_model(db, ref, runs_root, field);
     };
@@ -200,7 +225,7 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
     opts.run_id = resume->run_id;
     opts.resume_run_dir = resume->run_dir;
     opts.resume_wall_ms = std::max(point.max_wall_ms, resume->wall_offset_ms);
-  } else
+  } else if (!worker)
     opts.on_start = [&](const std::string& id, const std::string& backend, const std::string& device) {
       auto w = std::make_unique<lathe::RunWriter>(db);
       lathe::RunInfo info;
@@ -213,34 +238,55 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
       writer = std::move(w);
       sinks.add(writer.get());
     };
-  opts.recorded_peak_flops = [&](const std::string& cpu, int threads) {
-    try {
-      return lathe::cli::best_recorded_peak_flops(db, cpu, threads);
-    } catch (const std::exception& e) {  // a store that cannot be read now only loses the floor
-      std::fprintf(stderr, "lathe-cli: warning: no recorded peak from the store (%s)\n", e.what());
-      return 0.0;
-    }
-  };
+  if (!worker)
+    opts.recorded_peak_flops = [&](const std::string& cpu, int threads) {
+      try {
+        return lathe::cli::best_recorded_peak_flops(db, cpu, threads);
+      } catch (const std::exception& e) {  // a store that cannot be read now only loses the floor
+        std::fprintf(stderr, "lathe-cli: warning: no recorded peak from the store (%s)\n", e.what());
+        return 0.0;
+      }
+    };
+  lathe::cli::RankWorkers* workers = ranks ? ranks->workers.get() : nullptr;
+  if (!json || workers)
+    opts.on_progress = [&, workers](const lathe::Progress& p) {
+      if (workers)  // a worker that died or hangs ends the run here, between steps
+        if (std::string f = workers->fault(); !f.empty())
+          throw lathe::Error(f);
+      if (!json && !worker)
+        bar.update(p);
+    };
   if (!json)
-    opts.on_progress = [&](const lathe::Progress& p) { bar.update(p); };
-  if (!json)
-    std::fprintf(stderr, "lathe: %s %s (%s)\n", resume ? "resuming" : "running", exp.name.c_str(), label.c_str());
+    std::fprintf(stderr, "lathe: %s %s (%s)%s\n", resume ? "resuming" : "running", exp.name.c_str(), label.c_str(),
+                 ranks && ranks->plan.distributed() ? (" as rank " + std::to_string(ranks->plan.rank.rank) + " of " +
+                                                       std::to_string(ranks->plan.rank.world_size))
+                                                          .c_str()
+                                                    : "");
   const std::unique_ptr<lathe::NoticePoller> poller = start_notice_poller(exp, json);
   lathe::RunSummary s;
   try {
     s = lathe::run_experiment(exp, opts);
   } catch (const std::exception& e) {
     bar.finish();
+    const std::string message = ranks ? ranks->explain(e) : e.what();
     if (writer) {
       try {
-        writer->finish(lathe::RunStatus::failed, {{"error", e.what()}});
+        writer->finish(lathe::RunStatus::failed, {{"error", message}});
       } catch (const std::exception& store_error) {  // keep the run's own error as the one reported
         std::fprintf(stderr, "lathe-cli: could not record the failure in the store: %s\n", store_error.what());
       }
     }
+    if (message != e.what())
+      throw lathe::Error(message);
     throw;
   }
   bar.finish();
+  if (workers)  // every worker has exited before the run is recorded as done
+    if (const std::string f = workers->join(); !f.empty()) {
+      if (writer)
+        writer->finish(lathe::RunStatus::failed, {{"error", f}});
+      throw lathe::Error(f);
+    }
   const lathe::RunStatus status = s.status == "finished"      ? lathe::RunStatus::finished
                                   : s.status == "interrupted" ? lathe::RunStatus::interrupted
                                                               : lathe::RunStatus::cancelled;
@@ -262,7 +308,7 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
         s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(), s.device.c_str(),
         100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s"), 100 * metric("device/mfu"),
         metric("model/bytes"), metric("cost/usd"), s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
-        db.c_str());
+        worker ? "nothing (ranks > 0 leave the store to rank 0)" : db.c_str());
   }
   // 75 (EX_TEMPFAIL): interrupted by a spot notice, resumable; 130: cancelled.
   return s.status == "finished" ? 0 : s.status == "interrupted" ? 75 : 130;
@@ -273,6 +319,7 @@ struct ChildOptions {
   std::string run_id;
   bool no_supervise = false;
   double wall_offset_ms = 0;
+  lathe::cli::RankArgs ranks;  ///< --rank/--world-size/--local-rank/--rendezvous-id
 };
 
 int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db,
@@ -280,7 +327,28 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   nlohmann::json cfg = lathe::load_config_file(config_path);
   for (const std::string& s : sets)
     lathe::apply_override(cfg, s);
-  const lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
+  lathe::ExperimentConfig exp = lathe::parse_experiment(lathe::validate_config(cfg));
+  Ranks ranks;
+  const std::string run_id = child.run_id.empty() ? lathe::make_run_id() : child.run_id;
+  ranks.plan = lathe::cli::plan_ranks(exp, child.ranks, run_id);
+  if (ranks.plan.distributed()) {
+    if (exp.cost.interruptions_per_hour > 0)
+      throw lathe::ConfigError("compute.devices: " + std::to_string(ranks.plan.rank.world_size) +
+                               " ranks with cost.interruptions_per_hour > 0: the spot simulation runs one "
+                               "process only for now (set compute.devices to 1 or the interruptions to 0)");
+    exp.train.threads = ranks.plan.threads;
+    exp.raw["train"]["threads"] = ranks.plan.threads;
+    std::vector<std::string> run_args = {"--db", db, "run", std::filesystem::absolute(config_path).string()};
+    for (const std::string& s : sets)
+      run_args.insert(run_args.end(), {"--set", s});
+    ranks.workers = std::make_unique<lathe::cli::RankWorkers>(ranks.plan, run_args, exp.compute.timeout_s, &g_stop);
+    try {
+      ranks.comm = lathe::cli::connect_ranks(ranks.plan, exp);
+    } catch (const std::exception& e) {
+      throw lathe::Error(ranks.explain(e));
+    }
+    return run_or_resume(exp, config_path, json, db, nullptr, ranks.worker() ? "" : run_id, &ranks);
+  }
   if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
     lathe::cli::SupervisorSetup sup;
     sup.db = db;
@@ -311,6 +379,9 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
       throw lathe::DataError("run " + target.run_id + " is " + std::string(lathe::status_name(run.status)) +
                              ": only interrupted, cancelled or failed runs can be resumed");
     exp = lathe::parse_experiment(lathe::validate_config(nlohmann::json::parse(run.config_json)));
+    if (exp.compute.devices > 1)
+      throw lathe::ConfigError("compute.devices: " + std::to_string(exp.compute.devices) +
+                               ": `lathe-cli resume` continues one-process runs only for now");
     for (const lathe::EventRecord& e : store.events(target.run_id))
       if (e.kind == "started" && e.fields.contains("run_dir") && e.fields["run_dir"].is_string())
         target.run_dir = e.fields["run_dir"].get<std::string>();
@@ -357,6 +428,10 @@ int main(int argc, char** argv) {
   ChildOptions child;
   run->add_option("--run-id", child.run_id, "The run id to use (the spot supervisor's child)")->group("");
   run->add_flag("--no-supervise", child.no_supervise, "Run without the spot supervisor")->group("");
+  run->add_option("--rank", child.ranks.flags.rank, "This process's rank (data-parallel runs)")->group("");
+  run->add_option("--world-size", child.ranks.flags.world_size, "Ranks in the run")->group("");
+  run->add_option("--local-rank", child.ranks.flags.local_rank, "This process's rank on its machine")->group("");
+  run->add_option("--rendezvous-id", child.ranks.rendezvous_id, "The key prefix the ranks share")->group("");
   run->callback([&] { exit_code = cmd_run(config_path, sets, json, db, child); });
 
   std::string resume_ref;

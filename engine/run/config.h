@@ -150,7 +150,11 @@ struct TrainConfig {
 
 struct ComputeConfig {
   BackendChoice backend = BackendChoice::automatic;
-  int devices = 1;
+  int devices = 1;            ///< data-parallel ranks
+  std::string rendezvous;     ///< "" = a folder next to rank 0's run folder; a folder; "redis://host:port"
+  double timeout_s = 60;      ///< how long a rank waits for the others
+  double bucket_mb = 25;      ///< gradient bucket size (MiB)
+  std::string rendezvous_id;  ///< "" = rank 0's run id (or the launcher's job id)
   GradCompression grad_compression = GradCompression::none;
 };
 

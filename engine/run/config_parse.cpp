@@ -154,6 +154,10 @@ void parse_train(const json& t, ModelZoo zoo, TrainConfig& out) {
 void parse_compute(const json& cp, ComputeConfig& out) {
   out.backend = parse_enum<BackendChoice>(cp.at("backend"), kBackendNames, "compute.backend");
   out.devices = cp.at("devices").get<int>();
+  out.rendezvous = cp.at("rendezvous").get<std::string>();
+  out.timeout_s = cp.at("timeout_s").get<double>();
+  out.bucket_mb = cp.at("bucket_mb").get<double>();
+  out.rendezvous_id = cp.at("rendezvous_id").get<std::string>();
   out.grad_compression =
       parse_enum<GradCompression>(cp.at("grad_compression"), kCompressionNames, "compute.grad_compression");
 }

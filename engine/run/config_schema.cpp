@@ -82,6 +82,15 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(enumeration("compute.backend", {"auto", "cpu", "cuda", "reference"},
                           "auto = cuda when a GPU is present, else cpu; reference = plain loops"));
   s.push_back(integer("compute.devices", 1, 1, 64, "Data-parallel ranks: processes that train one model together (one GPU each, or a share of the CPU cores)"));
+  s.push_back(string("compute.rendezvous", "",
+                     "Where ranks meet: \"\" = a folder next to rank 0's run folder (one machine), a shared "
+                     "folder, or redis://host:port"));
+  s.push_back(number("compute.timeout_s", 60.0, 0, kInf,
+                     "Seconds a rank waits for the others (joining, every collective) before the run fails", true));
+  s.push_back(number("compute.bucket_mb", 25.0, 0, kInf, "Gradient bucket size of the all-reduce in MiB", true));
+  s.push_back(string("compute.rendezvous_id", "",
+                     "Key prefix the ranks of one run share; \"\" = rank 0's run id, or under srun/torchrun "
+                     "SLURM_JOB_ID.SLURM_STEP_ID / TORCHELASTIC_RUN_ID"));
   s.push_back(
       unsupported(enumeration("compute.grad_compression", {"none", "fp16"}, "Compress gradients before the all-reduce"),
                   "gradient compression lands with data-parallel training"));

@@ -7,9 +7,11 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "engine/core/run_model_ref.h"
+#include "engine/exec/communicator.h"
 #include "engine/run/config.h"
 #include "engine/run/metrics_sink.h"
 
@@ -49,6 +51,8 @@ struct RunOptions {
   /// config is not rewritten, metrics.jsonl is appended to, and a "resumed" event replaces "started".
   std::string resume_run_dir;
   double resume_wall_ms = 0;  ///< the resumed run's clock starts here (the store's last wall_ms)
+  /// The ranks of a data-parallel run (lathe-cli builds a dist::GlooCommunicator); null = one process.
+  std::shared_ptr<Communicator> comm;
 };
 
 struct RunSummary {

@@ -185,9 +185,28 @@ TEST(ValidateConfig, BadChoicesListTheChoices) {
   EXPECT_HAS(problems_of({{"compute", {{"backend", 1}}}}), "compute.backend: 1 is not one of \"auto\"");
 }
 
+// compute.* of data-parallel runs (lathe-cli): bad values name the field and what is allowed.
+TEST(ValidateConfig, ComputeFieldsOfDataParallelRuns) {
+  EXPECT_HAS(problems_of({{"compute", {{"devices", 0}}}}), "compute.devices: ");
+  EXPECT_HAS(problems_of({{"compute", {{"devices", 65}}}}), "compute.devices: ");
+  EXPECT_HAS(problems_of({{"compute", {{"devices", 65}}}}), "64");
+  EXPECT_HAS(problems_of({{"compute", {{"devices", "two"}}}}), "compute.devices: ");
+  EXPECT_HAS(problems_of({{"compute", {{"timeout_s", 0}}}}), "compute.timeout_s: ");
+  EXPECT_HAS(problems_of({{"compute", {{"bucket_mb", -1}}}}), "compute.bucket_mb: ");
+  EXPECT_HAS(problems_of({{"compute", {{"rendezvous", 3}}}}), "compute.rendezvous: ");
+  EXPECT_HAS(problems_of({{"compute", {{"rendezvous_id", false}}}}), "compute.rendezvous_id: ");
+  const ExperimentConfig c = parse_experiment(validate_config(
+      {{"compute",
+        {{"devices", 4}, {"rendezvous", "redis://h:1"}, {"timeout_s", 5}, {"bucket_mb", 1}, {"rendezvous_id", "j"}}}}));
+  EXPECT_EQ(c.compute.devices, 4);
+  EXPECT_EQ(c.compute.rendezvous, "redis://h:1");
+  EXPECT_EQ(c.compute.timeout_s, 5.0);
+  EXPECT_EQ(c.compute.bucket_mb, 1.0);
+  EXPECT_EQ(c.compute.rendezvous_id, "j");
+}
+
 TEST(ValidateConfig, UnsupportedKnobsOnlyAcceptTheirDefault) {
-  EXPECT_HAS(problems_of({{"compute", {{"devices", 2}}}}),
-             "compute.devices: data-parallel training lands with a later issue");
+  EXPECT_TRUE(problems_of({{"compute", {{"devices", 2}}}}).empty());  // supported now
   EXPECT_HAS(problems_of({{"compute", {{"grad_compression", "fp16"}}}}), "compute.grad_compression: ");
   EXPECT_TRUE(problems_of({{"cost", {{"interruptions_per_hour", 0.05}}}}).empty());  // supported now
   // Their defaults, spelled out, are fine (a form writes every field).
