@@ -15,6 +15,7 @@
 #include <iostream>
 
 #include "app/cli_cost.h"
+#include "app/cli_devices.h"
 #include "app/cli_history.h"
 #include "app/cli_peak.h"
 #include "app/cli_ranks.h"
@@ -465,6 +466,7 @@ int main(int argc, char** argv) {
   lathe::cli::add_history_commands(app, db, exit_code);
   lathe::cli::add_cost_commands(app, db, exit_code);
   lathe::cli::add_repair_command(app, db, exit_code);
+  lathe::cli::add_devices_command(app, exit_code);
 
   // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {

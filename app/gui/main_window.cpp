@@ -10,6 +10,7 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include "app/cli_devices.h"
 #include "app/gui/export_action.h"
 #ifdef LATHE_HAVE_REPORT
 #include "app/gui/run_overview.h"
@@ -29,6 +30,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   auto* designerSplit = new QSplitter(Qt::Vertical, split);
   m_designer = new ui::DesignerPanel(m_opt.experimentsDir, designerSplit);
   m_designer->setMinimumWidth(340);
+  m_designer->setDevices(lathe::cli::devices_json());
   auto* costBox = new QGroupBox("Cost (lathe-cli cost)", designerSplit);
   auto* costLayout = new QVBoxLayout(costBox);
   costLayout->setContentsMargins(4, 4, 4, 4);

@@ -9,8 +9,10 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSaveFile>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "engine/core/error.h"
 #include "engine/run/config.h"
@@ -39,6 +41,13 @@ DesignerPanel::DesignerPanel(QString presetsDir, QWidget* parent)
   column->addWidget(m_fileLabel);
   m_form = new ExperimentForm(this);
   column->addWidget(m_form, 1);
+  m_devicesLabel = new QLabel(this);
+  m_devicesLabel->setObjectName("devicesLabel");
+  m_devicesLabel->setStyleSheet("color: #555;");
+  m_devicesLabel->setWordWrap(true);
+  column->addWidget(m_devicesLabel);
+  if (FieldEditor* f = m_form->field("compute.devices"))
+    f->onEdited(this, [this]() { updateDevicesLabel(); });
 
   connect(m_presets, &QComboBox::activated, this, [this](int index) {
     if (index > 0)
@@ -151,6 +160,38 @@ QString DesignerPanel::saveFile(const QString& path) {
   updateLabel();
   emit message("Saved " + path);
   return {};
+}
+
+void DesignerPanel::setDevices(const nlohmann::json& devices) {
+  m_devices = devices;
+  FieldEditor* f = m_form->field("compute.devices");
+  if (auto* spin = f ? qobject_cast<QSpinBox*>(f->widget()) : nullptr) {
+    spin->setRange(1, std::max(1, devices.value("max_devices", 1)));
+    spin->setToolTip(f->baseToolTip() + "\nThis machine: at most " + QString::number(spin->maximum()));
+  }
+  updateDevicesLabel();
+}
+
+void DesignerPanel::updateDevicesLabel() {
+  if (m_devices.is_null()) {
+    m_devicesLabel->clear();
+    return;
+  }
+  QStringList lines;
+  if (m_devices.value("kind", std::string()) == "gpu") {
+    for (const auto& g : m_devices.value("gpus", nlohmann::json::array()))
+      lines << QString("GPU %1: %2, %3 GiB")
+                   .arg(g.value("index", 0))
+                   .arg(QString::fromStdString(g.value("name", std::string())))
+                   .arg(static_cast<double>(g.value("memory_bytes", uint64_t{0})) / (1024.0 * 1024 * 1024), 0, 'f', 0);
+  } else {
+    const int cores = m_devices.contains("cpu") ? m_devices["cpu"].value("cores", 1) : 1;
+    FieldEditor* f = m_form->field("compute.devices");
+    const int ranks = f && f->value().is_number_integer() ? std::max(1, f->value().get<int>()) : 1;
+    lines << QString("CPU ranks: %1 cores, %2 threads each").arg(cores).arg(std::max(1, cores / ranks));
+  }
+  m_devicesLabel->setText("compute.devices (at most " + QString::number(m_devices.value("max_devices", 1)) +
+                          "): " + lines.join("; "));
 }
 
 }  // namespace lathe::ui

@@ -30,6 +30,11 @@ class DesignerPanel : public QWidget {
   /// of the same name in the user's documents folder.
   QString saveAsDefaultPath() const;
   QString presetsDir() const { return m_presetsDir; }
+  /// What `lathe-cli devices --json` lists (app/cli_devices.h): compute.devices' spin box is capped
+  /// at its max_devices and the line under the form names the GPUs or "CPU ranks: N cores, T threads
+  /// each" (T for the devices chosen now).
+  void setDevices(const nlohmann::json& devices);
+  QString devicesText() const { return m_devicesLabel->text(); }
   /// How a file is named on screen: a preset as "experiments/mlp.json", a file under the home
   /// folder as "~/...", anything else by its absolute path (the full path is the label's tooltip).
   QString displayPath(const QString& path) const;
@@ -45,6 +50,9 @@ class DesignerPanel : public QWidget {
   bool m_modified = false;
   QComboBox* m_presets;
   QLabel* m_fileLabel;
+  QLabel* m_devicesLabel;
+  nlohmann::json m_devices;
+  void updateDevicesLabel();
   ExperimentForm* m_form;
 };
 
