@@ -24,10 +24,20 @@ uint64_t mix64(uint64_t key, uint64_t value) {
 
 }  // namespace
 
+int64_t loader_batches_per_epoch(int64_t count, const LoaderOptions& o) {
+  const int64_t global = o.batch_size * o.world_size;
+  const int64_t full = count / global, tail = count % global;
+  if (o.drop_last || tail == 0)
+    return full;
+  return tail >= o.world_size ? full + 1 : full;  // a tail too small to give every rank a sample is dropped
+}
+
 DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options)
     : m_dataset(&dataset), m_options(std::move(options)) {
   const Dataset& ds = dataset;
   LATHE_CHECK(m_options.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ", m_options.batch_size);
+  LATHE_CHECK(m_options.world_size >= 1 && m_options.rank >= 0 && m_options.rank < m_options.world_size,
+              "DataLoader: rank ", m_options.rank, " of world size ", m_options.world_size);
   LATHE_CHECK(m_options.std > 0, "DataLoader: std must be > 0, got ", m_options.std);
   LATHE_CHECK(ds.count >= 0 && ds.rows >= 1 && ds.cols >= 1, "DataLoader: dataset '", ds.source, "' has count ",
               ds.count, ", rows ", ds.rows, ", cols ", ds.cols);
@@ -62,13 +72,11 @@ DataLoader::~DataLoader() {
   }
 }
 
-int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = m_dataset->count, b = m_options.batch_size;
-  return m_options.drop_last ? n / b : (n + b - 1) / b;
-}
+int64_t DataLoader::batches_per_epoch() const { return loader_batches_per_epoch(m_dataset->count, m_options); }
 
 int64_t DataLoader::samples_per_epoch() const {
-  return m_options.drop_last ? batches_per_epoch() * m_options.batch_size : m_dataset->count;
+  const int64_t global = m_options.batch_size * m_options.world_size;
+  return std::min(m_dataset->count, batches_per_epoch() * global);
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
@@ -154,12 +162,17 @@ void DataLoader::worker_loop() {
 
 Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) {
   const Dataset& ds = *m_dataset;
-  const int64_t begin = index * m_options.batch_size;
-  const int64_t size = std::min(m_options.batch_size, ds.count - begin);
+  // This rank's even, contiguous part of global batch `index` (the whole batch on one rank).
+  const int64_t world = m_options.world_size, rank = m_options.rank;
+  const int64_t global_begin = index * m_options.batch_size * world;
+  const int64_t global_size = std::min(m_options.batch_size * world, ds.count - global_begin);
+  const int64_t begin = global_begin + global_size * rank / world;
+  const int64_t size = global_begin + global_size * (rank + 1) / world - begin;
   const int64_t pixels = ds.rows * ds.cols;
 
   Batch batch;
   batch.index = index;
+  batch.global_size = global_size;
   // A fresh 64-byte aligned allocation per batch: the caller may keep a batch's tensors alive (e.g.
   // saved for backward), so reusing them from a pool would need ownership tracking Tensor lacks.
   batch.images = Tensor::empty({size, 1, ds.rows, ds.cols}, DType::f32);

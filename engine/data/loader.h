@@ -5,6 +5,12 @@
 // (seed, epoch); each sample's augmentation uses its own Rng seeded from (seed, epoch, sample index).
 // So the same seed gives bit-identical batches on every run and platform, whatever the prefetch depth
 // or thread timing, and a sample's augmentation does not depend on the batch size or its position.
+//
+// Data parallelism (rank, world_size): every rank shuffles the same epoch order and cuts it into
+// global batches of world_size x batch_size samples; rank r takes the r-th of world_size even,
+// contiguous parts of each one. So N ranks x batch B see, together, exactly the batches of one rank x
+// batch N*B, and a rank's share never overlaps another's. A last global batch smaller than the
+// number of ranks (some rank would get no sample) is dropped.
 #pragma once
 
 #include <array>
@@ -28,10 +34,12 @@ struct Batch {
   Tensor images;      // f32 [B, 1, rows, cols], normalised: (p / 255 - mean) / std
   Tensor labels;      // s32 [B]
   int64_t index = 0;  // batch number within the epoch
+  /// Samples of the global batch this one is a share of (all ranks together; = images.dim(0) on one rank).
+  int64_t global_size = 0;
 };
 
 struct LoaderOptions {
-  int64_t batch_size = 128;
+  int64_t batch_size = 128;  // per rank: a global batch holds world_size x batch_size samples
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;  // drop the last batch when it would be smaller than batch_size
@@ -41,8 +49,13 @@ struct LoaderOptions {
   std::function<void(Batch&)> on_batch;
   float mean = kFashionMean;  // of pixel intensities in [0, 1]
   float std = kFashionStd;
-  int prefetch = 2;  // batches prepared ahead by the background thread (at least 1)
+  int prefetch = 2;    // batches prepared ahead by the background thread (at least 1)
+  int rank = 0;        // this rank's share of every global batch (0 <= rank < world_size)
+  int world_size = 1;  // ranks sharing the epoch
 };
+
+/// Batches per epoch of `count` samples with these options (each rank gets the same number).
+int64_t loader_batches_per_epoch(int64_t count, const LoaderOptions& options);
 
 class DataLoader {
  public:
@@ -63,9 +76,9 @@ class DataLoader {
   bool next(Batch& out);
 
   int64_t batches_per_epoch() const;
-  /// Samples handed out per epoch (count, less the dropped tail when drop_last).
+  /// Samples handed out per epoch to all ranks together (count, less the dropped tail).
   int64_t samples_per_epoch() const;
-  /// The sample indices of `epoch` in the order they are batched (identity when !shuffle).
+  /// The sample indices of `epoch` in the order they are batched, for all ranks (identity when !shuffle).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
   const LoaderOptions& options() const { return m_options; }
   const Dataset& dataset() const { return *m_dataset; }

@@ -6,7 +6,8 @@
 //   all_reduce_gradients  after a step's micro-batches have completed its gradients, before the
 //                         hooks that read them (loss-scaler check, pruning masks) and the update
 //   all_reduce_sum        the evaluation's loss and correct-count sums (each rank scores its shard)
-//   barrier               before a model file is saved (and, later, a checkpoint)
+//   barrier               for callers that need every rank at one point (none in the loop: only
+//                         rank 0 writes files, and every rank holds the same weights)
 #pragma once
 
 #include <cstdint>

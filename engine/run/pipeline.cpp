@@ -24,13 +24,34 @@ LoaderOptions StageContext::loader_options() const {
   lo.prefetch = cfg.data.prefetch;
   lo.augment = {cfg.data.augment.shift_px, cfg.data.augment.hflip, cfg.data.augment.noise_std,
                 cfg.data.augment.strength};
+  lo.rank = comm->rank();  // each rank takes its share of every global batch
+  lo.world_size = comm->world_size();
   return lo;
 }
 
 int64_t StageContext::steps_per_epoch(const LoaderOptions& lo) const {
-  const int64_t micro = (data.train.count + lo.batch_size - 1) / lo.batch_size;
-  const int64_t drop = lo.drop_last && data.train.count % lo.batch_size != 0 ? 1 : 0;
-  return std::max<int64_t>(1, (micro - drop) / std::max(1, cfg.train.grad_accum));
+  return std::max<int64_t>(1, loader_batches_per_epoch(data.train.count, lo) / std::max(1, cfg.train.grad_accum));
+}
+
+const Dataset& StageContext::test_share() {
+  const int world = comm->world_size(), rank = comm->rank();
+  if (world == 1)
+    return data.test;
+  if (!test_share_cache) {  // rank r scores the r-th of `world` even, contiguous parts of the test set
+    const Dataset& t = data.test;
+    const int64_t begin = t.count * rank / world, end = t.count * (rank + 1) / world;
+    auto share = std::make_shared<Dataset>();
+    share->rows = t.rows;
+    share->cols = t.cols;
+    share->num_classes = t.num_classes;
+    share->source = t.source + " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")";
+    share->count = end - begin;
+    share->images.assign(t.images.begin() + begin * t.pixels_per_image(),
+                         t.images.begin() + end * t.pixels_per_image());
+    share->labels.assign(t.labels.begin() + begin, t.labels.begin() + end);
+    test_share_cache = std::move(share);
+  }
+  return *test_share_cache;
 }
 
 double StageContext::cost_usd_now() const {
@@ -148,7 +169,7 @@ class TrainLoop {
           m_hooks.on_step_end(loop_state(epoch, s));
         if (m_phase.checkpointed && m_ctx.checkpoint)
           m_ctx.checkpoint(loop_state(epoch, s));
-        if (m_ctx.stop_requested()) {
+        if (stop_agreed()) {
           m_result.stopped = true;
           break;
         }
@@ -160,6 +181,18 @@ class TrainLoop {
   }
 
  private:
+  /// A stop request on any rank stops every rank after this same step (one tiny all-reduce per
+  /// step when there are several ranks; a signal reaches them at different moments).
+  bool stop_agreed() {
+    if (m_ctx.comm->world_size() == 1)
+      return m_ctx.stop_requested();
+    double stop = m_ctx.stop_requested() ? 1 : 0;
+    m_ctx.comm->all_reduce_sum(&stop, 1);
+    if (stop > 0)
+      m_ctx.stop_agreed = true;
+    return stop > 0;
+  }
+
   bool resumed() const { return m_phase.start.epoch > 0 || m_phase.start.step_in_epoch > 0; }
 
   TrainLoopState loop_state(int epoch, int64_t s) const {
@@ -186,7 +219,10 @@ class TrainLoop {
       m_db.load(m_be, m_batch);
       const int64_t b = m_batch.labels.dim(0);
       LayerContext lctx{m_be, true, static_cast<uint64_t>(m_ctx.step * m_k + micro)};
-      const double grad_scale = scale / (static_cast<double>(b) * m_k);
+      // The mean over the global batch: each rank scales its sum by world / global size, and the
+      // all-reduce averages over the world (one rank: 1 / b, as always).
+      const double world = m_ctx.comm->world_size();
+      const double grad_scale = scale * world / (static_cast<double>(m_batch.global_size) * m_k);
       // Overlap: buckets start during this backward pass (one micro-batch: its gradients are the step's).
       auto* gloo = m_k == 1 ? dynamic_cast<dist::GlooCommunicator*>(m_ctx.comm.get()) : nullptr;
       if (gloo)
@@ -207,12 +243,17 @@ class TrainLoop {
       m_window_loss += r.loss_sum;
       m_window_correct += r.correct;
       m_window_samples += b;
+      m_window_global_samples += m_batch.global_size;
     }
     if (m_k > 1)
       for (size_t i = 0; i < m_params.size(); ++i)
         std::swap(m_params[i].param->grad, m_accum[i]);
     // The step's gradients are complete: average them over the ranks before anything reads them.
+    const auto t_comm = Clock::now();
     m_ctx.comm->all_reduce_gradients(m_params);
+    const double comm_s = seconds_since(t_comm);  // what the backward pass did not hide
+    m_window_comm_s += comm_s;
+    m_window_bytes += m_ctx.comm->bytes_last_step();
     const double lr = m_schedule.at(local);
     const bool update = !m_hooks.before_update || m_hooks.before_update(m_model, m_ctx.step);
     if (update)
@@ -227,6 +268,7 @@ class TrainLoop {
     m_be.synchronize();
     const double dt = seconds_since(t_step);
     m_window_train_s += dt;
+    ++m_window_steps;
     m_result.train_seconds += dt;
     ++m_result.steps;
     return lr;
@@ -237,7 +279,10 @@ class TrainLoop {
     MetricsSink& sink = m_ctx.sink;
     const int64_t step = m_ctx.step;
     const double ms = m_ctx.wall_ms();
-    const double sps = m_window_samples / std::max(m_window_train_s, 1e-9);
+    // Samples of all ranks per second (the global batches); one rank: its own.
+    const double sps = m_window_global_samples / std::max(m_window_train_s, 1e-9);
+    if (m_ctx.comm->world_size() > 1)
+      log_dist(step, ms);
     sink.sample("train/loss", step, ms, m_window_loss / std::max<int64_t>(m_window_samples, 1));
     sink.sample("train/accuracy", step, ms,
                 static_cast<double>(m_window_correct) / std::max<int64_t>(m_window_samples, 1));
@@ -276,8 +321,34 @@ class TrainLoop {
     prog.train_loss = m_window_loss / std::max<int64_t>(m_window_samples, 1);
     prog.train_accuracy = static_cast<double>(m_window_correct) / std::max<int64_t>(m_window_samples, 1);
     prog.samples_per_s = sps;
-    m_window_loss = m_window_train_s = 0;
-    m_window_correct = m_window_samples = 0;
+    m_window_loss = m_window_train_s = m_window_comm_s = 0;
+    m_window_correct = m_window_samples = m_window_global_samples = m_window_steps = m_window_bytes = 0;
+  }
+
+  /// dist/* of the window: every rank's throughput and busy share gathered (each fills its slot of a
+  /// sum), the communication the backward pass did not hide, and the gradient bytes per step.
+  void log_dist(int64_t step, double ms) {
+    const int world = m_ctx.comm->world_size(), rank = m_ctx.comm->rank();
+    std::vector<double> v(static_cast<size_t>(2 * world + 1), 0.0);
+    v[static_cast<size_t>(rank)] = m_window_samples / std::max(m_window_train_s, 1e-9);
+    // A CPU rank's busy share of its own threads (the meter divides by all the machine's cores).
+    if (m_be.device().is_cpu())
+      v[static_cast<size_t>(world + rank)] =
+          std::min(1.0, m_rank_util.sample() * m_rank_util.cores() / std::max(1, m_ctx.threads));
+    v[static_cast<size_t>(2 * world)] = m_window_comm_s;  // the slowest rank's wait counts: summed, then averaged
+    m_ctx.comm->all_reduce_sum(v.data(), static_cast<int64_t>(v.size()));
+    MetricsSink& sink = m_ctx.sink;
+    const double steps = static_cast<double>(std::max<int64_t>(m_window_steps, 1));
+    const double comm_s = v[static_cast<size_t>(2 * world)] / world / steps;
+    sink.sample("dist/world_size", step, ms, world);
+    sink.sample("dist/comm_s", step, ms, comm_s);
+    sink.sample("dist/comm_fraction", step, ms, comm_s / std::max(m_window_train_s / steps, 1e-12));
+    sink.sample("dist/bytes_per_step", step, ms, static_cast<double>(m_window_bytes) / steps);
+    for (int r = 0; r < world; ++r) {
+      sink.sample("dist/rank" + std::to_string(r) + "/samples_per_s", step, ms, v[static_cast<size_t>(r)]);
+      if (m_be.device().is_cpu())
+        sink.sample("dist/rank" + std::to_string(r) + "/util", step, ms, v[static_cast<size_t>(world + r)]);
+    }
   }
 
   void report_progress() {
@@ -319,9 +390,10 @@ class TrainLoop {
   std::vector<NamedParam> m_params;
   std::vector<Tensor> m_accum;
   const int64_t m_log_every;
-  CpuUtilMeter m_util;
-  double m_window_loss = 0, m_window_train_s = 0;
-  int64_t m_window_correct = 0, m_window_samples = 0;
+  CpuUtilMeter m_util, m_rank_util;
+  double m_window_loss = 0, m_window_train_s = 0, m_window_comm_s = 0;
+  int64_t m_window_correct = 0, m_window_samples = 0, m_window_global_samples = 0, m_window_steps = 0;
+  int64_t m_window_bytes = 0;
   Batch m_batch;
   DeviceBatch m_db;
   Tensor m_diff_buf;
@@ -348,7 +420,7 @@ PhaseResult train_phase(StageContext& ctx, const TrainPhase& phase, const TrainH
 }
 
 EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix) {
-  EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.data.test, 500);
+  EvalResult ev = evaluate(*ctx.model, ctx.be, ctx.test_share(), 500);
   // Each rank scores its part of the test set; the means come from the sums over the ranks (the
   // same division evaluate() makes, so one rank's figures are unchanged).
   double sums[3] = {ev.loss_sum, static_cast<double>(ev.correct), static_cast<double>(ev.samples)};
@@ -372,7 +444,7 @@ EvalResult evaluate_and_log(StageContext& ctx, const std::string& prefix) {
 }
 
 int64_t save_model_artifact(StageContext& ctx, const std::string& file, const std::string& kind) {
-  ctx.comm->barrier();
+  // No collective here: only rank 0 has a run folder, and every rank holds the same weights.
   if (ctx.run_dir.empty())
     return 0;
   const std::string path = ctx.run_dir + "/" + file;

@@ -59,8 +59,15 @@ struct StageContext {
   double cost_usd_now() const;
 
   /// True once a stop was requested (SIGTERM in lathe-cli): stages return early, keeping what is done.
-  bool stop_requested() const { return options.stop && options.stop->load(); }
-  /// The training loader options of the config (batch size, seed, augmentation, prefetch).
+  bool stop_requested() const { return stop_agreed || (options.stop && options.stop->load()); }
+  /// Set once the ranks agreed on a stop (train_phase): every rank skips the remaining stages alike.
+  bool stop_agreed = false;
+  /// test_share()'s copy on a world of several ranks, made once (an aggregate keeps it public).
+  std::shared_ptr<Dataset> test_share_cache = {};
+  /// The part of the test set this rank evaluates (all of it on one rank); the sums are reduced.
+  const Dataset& test_share();
+  /// The training loader options of the config (batch size, seed, augmentation, prefetch) and this
+  /// rank's share of every global batch.
   LoaderOptions loader_options() const;
   /// Steps per epoch of a phase with this loader (after grad_accum).
   int64_t steps_per_epoch(const LoaderOptions& lo) const;

@@ -243,7 +243,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
       .instance = setup.instance,
       .spot = setup.spot,
       .wall_ms = [t_start, offset = options.resume_wall_ms]() { return offset + seconds_since(t_start) * 1000.0; },
-      .progress = {}};
+      .progress = {},
+      .comm = options.comm ? options.comm : std::make_shared<LocalCommunicator>()};
   TrainPhase phase = main_train_phase(ctx);
   ctx.total_steps = ctx.steps_per_epoch(phase.loader) * phase.epochs;
   // Every phase's planned steps (phase_plan.h): progress and ETA count the whole pipeline.

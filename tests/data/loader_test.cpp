@@ -1,13 +1,16 @@
 // DataLoader: each sample exactly once per epoch, reproducible orders and augmentations (whatever the
 // prefetch depth), new orders per epoch, drop_last and the partial last batch, exact normalisation,
-// restart and shutdown mid-epoch, and worker exceptions surfacing in next().
+// restart and shutdown mid-epoch, worker exceptions surfacing in next(), and the ranks' disjoint
+// shares of every global batch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <set>
 
+#include "engine/core/error.h"
 #include "engine/data/loader.h"
 
 namespace lathe {
@@ -118,6 +121,65 @@ TEST(DataLoader, DropLast) {
   none.start_epoch(0);
   Batch b;
   EXPECT_FALSE(none.next(b));
+}
+
+// Data parallelism: N ranks of batch B see together, batch by batch, exactly what one rank of batch
+// N*B sees, in even contiguous parts that never overlap; global_size is the whole batch's size.
+TEST(DataLoader, RanksShareEveryGlobalBatchWithoutOverlap) {
+  const Dataset ds = numbered_dataset();  // 103 samples
+  for (int world : {2, 3}) {
+    LoaderOptions whole = identity_options(8 * world);
+    whole.seed = 11;
+    DataLoader one(ds, whole);
+    const auto expect = epoch_samples(one, 2);
+    std::vector<std::vector<std::vector<int64_t>>> parts;
+    for (int r = 0; r < world; ++r) {
+      LoaderOptions o = identity_options(8);
+      o.seed = 11;
+      o.rank = r;
+      o.world_size = world;
+      DataLoader loader(ds, o);
+      EXPECT_EQ(loader.batches_per_epoch(), one.batches_per_epoch()) << "world " << world;
+      parts.push_back(epoch_samples(loader, 2));
+      loader.start_epoch(2);
+      Batch b;
+      ASSERT_TRUE(loader.next(b));
+      EXPECT_EQ(b.global_size, 8 * world);
+    }
+    ASSERT_EQ(parts[0].size(), expect.size());
+    for (size_t i = 0; i < expect.size(); ++i) {
+      std::vector<int64_t> joined;
+      for (int r = 0; r < world; ++r) {
+        EXPECT_FALSE(parts[r][i].empty()) << "rank " << r << " got no sample of batch " << i;
+        joined.insert(joined.end(), parts[r][i].begin(), parts[r][i].end());
+      }
+      EXPECT_EQ(joined, expect[i]) << "world " << world << ", batch " << i;
+    }
+    // The last global batch (103 % (8 * world) samples) is split evenly too: sizes differ by at most 1.
+    const size_t last = expect.size() - 1;
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int r = 0; r < world; ++r) {
+      lo = std::min(lo, parts[r][last].size());
+      hi = std::max(hi, parts[r][last].size());
+    }
+    EXPECT_LE(hi - lo, 1u);
+  }
+}
+
+TEST(DataLoader, AGlobalTailSmallerThanTheWorldIsDroppedAndBadRanksRefused) {
+  const Dataset ds = numbered_dataset(9);  // 4 ranks x 2: one full global batch and a tail of 1
+  LoaderOptions o = identity_options(2);
+  o.world_size = 4;
+  o.rank = 3;
+  DataLoader loader(ds, o);
+  EXPECT_EQ(loader.batches_per_epoch(), 1);  // the tail would leave three ranks without a sample
+  EXPECT_EQ(loader.samples_per_epoch(), 8);
+  o.world_size = 3;  // 9 = one global batch of 6 and a tail of 3: one sample each
+  EXPECT_EQ(loader_batches_per_epoch(9, o), 2);
+  o.rank = 3;
+  EXPECT_THROW(DataLoader(ds, o), Error);
+  o.rank = -1;
+  EXPECT_THROW(DataLoader(ds, o), Error);
 }
 
 TEST(DataLoader, SameSeedSameOrderNewEpochNewOrder) {

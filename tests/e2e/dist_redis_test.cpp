@@ -1,7 +1,8 @@
 // Two processes, as two nodes would be, meet through a redis-server started here on a free loopback
 // port (Gloo's RedisStore) and all-reduce gradients; a missing rank is named with the redis store.
 // Two `lathe-cli run` processes started separately (--rank/--world-size) meet the same way and
-// train with the result of the same run through a FileStore folder (compute.devices=2).
+// end with the weights, bit for bit, of the same run through a FileStore folder (compute.devices=2),
+// and not with those of one rank alone on the same global batch size.
 // Skips, saying why, when redis-server is not installed. The server is killed at the end.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,9 +14,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "engine/dist/gloo_communicator.h"
+#include "engine/nn/safetensors.h"
 #include "engine/store/store.h"
 #include "tests/e2e/cli_test_util.h"
 #include "tests/support/multi_process.h"
@@ -165,6 +169,16 @@ std::pair<double, double> final_test_metrics(const std::string& db) {
   return {loss ? loss->last : NAN, acc ? acc->last : NAN};
 }
 
+/// Every parameter of the one model.safetensors under `runs` (rank 0's run folder), by name.
+std::map<std::string, std::vector<float>> saved_weights(const std::filesystem::path& runs) {
+  std::map<std::string, std::vector<float>> w;
+  for (const auto& e : std::filesystem::directory_iterator(runs))
+    if (e.is_directory() && std::filesystem::exists(e.path() / "model.safetensors"))
+      for (auto& [name, t] : lathe::load_safetensors((e.path() / "model.safetensors").string()).tensors)
+        w[name].assign(t.data<float>(), t.data<float>() + t.numel());
+  return w;
+}
+
 }  // namespace
 
 TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
@@ -178,7 +192,7 @@ TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
   std::ofstream(cfg) << R"({"model": {"zoo": "mlp"}, "train": {"epochs": 1, "threads": 1},
                             "data": {"train_subset": 512, "test_subset": 256}})";
   const std::string common = lathe::test::cli_binary() + " --db " + (dir / "redis.db").string() + " run " + cfg +
-                             " --set output.dir=" + (dir / "runs").string() +
+                             " --set output.dir=" + (dir / "runs-redis").string() +
                              " --set compute.timeout_s=10 --world-size 2 --rendezvous-id cli-" +
                              std::to_string(getpid()) +
                              " --set compute.rendezvous=redis://127.0.0.1:" + std::to_string(port);
@@ -204,14 +218,23 @@ TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
   const auto redis = final_test_metrics((dir / "redis.db").string());  // rank 1 wrote nothing there
   EXPECT_TRUE(std::isfinite(redis.first));
   // The same run with both ranks on this machine, meeting in a FileStore folder: the same weights,
-  // so the same test figures. (Before the engine trains on RunOptions::comm, dp15's branch, each rank
-  // trains alone on all the data and this holds trivially; after it, it checks the sharded run.)
+  // bit for bit (each rank trains on its half of every global batch), so the same test figures.
   const lathe::test::CmdResult file_run =
       lathe::test::run_shell(lathe::test::cli_binary() + " --db " + (dir / "file.db").string() + " run " + cfg +
-                             " --set output.dir=" + (dir / "runs").string() + " --set compute.devices=2");
+                             " --set output.dir=" + (dir / "runs-file").string() + " --set compute.devices=2");
   ASSERT_EQ(file_run.code, 0) << file_run.out;
   const auto file = final_test_metrics((dir / "file.db").string());
   EXPECT_EQ(redis.first, file.first);
   EXPECT_EQ(redis.second, file.second);
+  const auto redis_w = saved_weights(dir / "runs-redis"), file_w = saved_weights(dir / "runs-file");
+  ASSERT_FALSE(redis_w.empty());
+  EXPECT_TRUE(redis_w == file_w) << "the redis run's weights differ from the FileStore run's";
+  // What each rank would end with had it trained alone on all the data (the same batch size, half the
+  // global batch, twice the steps) is far from it: the ranks did split the batches.
+  const lathe::test::CmdResult alone =
+      lathe::test::run_shell(lathe::test::cli_binary() + " --db " + (dir / "alone.db").string() + " run " + cfg +
+                             " --set output.dir=" + (dir / "runs-alone").string());
+  ASSERT_EQ(alone.code, 0) << alone.out;
+  EXPECT_FALSE(saved_weights(dir / "runs-alone") == file_w);
   std::filesystem::remove_all(dir);
 }

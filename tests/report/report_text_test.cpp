@@ -31,6 +31,7 @@ TEST(ReportText, TableNumbers) {
 TEST(ReportText, HeadlineNumbers) {
   EXPECT_EQ(format_headline("test/accuracy", 0.85123), "85.12%");
   EXPECT_EQ(format_headline("device/mfu", 0.5), "50.00%");
+  EXPECT_EQ(format_headline("dist/comm_fraction", 0.125), "12.50%");
   EXPECT_EQ(format_headline("model/bytes", 1000), "1000 B");
   EXPECT_EQ(format_headline("model/bytes", 1536), "1.50 KiB");
   EXPECT_EQ(format_headline("model/bytes", 3 * 1024.0 * 1024.0), "3.00 MiB");

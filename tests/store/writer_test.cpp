@@ -384,6 +384,11 @@ TEST(RunWriter, ExplicitDirectionOverridesTheNameRule) {
   EXPECT_DOUBLE_EQ(s.summary("dir", "cost/usd")->best(), 1.0);
   EXPECT_EQ(default_direction("Train/LOSS"), Direction::minimize);
   EXPECT_EQ(default_direction("test/accuracy"), Direction::maximize);
+  EXPECT_EQ(default_direction("dist/comm_fraction"), Direction::minimize);
+  EXPECT_EQ(default_direction("dist/comm_s"), Direction::minimize);
+  EXPECT_EQ(default_direction("dist/bytes_per_step"), Direction::minimize);
+  EXPECT_EQ(default_direction("dist/rank1/samples_per_s"), Direction::maximize);
+  EXPECT_EQ(default_direction("dist/rank0/util"), Direction::maximize);
   s.set_direction("test/accuracy", Direction::minimize);
   EXPECT_EQ(s.db().query_int("SELECT direction FROM metric_keys WHERE name = 'test/accuracy'"), -1);
 }

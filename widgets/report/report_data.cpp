@@ -19,9 +19,10 @@ const MetricSummary* ReportRun::summary(const std::string& metric) const {
 
 std::vector<std::string> order_metrics(std::vector<std::string> names) {
   static const char* const kOrder[] = {
-      "train/loss",  "test/loss",    "train/accuracy",        "test/accuracy", "train/samples_per_s",
-      "device/util", "device/mfu",   "mem/peak_bytes",        "cost/usd",      "train/lr",
-      "model/bytes", "model/params", "model/flops_per_sample"};
+      "train/loss",  "test/loss",          "train/accuracy",         "test/accuracy",   "train/samples_per_s",
+      "device/util", "device/mfu",         "mem/peak_bytes",         "cost/usd",        "train/lr",
+      "model/bytes", "model/params",       "model/flops_per_sample", "dist/world_size", "dist/comm_fraction",
+      "dist/comm_s", "dist/bytes_per_step"};
   auto rank = [](const std::string& n) {
     for (size_t i = 0; i < std::size(kOrder); ++i)
       if (n == kOrder[i])

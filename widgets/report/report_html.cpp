@@ -180,8 +180,10 @@ const char* const kDirectionNote =
     "Lower is better for losses, bytes, params, FLOPs, memory, latency, time and cost; higher for accuracy, "
     "samples/s, throughput, speedup and MFU.";
 
-const char* const kHeadline[] = {"test/accuracy", "test/loss", "train/samples_per_s",        "model/bytes",
-                                 "device/mfu",    "cost/usd",  widgets::kUsdPerAccuracyPoint};
+// (dist/* only exist for a data-parallel run: a card is shown only for a metric the run logged.)
+const char* const kHeadline[] = {"test/accuracy",     "test/loss", "train/samples_per_s",         "model/bytes",
+                                 "device/mfu",        "cost/usd",  widgets::kUsdPerAccuracyPoint, "dist/world_size",
+                                 "dist/comm_fraction"};
 
 void write_cards(std::string& out, const ReportRun& run) {
   std::vector<std::pair<std::string, std::string>> cards;  // value, label

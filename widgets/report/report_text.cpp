@@ -49,7 +49,8 @@ std::string format_headline(std::string_view metric, double value) {
   if (std::isnan(value))
     return "-";
   char buf[64];
-  if (ends_with(metric, "accuracy") || ends_with(metric, "/util") || ends_with(metric, "/mfu")) {
+  if (ends_with(metric, "accuracy") || ends_with(metric, "/util") || ends_with(metric, "/mfu") ||
+      ends_with(metric, "_fraction")) {
     std::snprintf(buf, sizeof(buf), "%.2f%%", 100.0 * value);
     return buf;
   }

@@ -14,6 +14,18 @@ namespace {
 
 QString settingsKey(const QString& preset) { return "liveCharts/" + (preset.isEmpty() ? QString("(none)") : preset); }
 
+/// The rank of "dist/rank<i>/<what>", or -1 for any other metric.
+int rankOf(const std::string& metric, const std::string& what) {
+  const std::string prefix = "dist/rank", suffix = "/" + what;
+  if (metric.rfind(prefix, 0) != 0 || metric.size() <= prefix.size() + suffix.size() ||
+      metric.compare(metric.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return -1;
+  const std::string digits = metric.substr(prefix.size(), metric.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoi(digits);
+}
+
 }  // namespace
 
 ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
@@ -174,6 +186,58 @@ void ChartPanel::layoutCharts() {
     m_grid->addWidget(m_charts[i], static_cast<int>(i / 3), static_cast<int>(i % 3));
 }
 
+void ChartPanel::ensureRankCharts(const TailBatch& batch) {
+  if (!m_rankCharts.empty())
+    return;
+  int world = 0;
+  for (const auto& [metric, points] : batch.series)
+    world = std::max(world, rankOf(metric, "samples_per_s") + 1);
+  if (world == 0)
+    return;
+  QStringList rates, shares{"dist/comm_fraction"};
+  for (int r = 0; r < world; ++r) {
+    rates << QString("dist/rank%1/samples_per_s").arg(r);
+    shares << QString("dist/rank%1/util").arg(r);
+  }
+  auto* rateChart = new LiveChart("Samples / s per rank", rates, this);
+  auto* shareChart = new LiveChart("Communication and rank utilisation", shares, this);
+  shareChart->setToolTip(
+      "dist/comm_fraction: the share of each step spent in gradient communication the backward pass did not "
+      "hide; dist/rank<i>/util: each CPU rank's busy share of its own threads");
+  for (LiveChart* c : {rateChart, shareChart}) {
+    c->setMinimumSize(260, 170);
+    c->setXMapping(m_map);
+    c->setSmoothing(m_smooth->value() / 100.0);
+    for (const MarkerSpec& m : m_markers)
+      c->addMarker(m.step, m.wallMs, m.label);
+    // Points that came before the charts (an added chart may not hold them: it is not one of these).
+    for (const QString& metric : c->metrics())
+      if (auto it = m_unshown.find(metric.toStdString()); it != m_unshown.end()) {
+        c->append(it->first, it->second);
+        m_unshown.erase(it);
+      }
+    m_charts.insert(m_charts.begin() + static_cast<std::ptrdiff_t>(m_fixedCharts), c);
+    ++m_fixedCharts;
+    m_rankCharts.push_back(c);
+  }
+  m_nextChart = 0;
+  layoutCharts();
+}
+
+void ChartPanel::dropRankCharts() {
+  for (LiveChart* c : m_rankCharts) {
+    m_charts.erase(std::find(m_charts.begin(), m_charts.end(), c));
+    --m_fixedCharts;
+    m_grid->removeWidget(c);
+    c->deleteLater();
+  }
+  if (!m_rankCharts.empty()) {
+    m_rankCharts.clear();
+    m_nextChart = 0;
+    layoutCharts();
+  }
+}
+
 void ChartPanel::setXMode(XMapping::Mode mode) {
   m_map.mode = mode;
   if (m_xMode->currentIndex() != static_cast<int>(mode))
@@ -224,6 +288,7 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
   bool remap = false;
   if (batch.reset || batch.runId != m_runId) {
     m_runId = batch.runId;
+    dropRankCharts();  // the next run may have another world size, or one process
     for (LiveChart* c : m_charts)
       c->clear();
     m_unshown.clear();
@@ -270,6 +335,7 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
     m_map.stepsPerEpoch = m_epochs > 0 && m_totalSteps > 0 ? m_totalSteps / m_epochs : 0;
     applyMapping();
   }
+  ensureRankCharts(batch);
   for (const auto& [metric, points] : batch.series) {
     if (LiveChart* c = chartFor(metric)) {
       c->append(metric, points);

@@ -60,6 +60,10 @@ class ChartPanel : public QWidget {
     double wallMs = -1;  ///< < 0: unknown (the chart takes the sample's time at that step)
     QString label;
   };
+  /// The charts of a data-parallel run, made when its first dist/rank<i>/samples_per_s arrive and
+  /// dropped with the run: "Samples / s per rank" (one line per rank) and "Communication and rank
+  /// utilisation" (dist/comm_fraction and each dist/rank<i>/util). Empty for a one-process run.
+  const std::vector<LiveChart*>& rankCharts() const { return m_rankCharts; }
   /// The marker an event asks for (spot/notice, spot/interruption, resumed), if any.
   static std::optional<MarkerSpec> markerFor(const EventRecord& e);
 
@@ -68,8 +72,11 @@ class ChartPanel : public QWidget {
   LiveChart* makeAddedChart(const QString& metric);
   void rememberAdded() const;
   void layoutCharts();
+  void ensureRankCharts(const TailBatch& batch);
+  void dropRankCharts();
   std::vector<LiveChart*> m_charts;
-  size_t m_fixedCharts = 0;  ///< the first charts are the six built in; the rest were added
+  size_t m_fixedCharts = 0;  ///< the first charts are the six built in (and the rank charts); the rest were added
+  std::vector<LiveChart*> m_rankCharts;  ///< right after the six built in, counted in m_fixedCharts
   std::map<std::string, std::vector<Point>> m_unshown;
   std::vector<MarkerSpec> m_markers;  ///< every marker of the run (an added chart gets them too)  ///< every point of
                                       ///< the metrics no chart shows

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Data-parallel overhead on one machine (issue 15): the same global batch trained by 2 ranks x 1
+thread (`compute.devices=2`, batch 64 per rank) and by 1 rank x 2 threads (batch 128), in
+interleaved rounds so that drifting machine load hits both alike. Each run's throughput is the
+median of its train/samples_per_s points after the first (warm-up) one; the ratio 2-rank / 1-rank is
+the median over rounds. Also printed: the 2-rank run's dist/comm_fraction and dist/bytes_per_step,
+and the fp16-compressed run's bytes (exactly half). Targets (issue 15): >= 0.90 on the cnn,
+>= 0.85 on the mlp. Measured on this machine's CPU; no projection.
+System python3 and its json module only.
+
+Usage: bench/dist_overhead.py [--cli build/app/lathe-cli] [--rounds 3] [--models cnn,mlp]
+       [--train-subset 12800] [--check]
+--check exits 1 when a ratio is under its target or fp16 does not halve the bytes."""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = {"cnn": 0.90, "mlp": 0.85}
+
+
+def metrics_of(out_dir):
+    """name -> [values] from the one run folder under out_dir (rank 0's)."""
+    runs = [d for d in glob.glob(os.path.join(out_dir, "*")) if os.path.isdir(d) and not d.endswith(".ranks")]
+    if len(runs) != 1:
+        raise SystemExit(f"expected one run folder in {out_dir}, found {runs}")
+    values = {}
+    with open(os.path.join(runs[0], "metrics.jsonl")) as f:
+        for line in f:
+            j = json.loads(line)
+            if "metric" in j and isinstance(j.get("value"), (int, float)):
+                values.setdefault(j["metric"], []).append(j["value"])
+    return values
+
+
+def run(cli, work, model, subset, devices, extra=()):
+    out = tempfile.mkdtemp(dir=work)
+    cmd = [cli, "--db", os.path.join(work, "bench.db"), "run", os.path.join(ROOT, "experiments", model + ".json"),
+           "--set", "train.epochs=1", "--set", f"data.train_subset={subset}", "--set", "data.test_subset=500",
+           "--set", f"output.dir={out}", "--set", f"compute.devices={devices}",
+           "--set", f"train.batch_size={128 // devices}", "--set", f"train.threads={2 // devices}",
+           "--set", "train.schedule.type=constant"]
+    for e in extra:
+        cmd += ["--set", e]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    m = metrics_of(out)
+    sps = m["train/samples_per_s"][1:] or m["train/samples_per_s"]
+    return statistics.median(sps), m
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cli", default=os.path.join(ROOT, "build", "app", "lathe-cli"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", default="cnn,mlp")
+    ap.add_argument("--train-subset", type=int, default=12800)
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="lathe-dist-bench-")
+    failed = []
+    try:
+        for model in a.models.split(","):
+            ratios, one_sps, two_sps, fractions = [], [], [], []
+            bytes32 = None
+            for rnd in range(a.rounds):
+                s1, _ = run(a.cli, work, model, a.train_subset, 1)
+                s2, m2 = run(a.cli, work, model, a.train_subset, 2)
+                one_sps.append(s1)
+                two_sps.append(s2)
+                ratios.append(s2 / s1)
+                fractions.append(statistics.median(m2["dist/comm_fraction"]))
+                bytes32 = m2["dist/bytes_per_step"][-1]
+                print(f"{model} round {rnd + 1}: 1x2 threads {s1:.0f} samples/s, 2x1 thread {s2:.0f} samples/s, "
+                      f"ratio {s2 / s1:.3f}, comm_fraction {fractions[-1]:.3f}", flush=True)
+            _, m16 = run(a.cli, work, model, a.train_subset, 2, ["compute.grad_compression=fp16"])
+            bytes16 = m16["dist/bytes_per_step"][-1]
+            ratio = statistics.median(ratios)
+            ok = ratio >= TARGET[model]
+            print(f"{model}: median 1 rank x 2 threads {statistics.median(one_sps):.0f} samples/s, 2 ranks x 1 thread "
+                  f"{statistics.median(two_sps):.0f} samples/s: ratio {ratio:.3f} (target >= {TARGET[model]:.2f}: "
+                  f"{'met' if ok else 'NOT met'}); dist/comm_fraction {statistics.median(fractions):.3f}; "
+                  f"dist/bytes_per_step f32 {bytes32:.0f}, fp16 {bytes16:.0f} ({bytes16 / bytes32:.3f}x)")
+            if not ok:
+                failed.append(f"{model} ratio {ratio:.3f}")
+            if bytes16 * 2 != bytes32:
+                failed.append(f"{model} fp16 bytes {bytes16} are not half of {bytes32}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if failed and a.check:
+        print("FAILED: " + "; ".join(failed))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
