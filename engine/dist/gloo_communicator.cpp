@@ -19,6 +19,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
+#include "engine/core/half_arrays.h"
 #include "engine/dist/rendezvous.h"
 
 namespace lathe::dist {
@@ -80,11 +81,8 @@ float* host_f32(const Tensor& t, const std::string& what) {
 
 // Sums of 16-bit wire values, computed in f32 and rounded back (Gloo calls it on each ring hop).
 void sum_f16(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<uint16_t*>(c);
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i)
-    out[i] = f32_to_f16(f16_to_f32(x[i]) + f16_to_f32(y[i]));
+  f16_sum_array(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), static_cast<uint16_t*>(c),
+                static_cast<int64_t>(n));
 }
 void sum_bf16(void* c, const void* a, const void* b, size_t n) {
   auto* out = static_cast<uint16_t*>(c);
@@ -156,13 +154,19 @@ void GlooCommunicator::reduce_bucket(float* data, uint16_t* wire, int64_t filled
       gloo::allreduce(opts);
     } else {
       const bool f16 = m_compression == GlooOptions::Compression::fp16;
-      for (int64_t i = 0; i < filled; ++i)
-        wire[i] = f16 ? f32_to_f16(data[i]) : f32_to_bf16(data[i]);
+      if (f16)
+        f32_to_f16_array(data, wire, filled);
+      else
+        for (int64_t i = 0; i < filled; ++i)
+          wire[i] = f32_to_bf16(data[i]);
       opts.setOutput(wire, static_cast<size_t>(filled));
       opts.setReduceFunction(static_cast<Fn>(f16 ? &sum_f16 : &sum_bf16));
       gloo::allreduce(opts);
-      for (int64_t i = 0; i < filled; ++i)
-        data[i] = f16 ? f16_to_f32(wire[i]) : bf16_to_f32(wire[i]);
+      if (f16)
+        f16_to_f32_array(wire, data, filled);
+      else
+        for (int64_t i = 0; i < filled; ++i)
+          data[i] = bf16_to_f32(wire[i]);
     }
   } catch (const std::exception& e) {
     throw Error(concat("rank ", m_rank, ": gradient all-reduce failed: ", e.what()));

@@ -5,6 +5,7 @@
 
 #include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/backend/cpu/round_kernels.h"
+#include "engine/core/half_arrays.h"
 #include "tests/precision/rounding_reference.h"
 
 namespace lathe {
@@ -59,7 +60,7 @@ TEST(Rounding, CpuLoopsMatchReference) {
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_TRUE(same_float(bf[i], reference_round_bf16(x[i]))) << "bf16 of " << x[i];
     ASSERT_TRUE(same_float(h[i], reference_round_f16(x[i])))
-        << "f16 of " << x[i] << (cpu::cpu_has_f16c() ? " (F16C path)" : " (scalar path)");
+        << "f16 of " << x[i] << (cpu_has_f16c() ? " (F16C path)" : " (scalar path)");
     ASSERT_TRUE(same_float(hs[i], reference_round_f16(x[i]))) << "f16 (scalar) of " << x[i];
   }
   // In place, and at a length that is not a multiple of the vector width.

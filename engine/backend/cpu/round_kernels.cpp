@@ -1,12 +1,12 @@
 // Rounding loops for the emulated bf16/f16 compute path (see round_kernels.h).
 #include "engine/backend/cpu/round_kernels.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "engine/core/dtype.h"
+#include "engine/core/half_arrays.h"
 
 namespace lathe::cpu {
 
@@ -27,15 +27,6 @@ void round_to_bf16(const float* src, float* dst, int64_t n) {
 void round_to_f16_scalar(const float* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = f16_to_f32(f32_to_f16(src[i]));
-}
-
-bool cpu_has_f16c() {
-  // CPUID leaf 1, ECX bit 29: clang's __builtin_cpu_supports does not know "f16c" (gcc's does).
-  static const bool has = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && __builtin_cpu_supports("avx");
-  }();
-  return has;
 }
 
 namespace {

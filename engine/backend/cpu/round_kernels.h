@@ -14,7 +14,6 @@ void round_to_bf16(const float* src, float* dst, int64_t n);
 void round_to_f16(const float* src, float* dst, int64_t n);
 /// Portable scalar path of round_to_f16, exposed so tests can compare the two.
 void round_to_f16_scalar(const float* src, float* dst, int64_t n);
-/// Whether round_to_f16 takes the F16C path on this CPU.
-bool cpu_has_f16c();
+// Whether round_to_f16 takes the F16C path: lathe::cpu_has_f16c() (engine/core/half_arrays.h).
 
 }  // namespace lathe::cpu
