@@ -165,11 +165,14 @@ class TrainLoop {
         if ((m_ctx.step - m_first_step) % m_log_every == 0 || last_of_epoch)
           log_point(lr);
         report_progress();
+        // One stop decision per step, taken before the checkpoint hook so that a stop arriving
+        // between the two cannot end the loop without its emergency checkpoint.
+        const bool stop = stop_agreed();
         if (m_hooks.on_step_end)
           m_hooks.on_step_end(loop_state(epoch, s));
         if (m_phase.checkpointed && m_ctx.checkpoint)
           m_ctx.checkpoint(loop_state(epoch, s));
-        if (stop_agreed()) {
+        if (stop) {
           m_result.stopped = true;
           break;
         }
@@ -184,10 +187,9 @@ class TrainLoop {
   /// A stop request on any rank stops every rank after this same step (one tiny all-reduce per
   /// step when there are several ranks; a signal reaches them at different moments).
   bool stop_agreed() {
-    if (m_ctx.comm->world_size() == 1)
-      return m_ctx.stop_requested();
     double stop = m_ctx.stop_requested() ? 1 : 0;
-    m_ctx.comm->all_reduce_sum(&stop, 1);
+    if (m_ctx.comm->world_size() > 1)
+      m_ctx.comm->all_reduce_sum(&stop, 1);
     if (stop > 0)
       m_ctx.stop_agreed = true;
     return stop > 0;

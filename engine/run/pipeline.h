@@ -60,7 +60,9 @@ struct StageContext {
 
   /// True once a stop was requested (SIGTERM in lathe-cli): stages return early, keeping what is done.
   bool stop_requested() const { return stop_agreed || (options.stop && options.stop->load()); }
-  /// Set once the ranks agreed on a stop (train_phase): every rank skips the remaining stages alike.
+  /// Set once the training loop decided to stop after the current step (on several ranks: all
+  /// agreed): its emergency checkpoint follows this decision and every rank skips the remaining
+  /// stages alike.
   bool stop_agreed = false;
   /// test_share()'s copy on a world of several ranks, made once (an aggregate keeps it public).
   std::shared_ptr<Dataset> test_share_cache = {};

@@ -203,7 +203,7 @@ void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
   const double now_ms = m_ctx.wall_ms();
   const StopReason why = m_reason ? static_cast<StopReason>(m_reason->load()) : StopReason::none;
   const bool emergency =
-      !m_emergency && m_ctx.stop_requested() && (why == StopReason::spot_notice || why == StopReason::signal);
+      !m_emergency && m_ctx.stop_agreed && (why == StopReason::spot_notice || why == StopReason::signal);
   const bool by_steps = c.every_steps > 0 && loop.global_step % c.every_steps == 0;
   const bool by_time = c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
   if (!emergency && !by_steps && !by_time)

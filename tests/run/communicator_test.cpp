@@ -177,8 +177,11 @@ TEST_F(LoopSeams, APhaseStartedMidEpochContinuesBitForBit) {
   int64_t stopped_in_epoch = -1;
   TrainHooks hooks;
   hooks.on_step_end = [&](const TrainLoopState& s) {
-    if (s.global_step == 11) {
+    // The loop decides on a stop before a step's end hooks run (so that the checkpoint hook sees
+    // the same decision): a stop requested in step 10's hooks ends the loop after step 11.
+    if (s.global_step == 10)
       stop = true;
+    if (s.global_step == 11) {
       stopped_epoch = s.epoch;
       stopped_in_epoch = s.step_in_epoch;
     }
@@ -192,6 +195,7 @@ TEST_F(LoopSeams, APhaseStartedMidEpochContinuesBitForBit) {
 
   // ... then started again there with the same optimizer (its momentum) and global step.
   stop = false;
+  ctx->stop_agreed = false;  // the decision of the stopped process (a resumed run is a new one)
   phase.start.epoch = stopped_epoch;
   phase.start.step_in_epoch = stopped_in_epoch;
   std::vector<int64_t> steps;
