@@ -20,6 +20,7 @@
 #include "app/cli_peak.h"
 #include "app/cli_ranks.h"
 #include "app/cli_repair.h"
+#include "app/cli_scaling.h"
 #include "app/cli_supervisor.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
@@ -467,6 +468,7 @@ int main(int argc, char** argv) {
   lathe::cli::add_cost_commands(app, db, exit_code);
   lathe::cli::add_repair_command(app, db, exit_code);
   lathe::cli::add_devices_command(app, exit_code);
+  lathe::cli::add_scaling_command(app, db, exit_code);
 
   // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {
