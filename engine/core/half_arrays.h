@@ -1,7 +1,8 @@
 // Array conversions between f32 and IEEE half (f16) and the f16 sum the 16-bit gradient all-reduce
 // applies on every ring hop. They take the F16C instructions when the CPU has them (checked once at
 // run time) and are bit-exact with the scalar f32_to_f16 / f16_to_f32 of engine/core/dtype.h,
-// NaN included (a block of 8 holding a NaN takes the scalar rule).
+// NaN included for the conversions (a block of 8 holding a NaN takes the scalar rule). The sum of two
+// NaNs is a NaN whose sign IEEE 754 leaves open (the compiler may swap an add's operands).
 #pragma once
 
 #include <cstdint>
