@@ -9,6 +9,7 @@
 #include "engine/compress/quant/int8_model.h"
 #include "engine/compress/quant/mixed_precision_search.h"
 #include "engine/compress/quant/qat.h"
+#include "engine/core/error.h"
 #include "engine/core/timing.h"
 #include "engine/run/latency.h"
 #include "engine/run/stage_registry.h"
@@ -131,63 +132,80 @@ struct Quantized {
 
 /// Static PTQ (steps 1-2 of the header) and, for qat, step 3. `step` is the stage's logging step
 /// (QAT moves it past its phase). Returns an empty model when a stop was requested.
-Quantized quantize_static(StageContext& ctx, Int8Placement& at, const Int8ModelOptions& mo, int64_t& step) {
+Quantized quantize_static(StageContext& ctx, Int8Placement& at, const Int8ModelOptions& mo, int64_t& step,
+                          QatResumeState& qat) {
   const QuantConfig& qc = ctx.cfg.quant;
   Model& model = *at.model;
   Backend& be = *at.be;
   auto log = [&](const std::string& metric, double v) { ctx.sink.sample(metric, step, ctx.wall_ms(), v); };
   Quantized out;
-
-  // 1. calibration set and the one statistics pass
-  const auto t_cal = std::chrono::steady_clock::now();
-  CalibrationSetOptions co;
-  co.samples = qc.calib_samples;
-  co.batch_size = qc.calib_batch_size;
-  co.outlier_fraction = qc.outlier_fraction;
-  co.seed = ctx.cfg.seed;
-  const CalibrationSet set = select_calibration_set(model, be, ctx.data.train, co);
-  const ActivationStats stats = collect_activation_stats(model, be, gather(ctx.data.train, set.indices), co.batch_size);
-  log("quant/calib_samples", static_cast<double>(stats.samples));
-  log("quant/calib_outliers", static_cast<double>(set.outliers));
-  log("quant/calib_seconds", seconds_since(t_cal));
-  if (ctx.stop_requested())
-    return out;
-
-  // 2. the INT8 model of each method asked for, from the same statistics
-  const CalibrationMethod chosen = calibration_method_of(qc.calibration);
-  std::vector<CalibrationMethod> methods{chosen};
-  if (qc.compare_calibrators)
-    methods = {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
-               CalibrationMethod::mse};
-  out.acts = derive_activation_params(stats, chosen, qc.percentile);
-  for (CalibrationMethod m : methods) {
+  // Resumed inside QAT's fine-tuning: steps 1-2 and the PTQ figures are in the store; the plan is
+  // rebuilt from the saved ranges on the checkpoint's weights (the layers and input parameters it
+  // gives the fake quantization depend on the ranges only).
+  const bool resuming = qat.running && ctx.resume && ctx.resume->stage == "quant";
+  if (resuming) {
+    out.acts = qat.acts;
+    out.model = std::make_unique<Int8Model>(model, be, out.acts, mo);
+  } else {
+    // 1. calibration set and the one statistics pass
+    const auto t_cal = std::chrono::steady_clock::now();
+    CalibrationSetOptions co;
+    co.samples = qc.calib_samples;
+    co.batch_size = qc.calib_batch_size;
+    co.outlier_fraction = qc.outlier_fraction;
+    co.seed = ctx.cfg.seed;
+    const CalibrationSet set = select_calibration_set(model, be, ctx.data.train, co);
+    const ActivationStats stats =
+        collect_activation_stats(model, be, gather(ctx.data.train, set.indices), co.batch_size);
+    log("quant/calib_samples", static_cast<double>(stats.samples));
+    log("quant/calib_outliers", static_cast<double>(set.outliers));
+    log("quant/calib_seconds", seconds_since(t_cal));
     if (ctx.stop_requested())
-      return {};
-    const std::string name(calibration_method_name(m));
-    auto q = std::make_unique<Int8Model>(
-        model, be, m == chosen ? out.acts : derive_activation_params(stats, m, qc.percentile), mo);
-    const EvalResult ev = evaluate_int8(*q, at, ctx.data.test, 500);
-    log("quant/" + name + "/test_accuracy", ev.accuracy);
-    log("quant/" + name + "/test_loss", ev.loss);
-    if (m == chosen) {
-      out.model = std::move(q);
-      out.eval = ev;
+      return out;
+
+    // 2. the INT8 model of each method asked for, from the same statistics
+    const CalibrationMethod chosen = calibration_method_of(qc.calibration);
+    std::vector<CalibrationMethod> methods{chosen};
+    if (qc.compare_calibrators)
+      methods = {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy,
+                 CalibrationMethod::mse};
+    out.acts = derive_activation_params(stats, chosen, qc.percentile);
+    for (CalibrationMethod m : methods) {
+      if (ctx.stop_requested())
+        return {};
+      const std::string name(calibration_method_name(m));
+      auto q = std::make_unique<Int8Model>(
+          model, be, m == chosen ? out.acts : derive_activation_params(stats, m, qc.percentile), mo);
+      const EvalResult ev = evaluate_int8(*q, at, ctx.data.test, 500);
+      log("quant/" + name + "/test_accuracy", ev.accuracy);
+      log("quant/" + name + "/test_loss", ev.loss);
+      if (m == chosen) {
+        out.model = std::move(q);
+        out.eval = ev;
+      }
     }
-  }
-  ctx.sink.event("quant/calibrator",
-                 {{"method", std::string(enum_name(qc.calibration))}, {"percentile", qc.percentile}});
-  if (qc.mode != QuantMode::qat)
-    return out;
+    ctx.sink.event("quant/calibrator",
+                   {{"method", std::string(enum_name(qc.calibration))}, {"percentile", qc.percentile}});
+    if (qc.mode != QuantMode::qat)
+      return out;
+  }  // not resuming
 
   // 3. QAT: fine-tune with fake quantization where the INT8 plan quantizes, from the PTQ ranges,
   // then build the real INT8 model again from the fine-tuned weights (same activation ranges).
-  log("quant/ptq_test_accuracy", out.eval.accuracy);
   const int layers = attach_fake_quant(model, *out.model);
-  ctx.sink.event("qat", {{"epochs", qc.qat_epochs}, {"lr_scale", qc.qat_lr_scale}, {"fake_quant_layers", layers}});
+  if (!resuming) {
+    log("quant/ptq_test_accuracy", out.eval.accuracy);
+    ctx.sink.event("qat", {{"epochs", qc.qat_epochs}, {"lr_scale", qc.qat_lr_scale}, {"fake_quant_layers", layers}});
+  }
   if (qc.qat_epochs > 0) {
-    const TrainPhase phase = fine_tuning_phase(ctx, "qat", static_cast<int>(qc.qat_epochs), qc.qat_lr_scale);
+    TrainPhase phase = fine_tuning_phase(ctx, "qat", static_cast<int>(qc.qat_epochs), qc.qat_lr_scale);
+    phase.stage = "quant";
+    phase.checkpointed = true;  // through ctx.checkpoint, with the ranges in the stage's state
+    qat.running = true;
+    qat.acts = out.acts;
     ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
     train_phase(ctx, phase);
+    qat.running = false;
   }
   // The fake-quantized f32 model's accuracy: what QAT simulated (the real INT8 figure follows).
   evaluate_and_log(ctx, "qat_fake_quant");
@@ -256,19 +274,31 @@ void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& 
   int8_activation_taps(model);  // throws ConfigError naming a node the executor does not cover
 }
 
-void run_quantize_stage(StageContext& ctx) {
+void run_quantize_stage(StageContext& ctx, QatResumeState* qat_state) {
   const QuantConfig& qc = ctx.cfg.quant;
   if (qc.mode == QuantMode::none || ctx.stop_requested())
     return;
-  begin_phase(ctx, "calibrate");
+  QatResumeState local;
+  QatResumeState& qat = qat_state ? *qat_state : local;
+  const bool resuming = qat.running && ctx.resume && ctx.resume->stage == "quant";
+  if (!resuming)
+    qat = {};
   Model& model = *ctx.model;
   Backend& be = ctx.be;
-  int64_t step = ++ctx.step;
+  int64_t step = resuming ? ctx.step : ++ctx.step;
   auto log = [&](const std::string& metric, double v) { ctx.sink.sample(metric, step, ctx.wall_ms(), v); };
 
-  // f32 reference accuracy of the model as it is now (after pruning, when that ran).
-  const EvalResult f32 = evaluate(model, be, ctx.data.test, 500);
-  log("quant/f32_test_accuracy", f32.accuracy);
+  // f32 reference accuracy of the model as it is now (after pruning, when that ran); a resumed QAT
+  // has it from its checkpoint (the weights have moved since).
+  EvalResult f32;
+  if (resuming) {
+    f32.accuracy = qat.f32_accuracy;
+  } else {
+    begin_phase(ctx, "calibrate");
+    f32 = evaluate(model, be, ctx.data.test, 500);
+    log("quant/f32_test_accuracy", f32.accuracy);
+    qat.f32_accuracy = f32.accuracy;
+  }
 
   Int8ModelOptions mo;
   mo.per_channel_weights = qc.granularity == WeightGranularity::per_channel;
@@ -283,7 +313,7 @@ void run_quantize_stage(StageContext& ctx) {
     q.eval = evaluate_int8(*q.model, at, ctx.data.test, 500);
     ctx.sink.event("quant/calibrator", {{"method", "dynamic (per batch, symmetric max |x|)"}});
   } else {
-    q = quantize_static(ctx, at, mo, step);
+    q = quantize_static(ctx, at, mo, step, qat);
     if (!q.model)
       return;
   }
@@ -363,8 +393,28 @@ void run_quantize_stage(StageContext& ctx) {
 
 namespace {
 
-/// The quantize stage (stage.h): section quant, after pruning. Nothing to checkpoint beyond the
-/// model and optimizer: its ranges are recomputed from the calibration set.
+using nlohmann::json;
+
+json quant_params_json(const QuantParams& p) {
+  return {{"scale", p.scale}, {"zero_point", p.zero_point}, {"axis", p.axis},
+          {"bits", p.bits},   {"symmetric", p.symmetric},   {"is_signed", p.is_signed}};
+}
+
+QuantParams quant_params_from(const json& j) {
+  QuantParams p;
+  p.scale = j.at("scale").get<std::vector<float>>();
+  p.zero_point = j.at("zero_point").get<std::vector<int32_t>>();
+  p.axis = j.at("axis").get<int>();
+  p.bits = j.at("bits").get<int>();
+  p.symmetric = j.at("symmetric").get<bool>();
+  p.is_signed = j.at("is_signed").get<bool>();
+  p.validate();
+  return p;
+}
+
+/// The quantize stage (stage.h): section quant, after pruning. A checkpoint during QAT's
+/// fine-tuning saves the activation ranges (QatResumeState); nothing else needs saving (the
+/// calibration before QAT is redone only by a run that starts the stage again).
 class QuantizeStage final : public Stage {
  public:
   std::string section() const override { return "quant"; }
@@ -431,7 +481,35 @@ class QuantizeStage final : public Stage {
   }
 
   void prepare(const StageSetup& s) override { prepare_quantize_stage(s.cfg, s.model, s.be); }
-  void run(StageContext& ctx) override { run_quantize_stage(ctx); }
+  void run(StageContext& ctx) override { run_quantize_stage(ctx, &m_qat); }
+
+  StageState save_state() const override {
+    StageState st;
+    if (!m_qat.running)
+      return st;
+    json acts = json::object();
+    for (const auto& [tap, p] : m_qat.acts)
+      acts[tap] = quant_params_json(p);  // floats round-trip exactly through JSON's shortest form
+    st.json = {{"qat_running", true}, {"f32_accuracy", m_qat.f32_accuracy}, {"acts", acts}};
+    return st;
+  }
+
+  void load_state(const StageState& st) override {
+    m_qat = {};
+    if (st.json.is_null())
+      return;
+    try {
+      m_qat.running = st.json.at("qat_running").get<bool>();
+      m_qat.f32_accuracy = st.json.at("f32_accuracy").get<double>();
+      for (const auto& [tap, p] : st.json.at("acts").items())
+        m_qat.acts[tap] = quant_params_from(p);
+    } catch (const std::exception& e) {
+      throw DataError(std::string("quant stage state of the checkpoint: ") + e.what());
+    }
+  }
+
+ private:
+  QatResumeState m_qat;
 };
 
 }  // namespace

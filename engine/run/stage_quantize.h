@@ -28,9 +28,14 @@
 // ptq-dynamic, mixed precision, or a plan the GPU executor refuses run the INT8 part on the CPU
 // from a host copy of the model (int8_host_model.h). A quant/device event names the device INT8
 // ran on (and why the CPU, when it did); the latency event of int8 names it too. QAT is refused on
-// a GPU backend (fake quantization runs on host tensors).
+// a GPU backend (fake quantization runs on host tensors). The QAT phase is checkpointed like the
+// main training (QatResumeState); the stage's other steps are short and redone on a resume.
 #pragma once
 
+#include <map>
+#include <string>
+
+#include "engine/backend/formats/quant_params.h"
 #include "engine/run/pipeline.h"
 
 namespace lathe {
@@ -39,7 +44,18 @@ namespace lathe {
 /// or a model the INT8 executor does not cover (naming the node).
 void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& backend);
 
-/// Runs the stage when quant.mode != "none" (see the header).
-void run_quantize_stage(StageContext& ctx);
+/// What a checkpoint taken during QAT's fine-tuning holds for the stage (Stage::save_state), so a
+/// resumed run continues the phase: the PTQ activation ranges the fake quantization uses (the
+/// weights' scales follow the weights, so they need no saving) and the f32 reference accuracy.
+struct QatResumeState {
+  bool running = false;  ///< set from the start of the QAT phase to its end
+  double f32_accuracy = 0;
+  std::map<std::string, QuantParams> acts;
+};
+
+/// Runs the stage when quant.mode != "none" (see the header). `qat` (may be null) is the stage's
+/// state: filled while QAT runs; when it is running and ctx.resume names this stage's phase, the
+/// calibration is skipped and the phase continues from the checkpoint.
+void run_quantize_stage(StageContext& ctx, QatResumeState* qat = nullptr);
 
 }  // namespace lathe

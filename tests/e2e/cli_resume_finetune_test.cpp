@@ -2,6 +2,8 @@
 // with SIGKILL mid-AGP and resumed with `lathe-cli resume` continues the fine-tuning from its
 // checkpoint (skipping the training and the measurements before the fine-tuning, already in the
 // store) and ends with the uninterrupted run's pruned weights and metric series, each step once.
+// The same for a run killed inside QAT's fake-quantized fine-tuning: the resume skips the
+// calibration (the ranges come from the checkpoint) and ends with the same INT8 model.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -129,6 +131,91 @@ TEST_F(CliResumeFinetune, KillNineMidAgpThenResumeEndsBitIdentical) {
   for (const EventRecord& e : store.events(run_id))
     resumed_events += e.kind == "resumed";
   EXPECT_EQ(resumed_events, 1);
+}
+
+void expect_same_tensors(const std::string& got_path, const std::string& want_path) {
+  const SafetensorsFile got = load_safetensors(got_path);
+  const SafetensorsFile want = load_safetensors(want_path);
+  ASSERT_EQ(got.tensors.size(), want.tensors.size()) << got_path;
+  for (size_t i = 0; i < got.tensors.size(); ++i) {
+    EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
+    ASSERT_EQ(got.tensors[i].second.nbytes(), want.tensors[i].second.nbytes());
+    EXPECT_EQ(std::memcmp(got.tensors[i].second.raw(), want.tensors[i].second.raw(), got.tensors[i].second.nbytes()), 0)
+        << got_path << ": " << got.tensors[i].first;
+  }
+}
+
+TEST_F(CliResumeFinetune, KillNineMidQatThenResumeEndsWithTheSameInt8Model) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  // 64 steps an epoch: 1 training epoch, the quantize stage's step 65, then 2 QAT epochs (steps
+  // 66-193), a checkpoint every 20 global steps.
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=1 --set train.batch_size=16 --set train.threads=1 --set seed=4"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=20"
+      " --set quant.mode=qat --set quant.qat_epochs=2 --set quant.calib_samples=128";
+  const std::string cfg = write("c.json", "{}");
+  const std::string ref_db = (m_dir / "ref.db").string();
+  const CmdResult ref =
+      test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (m_dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+
+  const std::string cmd = "echo $$; exec " + cli_binary() + " --db " + db() + " run " + cfg +
+                          " --json --set output.dir=" + (m_dir / "runs").string() + common;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char line[1 << 16];
+  ASSERT_TRUE(fgets(line, sizeof line, p));
+  const pid_t pid = static_cast<pid_t>(std::stol(line));
+  std::string run_id;
+  int64_t qat_first = -1, killed_at = -1;
+  while (fgets(line, sizeof line, p)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      continue;
+    if (j.value("event", "") == "started")
+      run_id = j["run_id"];
+    if (j.value("event", "") == "phase" && j.value("phase", "") == "qat")
+      qat_first = j["first_step"];
+    if (killed_at < 0 && qat_first >= 0 && j.contains("metric") &&
+        j["metric"].get<std::string>().rfind("train/", 0) == 0 && j["step"].get<int64_t>() >= qat_first + 50) {
+      killed_at = j["step"];
+      kill(pid, SIGKILL);
+    }
+  }
+  pclose(p);
+  ASSERT_EQ(qat_first, 65);
+  ASSERT_GE(killed_at, 115) << "the run ended before the kill";
+  ASSERT_LT(killed_at, 193) << "killed after QAT ended";
+
+  const CmdResult resumed = test::run_cmd("--db " + db() + " resume " + run_id + " --json");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"stage\":\"quant\""), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"phase\":\"qat\""), std::string::npos) << resumed.out;
+  // No training and no calibration again: the ranges came from the checkpoint.
+  EXPECT_EQ(resumed.out.find("\"phase\":\"train\""), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("quant/calib_samples"), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("quant/ptq_test_accuracy"), std::string::npos) << resumed.out;
+
+  const std::string run_dir = only_subfolder(m_dir / "runs"), ref_dir = only_subfolder(m_dir / "ref");
+  expect_same_tensors(run_dir + "/model_int8.safetensors", ref_dir + "/model_int8.safetensors");
+  expect_same_tensors(run_dir + "/model_f32.safetensors", ref_dir + "/model_f32.safetensors");
+
+  Store store = Store::open(db());
+  Store ref_store = Store::open(ref_db);
+  EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
+  const std::string ref_id = fs::path(ref_dir).filename().string();
+  for (const char* m : {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss",
+                        "quant/f32_test_accuracy", "quant/ptq_test_accuracy", "qat_fake_quant/test_accuracy",
+                        "quant/test_accuracy", "quant/accuracy_drop", "model/bytes", "model/int8_bytes"}) {
+    const std::vector<Point> a = store.series(run_id, m), b = ref_store.series(ref_id, m);
+    ASSERT_EQ(a.size(), b.size()) << m;
+    ASSERT_FALSE(a.empty()) << m;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].step, b[i].step) << m;
+      EXPECT_EQ(a[i].value, b[i].value) << m << " at step " << a[i].step;
+    }
+  }
 }
 
 }  // namespace
