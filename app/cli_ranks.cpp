@@ -112,9 +112,15 @@ std::shared_ptr<Communicator> connect_ranks(const RankPlan& plan, const Experime
   o.timeout_s = exp.compute.timeout_s;
   o.bucket_mb = exp.compute.bucket_mb;
   switch (exp.compute.grad_compression) {
-    case GradCompression::none: o.compression = dist::GlooOptions::Compression::none; break;
-    case GradCompression::fp16: o.compression = dist::GlooOptions::Compression::fp16; break;
-    case GradCompression::bf16: o.compression = dist::GlooOptions::Compression::bf16; break;
+    case GradCompression::none:
+      o.compression = dist::GlooOptions::Compression::none;
+      break;
+    case GradCompression::fp16:
+      o.compression = dist::GlooOptions::Compression::fp16;
+      break;
+    case GradCompression::bf16:
+      o.compression = dist::GlooOptions::Compression::bf16;
+      break;
   }
   return std::make_shared<dist::GlooCommunicator>(plan.rank.rank, plan.rank.world_size, o);
 }
@@ -205,6 +211,10 @@ std::string RankWorkers::wait_fault(double grace_s) const {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     f = fault();
   }
+  if (f.empty()) {  // no fault, but a rank that left after a stop rank 0 did not take part in
+    std::lock_guard<std::mutex> lock(m_mutex);
+    f = m_stopped;
+  }
   return f;
 }
 
@@ -231,8 +241,14 @@ void RankWorkers::poll_once(double hang_after_s) {
         w.done = true;
         g_worker_pids[w.rank - 1].store(0);
         const int code = WEXITSTATUS(st);
-        if (code != 0 && !(stopping && code == 130))
+        if (code == 75 || code == 130) {  // interrupted / cancelled: the end of a stop every rank agreed on
+          std::lock_guard<std::mutex> lock(m_mutex);
+          if (m_stopped.empty())
+            m_stopped = rank_name(w.rank, w.pid) + " stopped (exit " + std::to_string(code) + ", " +
+                        (code == 75 ? "interrupted" : "cancelled") + ")";
+        } else if (code != 0) {
           set_fault(rank_name(w.rank, w.pid) + " exited with status " + std::to_string(code));
+        }
       } else if (WIFSIGNALED(st)) {
         w.done = true;
         g_worker_pids[w.rank - 1].store(0);
@@ -261,7 +277,7 @@ void RankWorkers::watch() {
   }
 }
 
-std::string RankWorkers::join() {
+std::string RankWorkers::join(bool stopped) {
   m_join_since.store(now_s());
   for (;;) {
     bool all_done = true;
@@ -275,7 +291,10 @@ std::string RankWorkers::join() {
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return fault();
+  std::lock_guard<std::mutex> lock(m_mutex);
+  if (m_fault.empty() && !stopped && !m_stopped.empty())  // rank 0 finished, a worker did not
+    m_fault = m_stopped;
+  return m_fault;
 }
 
 }  // namespace lathe::cli

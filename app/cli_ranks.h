@@ -66,11 +66,13 @@ class RankWorkers {
 
   /// The first fault ("rank 1 (pid 1234) was killed by signal 9 (SIGKILL)"), "" while none.
   std::string fault() const;
-  /// fault(), waiting up to `grace_s` for one (a Gloo error may come before waitpid sees a death).
+  /// fault(), waiting up to `grace_s` for one (a Gloo error may come before waitpid sees a death);
+  /// then, without one, the first worker that exited 75 or 130.
   std::string wait_fault(double grace_s) const;
   /// After rank 0's run: waits until every worker has exited; a worker still running timeout_s
-  /// later is killed and is the fault. Returns fault().
-  std::string join();
+  /// later is killed and is the fault. A worker's exit 75 (interrupted) or 130 (cancelled) ends a
+  /// stop every rank agreed on: a fault only when rank 0's run was not `stopped` too. Returns fault().
+  std::string join(bool stopped);
   std::vector<pid_t> pids() const;
 
  private:
@@ -89,6 +91,7 @@ class RankWorkers {
   const std::atomic<bool>* m_stopping;
   mutable std::mutex m_mutex;
   std::string m_fault;
+  std::string m_stopped;  ///< the first worker that exited 75 or 130 ("rank 1 (pid 12) stopped (...)")
   std::atomic<bool> m_quit{false};
   std::atomic<double> m_join_since{-1};
   std::thread m_thread;

@@ -27,6 +27,7 @@
 #include "engine/run/config_schema.h"
 #include "engine/run/run_dir.h"
 #include "engine/run/spot_notice.h"
+#include "engine/run/train_checkpoint.h"
 #include "engine/run/trainer.h"
 #include "engine/store/repair.h"
 #include "engine/store/run_model.h"
@@ -173,6 +174,7 @@ struct Ranks {
   lathe::cli::RankPlan plan;
   std::unique_ptr<lathe::cli::RankWorkers> workers;  ///< rank 0's workers on this machine
   std::shared_ptr<lathe::Communicator> comm;
+  std::string resume_checkpoint_dir;  ///< a worker of a resumed run: the run's checkpoint folder
   bool worker() const { return plan.rank.rank > 0; }
   /// The message a failed run records: a worker's fault when there is one (the rank and how it ended).
   std::string explain(const std::exception& e) const {
@@ -208,6 +210,7 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
     opts.extra_sink = nullptr;
     opts.store_path.clear();
     opts.write_run_dir = false;
+    opts.resume_checkpoint_dir = ranks->resume_checkpoint_dir;
   }
   // "run:<ref>" (distill.teacher) is resolved here, through the store; without one the engine looks
   // in the run folders under output.dir.
@@ -283,7 +286,7 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   }
   bar.finish();
   if (workers)  // every worker has exited before the run is recorded as done
-    if (const std::string f = workers->join(); !f.empty()) {
+    if (const std::string f = workers->join(s.status != "finished"); !f.empty()) {
       if (writer)
         writer->finish(lathe::RunStatus::failed, {{"error", f}});
       throw lathe::Error(f);
@@ -320,7 +323,8 @@ struct ChildOptions {
   std::string run_id;
   bool no_supervise = false;
   double wall_offset_ms = 0;
-  lathe::cli::RankArgs ranks;  ///< --rank/--world-size/--local-rank/--rendezvous-id
+  lathe::cli::RankArgs ranks;         ///< --rank/--world-size/--local-rank/--rendezvous-id
+  std::string resume_checkpoint_dir;  ///< --resume-checkpoint-dir: a worker of a resumed data-parallel run
 };
 
 int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db,
@@ -332,6 +336,7 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   Ranks ranks;
   const std::string run_id = child.run_id.empty() ? lathe::make_run_id() : child.run_id;
   ranks.plan = lathe::cli::plan_ranks(exp, child.ranks, run_id);
+  ranks.resume_checkpoint_dir = child.resume_checkpoint_dir;
   if (ranks.plan.distributed()) {
     if (exp.cost.interruptions_per_hour > 0)
       throw lathe::ConfigError("compute.devices: " + std::to_string(ranks.plan.rank.world_size) +
@@ -348,7 +353,7 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     } catch (const std::exception& e) {
       throw lathe::Error(ranks.explain(e));
     }
-    return run_or_resume(exp, config_path, json, db, nullptr, ranks.worker() ? "" : run_id, &ranks);
+    return run_or_resume(exp, config_path, json, db, nullptr, run_id, &ranks);
   }
   if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
     lathe::cli::SupervisorSetup sup;
@@ -363,6 +368,47 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     return lathe::cli::supervise_spot_run(exp, sup);
   }
   return run_or_resume(exp, config_path, json, db, nullptr, child.run_id);
+}
+
+/// Resumes a data-parallel run on this machine: its ranks again (compute.devices), meeting under a
+/// new rendezvous id (the old one's keys are stale), each continuing from the newest valid
+/// checkpoint of the run's folder, which rank 0 wrote and every rank must pick alike. The workers
+/// run the config the run folder holds.
+int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, const ResumeTarget& target) {
+  const std::string config = target.run_dir + "/config.json";
+  if (!std::filesystem::exists(config))
+    throw lathe::DataError("run " + target.run_id + ": " + config +
+                           " is gone, and the ranks of a data-parallel run start from it");
+  const std::string rendezvous_id = (exp.compute.rendezvous_id.empty() ? target.run_id : exp.compute.rendezvous_id) +
+                                    ".resume-" + std::to_string(getpid());
+  exp.compute.rendezvous_id = rendezvous_id;
+  Ranks ranks;
+  ranks.plan = lathe::cli::plan_ranks(exp, {}, target.run_id);
+  if (!ranks.plan.distributed() || ranks.plan.rank.rank != 0)
+    throw lathe::ConfigError("compute.devices: " + std::to_string(exp.compute.devices) +
+                             ": `lathe-cli resume` restarts the ranks of a run on this machine only (this "
+                             "process is rank " +
+                             std::to_string(ranks.plan.rank.rank) + " of " +
+                             std::to_string(ranks.plan.rank.world_size) + " by " + ranks.plan.rank.source + ")");
+  exp.train.threads = ranks.plan.threads;
+  const std::string ckpt_dir = lathe::checkpoint_dir(exp, target.run_id, target.run_dir);
+  const std::vector<std::string> run_args = {"--db",
+                                             db,
+                                             "run",
+                                             config,
+                                             "--run-id",
+                                             target.run_id,
+                                             "--resume-checkpoint-dir",
+                                             ckpt_dir,
+                                             "--set",
+                                             "compute.rendezvous_id=" + rendezvous_id};
+  ranks.workers = std::make_unique<lathe::cli::RankWorkers>(ranks.plan, run_args, exp.compute.timeout_s, &g_stop);
+  try {
+    ranks.comm = lathe::cli::connect_ranks(ranks.plan, exp);
+  } catch (const std::exception& e) {
+    throw lathe::Error(ranks.explain(e));
+  }
+  return run_or_resume(exp, "run " + target.run_id, json, db, &target, "", &ranks);
 }
 
 /// `lathe-cli resume RUN`: continues an interrupted, cancelled or failed run in the same store row
@@ -380,9 +426,6 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
       throw lathe::DataError("run " + target.run_id + " is " + std::string(lathe::status_name(run.status)) +
                              ": only interrupted, cancelled or failed runs can be resumed");
     exp = lathe::parse_experiment(lathe::validate_config(nlohmann::json::parse(run.config_json)));
-    if (exp.compute.devices > 1)
-      throw lathe::ConfigError("compute.devices: " + std::to_string(exp.compute.devices) +
-                               ": `lathe-cli resume` continues one-process runs only for now");
     for (const lathe::EventRecord& e : store.events(target.run_id))
       if (e.kind == "started" && e.fields.contains("run_dir") && e.fields["run_dir"].is_string())
         target.run_dir = e.fields["run_dir"].get<std::string>();
@@ -402,7 +445,9 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
       lathe::repair_run(store, target.run_id, ro);
     }
   }
-  return run_or_resume(exp, "run " + target.run_id, json, db, &target);
+  if (exp.compute.devices == 1)
+    return run_or_resume(exp, "run " + target.run_id, json, db, &target);
+  return resume_ranks(exp, json, db, target);
 }
 
 }  // namespace
@@ -433,6 +478,9 @@ int main(int argc, char** argv) {
   run->add_option("--world-size", child.ranks.flags.world_size, "Ranks in the run")->group("");
   run->add_option("--local-rank", child.ranks.flags.local_rank, "This process's rank on its machine")->group("");
   run->add_option("--rendezvous-id", child.ranks.rendezvous_id, "The key prefix the ranks share")->group("");
+  run->add_option("--resume-checkpoint-dir", child.resume_checkpoint_dir,
+                  "A worker of a resumed data-parallel run: the run's checkpoint folder")
+      ->group("");
   run->callback([&] { exit_code = cmd_run(config_path, sets, json, db, child); });
 
   std::string resume_ref;

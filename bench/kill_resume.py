@@ -7,10 +7,13 @@ run's bit for bit, its final test metrics too, the store must pass PRAGMA integr
 duplicate (metric, step) sample, one `resumed` event per kill, and status finished. Per kill it
 prints the step reached (the last sample the killed process printed), the checkpoint step it
 resumed from and the steps redone (reached - resumed: at most every_steps - 1 plus the steps the
-process ran between its last logged sample and the kill; samples are logged ~20 times an epoch). System python3 and its sqlite3 module only.
+process ran between its last logged sample and the kill; samples are logged ~20 times an epoch).
+With --devices N the run is data-parallel (N ranks of 1 thread; the kill hits rank 0, whose
+workers die with it) and the reference is an uninterrupted N-rank run; --shard-optimizer adds
+ZeRO-1, so each checkpoint gathers the optimizer shards. System python3 and its sqlite3 module only.
 
 Usage: bench/kill_resume.py [--cli build/app/lathe-cli] [--kills 20] [--model cnn] [--every-steps 50]
-       [--train-subset 4096] [--epochs 2] [--batch-size 32] [--seed 1]
+       [--train-subset 4096] [--epochs 2] [--batch-size 32] [--seed 1] [--devices 1] [--shard-optimizer]
 Exits 1 when a check fails."""
 import argparse
 import json
@@ -103,6 +106,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--devices", type=int, default=1, help="ranks (compute.devices)")
+    ap.add_argument("--shard-optimizer", action="store_true", help="ZeRO-1 (compute.shard_optimizer)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -110,7 +115,9 @@ def main():
     sets = ["model.zoo=" + a.model, "train.epochs=%d" % a.epochs, "train.batch_size=%d" % a.batch_size,
             "train.threads=1", "seed=7", "data.train_subset=%d" % a.train_subset,
             "data.test_subset=%d" % a.test_subset, "checkpoint.every_steps=%d" % a.every_steps,
-            "checkpoint.keep=2", "name=kill-resume"]
+            "checkpoint.keep=2", "name=kill-resume", "compute.devices=%d" % a.devices]
+    if a.shard_optimizer:
+        sets.append("compute.shard_optimizer=true")
     cfg = os.path.join(tmp, "config.json")
     with open(cfg, "w") as f:
         json.dump({}, f)
@@ -123,7 +130,9 @@ def main():
             return args
 
         def run_dir_in(out):
-            found = [os.path.join(out, d) for d in os.listdir(out)] if os.path.isdir(out) else []
+            # A data-parallel run also leaves <id>.ranks folders (its rendezvous and the workers' logs).
+            found = [os.path.join(out, d) for d in os.listdir(out) if not d.endswith(".ranks")] \
+                if os.path.isdir(out) else []
             return found[0] if found else None
 
         # The uninterrupted reference.

@@ -12,6 +12,7 @@
 #include "engine/dist/sharded_optimizer.h"
 #include "engine/nn/model_io.h"
 #include "engine/run/nvml.h"
+#include "engine/run/spot_notice.h"
 #include "engine/run/telemetry.h"
 
 namespace lathe {
@@ -185,14 +186,19 @@ class TrainLoop {
 
  private:
   /// A stop request on any rank stops every rank after this same step (one tiny all-reduce per
-  /// step when there are several ranks; a signal reaches them at different moments).
+  /// step when there are several ranks; a signal reaches them at different moments), and a spot
+  /// notice on any rank makes it a notice for all.
   bool stop_agreed() {
-    double stop = m_ctx.stop_requested() ? 1 : 0;
+    const std::atomic<int>* reason = m_ctx.options.stop_reason;
+    const bool notice = reason && static_cast<StopReason>(reason->load()) == StopReason::spot_notice;
+    double v[2] = {m_ctx.stop_requested() ? 1.0 : 0.0, m_ctx.stop_requested() && notice ? 1.0 : 0.0};
     if (m_ctx.comm->world_size() > 1)
-      m_ctx.comm->all_reduce_sum(&stop, 1);
-    if (stop > 0)
+      m_ctx.comm->all_reduce_sum(v, 2);
+    if (v[0] > 0)
       m_ctx.stop_agreed = true;
-    return stop > 0;
+    if (v[1] > 0)
+      m_ctx.notice_agreed = true;
+    return v[0] > 0;
   }
 
   bool resumed() const { return m_phase.start.epoch > 0 || m_phase.start.step_in_epoch > 0; }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/dist/sharded_optimizer.h"
 #include "engine/run/stage.h"
 
 namespace lathe {
@@ -23,6 +24,21 @@ Tensor host_copy(Backend& be, const Tensor& t) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+/// Data parallel: each rank picks the newest valid checkpoint of the run's folder itself, and all
+/// must have picked the same one. `step` is the picked checkpoint's global step, -1 for none.
+void agree_on_checkpoint(StageContext& ctx, int64_t step, const std::string& dir) {
+  const int world = ctx.comm->world_size();
+  if (world == 1)
+    return;
+  double v[3] = {static_cast<double>(step), static_cast<double>(step) * static_cast<double>(step), 1.0};
+  ctx.comm->all_reduce_sum(v, 3);
+  // n * sum(s^2) == (sum s)^2 exactly when every s is the same (integers well inside a double's 53 bits).
+  if (v[2] != world || v[1] * v[2] != v[0] * v[0])
+    throw DataError("resuming on " + std::to_string(world) + " ranks: rank " + std::to_string(ctx.comm->rank()) +
+                    " found the checkpoint of step " + std::to_string(step) + " in " + dir +
+                    ", but not every rank found the same one (is " + dir + " on a folder every rank sees?)");
+}
+
 }  // namespace
 
 std::string checkpoint_dir(const ExperimentConfig& cfg, const std::string& run_id, const std::string& run_dir) {
@@ -39,7 +55,11 @@ CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& l
     d.tensors.emplace_back(kModel + p.name, host_copy(ctx.be, p.param->value));
   for (const NamedBuffer& b : model.named_buffers())
     d.tensors.emplace_back(kModel + b.name, host_copy(ctx.be, b.buffer->value));
-  for (auto& [name, t] : loop.optimizer.state_tensors(ctx.be, model.named_params()))
+  // A sharded (ZeRO-1) optimizer's state comes from every rank (a collective): the checkpoint
+  // holds all of it, whatever the world size.
+  auto* sharded = dynamic_cast<ShardedOptimizer*>(&loop.optimizer);
+  for (auto& [name, t] : sharded ? sharded->gathered_state_tensors(ctx.be, model.named_params())
+                                 : loop.optimizer.state_tensors(ctx.be, model.named_params()))
     d.tensors.emplace_back(kOptim + name, std::move(t));
   nlohmann::json stage_json = nlohmann::json::object();
   for (const std::unique_ptr<Stage>& stage : stages) {
@@ -78,6 +98,7 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
                             const std::vector<std::unique_ptr<Stage>>& stages) {
   std::vector<std::string> none_valid;
   std::optional<LoadedCheckpoint> loaded = dir.empty() ? std::nullopt : load_newest_checkpoint(dir, &none_valid);
+  agree_on_checkpoint(ctx, loaded ? loaded->info.step : -1, dir);
   if (!loaded) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const std::string& m : none_valid)
@@ -146,6 +167,10 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
   for (const NamedBuffer& b : model.named_buffers())
     load(b.name, b.buffer->value);
   std::shared_ptr<Optimizer> optimizer = make_optimizer(phase.optimizer);
+  // A sharded (ZeRO-1) rank keeps the state of the parameters it owns only (the checkpoint has all).
+  const int world = ctx.comm->world_size();
+  if (ctx.cfg.compute.shard_optimizer && world > 1)
+    optim_tensors = owned_state(optim_tensors, model.named_params(), ctx.comm->rank(), world);
   try {
     optimizer->load_state_tensors(ctx.be, model.named_params(), optim_tensors, optimizer_steps);
   } catch (const DataError& e) {
@@ -197,19 +222,39 @@ CheckpointScheduler::CheckpointScheduler(StageContext& ctx, std::string dir, con
     : m_ctx(ctx), m_dir(std::move(dir)), m_reason(reason), m_stages(stages), m_last_ms(ctx.wall_ms()) {}
 
 void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
-  if (m_dir.empty())
+  const int world = m_ctx.comm->world_size();
+  if (m_dir.empty() && world == 1)
     return;
   const CheckpointConfig& c = m_ctx.cfg.checkpoint;
   const double now_ms = m_ctx.wall_ms();
   const StopReason why = m_reason ? static_cast<StopReason>(m_reason->load()) : StopReason::none;
-  const bool emergency =
-      !m_emergency && m_ctx.stop_agreed && (why == StopReason::spot_notice || why == StopReason::signal);
-  const bool by_steps = c.every_steps > 0 && loop.global_step % c.every_steps == 0;
-  const bool by_time = c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
-  if (!emergency && !by_steps && !by_time)
+  const bool wants_emergency = why == StopReason::spot_notice || why == StopReason::signal;
+  bool enabled = !m_dir.empty();
+  bool by_steps = enabled && c.every_steps > 0 && loop.global_step % c.every_steps == 0;
+  bool by_time = enabled && c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
+  bool any_emergency = wants_emergency;
+  if (world > 1) {
+    // Only rank 0 writes (the others have no folder), but a sharded optimizer's state is gathered
+    // from every rank, so every rank takes the same decision: rank 0's schedule (its clock), and an
+    // emergency when a stop is agreed and any rank saw a notice or a signal.
+    double v[4] = {enabled ? 1.0 : 0.0, by_steps ? 1.0 : 0.0, by_time ? 1.0 : 0.0, wants_emergency ? 1.0 : 0.0};
+    m_ctx.comm->all_reduce_sum(v, 4);
+    enabled = v[0] > 0;
+    by_steps = v[1] > 0;
+    by_time = v[2] > 0;
+    any_emergency = v[3] > 0;
+  }
+  const bool emergency = enabled && !m_emergency && m_ctx.stop_agreed && any_emergency;
+  if (!enabled || (!emergency && !by_steps && !by_time))
     return;
+  if (m_dir.empty()) {  // a rank > 0: its part of the gather, nothing written
+    capture_training_state(m_ctx, loop, m_stages);
+    m_last_ms = m_ctx.wall_ms();
+    m_emergency = m_emergency || emergency;
+    return;
+  }
   MetricsSink& sink = m_ctx.sink;
-  if (emergency && why == StopReason::spot_notice)
+  if (emergency && (why == StopReason::spot_notice || m_ctx.notice_agreed))
     sink.event("spot/notice",
                {{"step", loop.global_step}, {"wall_ms", now_ms}, {"text", "spot notice seen by the training loop"}});
   const CheckpointInfo info =
@@ -231,7 +276,9 @@ void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
   if (emergency) {
     m_emergency = true;
     sink.event("spot/checkpoint", {{"step", loop.global_step},
-                                   {"reason", stop_reason_name(why)},
+                                   {"reason", wants_emergency       ? stop_reason_name(why)
+                                              : m_ctx.notice_agreed ? "spot_notice (seen by another rank)"
+                                                                    : "signal (to another rank)"},
                                    {"wall_ms", m_last_ms},
                                    {"write_s", info.write_s}});
   }

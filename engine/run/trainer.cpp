@@ -257,9 +257,13 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   for (const std::unique_ptr<Stage>& stage : setup.stages)
     stage->attach(ctx, phase, train_hooks);
   // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
-  const std::string ckpt_dir = checkpoint_dir(cfg, summary.run_id, summary.run_dir);
+  // Data parallel: rank 0 writes them (every rank holds the same weights; a sharded optimizer's
+  // state is gathered to it), and every rank resumes from the same one.
+  const std::string ckpt_dir = ctx.comm->rank() == 0 ? checkpoint_dir(cfg, summary.run_id, summary.run_dir) : "";
+  const std::string resume_dir = resuming ? ckpt_dir : options.resume_checkpoint_dir;
   // A checkpoint of a stage's fine-tuning: the main training and the stages before it are done.
-  const std::string resume_stage = resuming ? resume_training(ctx, ckpt_dir, phase, setup.stages) : "";
+  const std::string resume_stage =
+      resuming || !resume_dir.empty() ? resume_training(ctx, resume_dir, phase, setup.stages) : "";
   CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, setup.stages);
   train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const TrainLoopState& st) {
     if (previous)
@@ -288,7 +292,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());
 
   const bool noticed =
-      options.stop_reason && static_cast<StopReason>(options.stop_reason->load()) == StopReason::spot_notice;
+      ctx.notice_agreed ||
+      (options.stop_reason && static_cast<StopReason>(options.stop_reason->load()) == StopReason::spot_notice);
   summary.status = !stopped ? "finished" : noticed ? "interrupted" : "cancelled";
   summary.steps = ctx.step;
   summary.elapsed_s = seconds_since(t_start);

@@ -51,6 +51,9 @@ struct RunOptions {
   /// config is not rewritten, metrics.jsonl is appended to, and a "resumed" event replaces "started".
   std::string resume_run_dir;
   double resume_wall_ms = 0;  ///< the resumed run's clock starts here (the store's last wall_ms)
+  /// Set on a rank > 0 of a resumed data-parallel run: the run's checkpoint folder, from whose
+  /// newest valid checkpoint this rank continues (the same one rank 0 picks, or the run fails).
+  std::string resume_checkpoint_dir;
   /// The ranks of a data-parallel run (lathe-cli builds a dist::GlooCommunicator); null = one process.
   std::shared_ptr<Communicator> comm;
 };

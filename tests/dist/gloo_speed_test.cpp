@@ -1,6 +1,7 @@
 // GlooCommunicator's speed and memory features across 2-3 forked ranks: overlap (bit-identical to
 // the blocking path, buckets started before all_reduce_gradients), fp16/bf16 buckets (within 1e-2,
-// bytes exactly half), ZeRO-1 (ShardedOptimizer equals the unsharded run; state ~1/N per rank),
+// bytes exactly half), ZeRO-1 (ShardedOptimizer equals the unsharded run; state ~1/N per rank; the
+// shards gathered for a checkpoint equal the unsharded state, and owned_state splits them back),
 // and a device tensor refused.
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "engine/backend/cpu/dnnl_backend.h"
@@ -197,6 +199,34 @@ TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithAboutOneNthOfTheS
           require(total == a.elements() * 4 * per_kind, kind + " total state " + std::to_string(total));
           // 72 elements, sizes 30,24,12,5,1 -> ranks hold 36 and 36.
           require(mine == total / world, kind + " rank state " + std::to_string(mine) + " of " + std::to_string(total));
+          // A checkpoint's view: every shard gathered on every rank equals the unsharded state.
+          const auto want = plain->state_tensors(be, a.named);
+          const auto got = sharded.gathered_state_tensors(be, b.named);
+          require(
+              got.size() == want.size() && got.size() == a.storage.size() * per_kind,
+              kind + " gathered " + std::to_string(got.size()) + " state tensors of " + std::to_string(want.size()));
+          std::map<std::string, Tensor> gathered;
+          for (size_t k = 0; k < got.size(); ++k) {
+            require(got[k].first == want[k].first, kind + " state " + got[k].first + " vs " + want[k].first);
+            for (int64_t i = 0; i < got[k].second.numel(); ++i) {
+              const double x = want[k].second.at_flat(i), y = got[k].second.at_flat(i);
+              require(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)), kind + " " + got[k].first + " differs");
+            }
+            gathered.emplace(got[k].first, got[k].second);
+          }
+          // What each rank keeps on resume: disjoint, together everything, this rank's own state.
+          const auto mine0 = lathe::owned_state(gathered, b.named, 0, world);
+          const auto mine1 = lathe::owned_state(gathered, b.named, 1, world);
+          require(mine0.size() + mine1.size() == gathered.size() && !mine0.empty() && !mine1.empty(),
+                  kind + " owned_state splits " + std::to_string(gathered.size()) + " into " +
+                      std::to_string(mine0.size()) + " + " + std::to_string(mine1.size()));
+          for (const auto& [key, t] : r == 0 ? mine0 : mine1) {
+            bool found = false;
+            for (const auto& np : b.named)
+              for (const Tensor* st : sharded.state_of(np.param))
+                found = found || (key.rfind(np.name + ".", 0) == 0 && st->numel() == t.numel());
+            require(found, kind + " rank " + std::to_string(r) + " keeps " + key + ", which it does not own");
+          }
         },
         60);
     expect_all_ok(results);

@@ -19,11 +19,13 @@ namespace lathe::ui {
 namespace {
 
 std::string write_ended_run(const std::string& db, const std::string& name, RunStatus status, bool checkpoint_event,
-                            bool checkpoint_artifact) {
+                            bool checkpoint_artifact, int devices = 1) {
   RunWriter writer(db);
   RunInfo info;
   info.name = name;
   info.config = nlohmann::json::object();
+  if (devices > 1)
+    info.config["compute"] = {{"devices", devices}};
   const std::string id = writer.begin_run(info);
   writer.sample("train/loss", 1, 10, 2.0);
   if (checkpoint_event)
@@ -47,6 +49,11 @@ TEST(GuiResume, OfferedOnlyForInterruptedOrCancelledRunsWithACheckpoint) {
 
   EXPECT_TRUE(check_resumable(db, {q(interrupted)}).ok);
   EXPECT_TRUE(check_resumable(db, {q(cancelled)}).ok);
+  EXPECT_FALSE(check_resumable(db, {q(interrupted)}).why.contains("ranks"));
+  const std::string two_ranks = write_ended_run(dir.db(), "dp", RunStatus::interrupted, true, false, 2);
+  const ResumeCheck dp = check_resumable(db, {q(two_ranks)});
+  EXPECT_TRUE(dp.ok);
+  EXPECT_TRUE(dp.why.contains("on its 2 ranks")) << dp.why.toStdString();
   const ResumeCheck none = check_resumable(db, {q(no_ckpt)});
   EXPECT_FALSE(none.ok);
   EXPECT_TRUE(none.why.contains("no checkpoint")) << none.why.toStdString();
@@ -57,7 +64,7 @@ TEST(GuiResume, OfferedOnlyForInterruptedOrCancelledRunsWithACheckpoint) {
   EXPECT_FALSE(check_resumable(db, {}).ok);
 
   RunBrowser browser(db);
-  ASSERT_TRUE(test::wait_until([&]() { return browser.model()->total() == 4 && !browser.model()->loading(); }, 10000));
+  ASSERT_TRUE(test::wait_until([&]() { return browser.model()->total() == 5 && !browser.model()->loading(); }, 10000));
   QStringList resumed;
   QObject::connect(&browser, &RunBrowser::resumeRun, [&](const QString& id) { resumed << id; });
   browser.selectRuns({q(finished)});

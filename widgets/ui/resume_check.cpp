@@ -1,6 +1,8 @@
 // check_resumable (see resume_check.h).
 #include "widgets/ui/resume_check.h"
 
+#include <nlohmann/json.hpp>
+
 #include "engine/store/store.h"
 
 namespace lathe::ui {
@@ -27,9 +29,17 @@ ResumeCheck check_resumable(const QString& dbPath, const QStringList& selectedRu
       return {false, QString("Run %1 has no checkpoint to resume from (set checkpoint.every_steps or "
                              "checkpoint.every_min); use Re-run to start it again")
                          .arg(id.left(8))};
-    return {true, QString("Continue run %1 from its newest checkpoint (lathe-cli resume): same run, the step "
+    // A data-parallel run resumes on its ranks again (lathe-cli resume starts them).
+    int devices = 1;
+    try {
+      const nlohmann::json cfg = nlohmann::json::parse(run.config_json);
+      if (cfg.contains("compute") && cfg["compute"].is_object())
+        devices = cfg["compute"].value("devices", 1);
+    } catch (const std::exception&) {
+    }
+    return {true, QString("Continue run %1 from its newest checkpoint (lathe-cli resume%2): same run, the step "
                           "axis goes on")
-                      .arg(id.left(8))};
+                      .arg(id.left(8), devices > 1 ? QString(", on its %1 ranks").arg(devices) : QString())};
   } catch (const std::exception& e) {
     return {false, QString("Cannot read run %1: %2").arg(id.left(8), e.what())};
   }
