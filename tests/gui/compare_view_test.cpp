@@ -131,6 +131,47 @@ TEST(GuiCompare, BoldsTheBestRunByTheMetricsDirection) {
   EXPECT_EQ(view.paretoRuns(), (std::vector<int>{1, 2}));
 }
 
+TEST(GuiCompare, DataParallelFiguresSitBesideTheOneRankRun) {
+  test::GuiTempDir dir;
+  // One rank, then two and four (the data-parallel issue's dist/* metrics): the table has every
+  // rank's rate and utilisation, and the least communication is the best.
+  const std::string one = test::write_run(dir.db(), "1 rank", config(0, 1, 0.02),
+                                          {{"train/samples_per_s", {5800}}, {"test/accuracy", {0.9179}}});
+  const std::string two = test::write_run(dir.db(), "2 ranks", config(1, 1, 0.02),
+                                          {{"train/samples_per_s", {4400}},
+                                           {"test/accuracy", {0.9177}},
+                                           {"dist/world_size", {2}},
+                                           {"dist/comm_fraction", {0.17}},
+                                           {"dist/rank0/samples_per_s", {2200}},
+                                           {"dist/rank1/samples_per_s", {2190}},
+                                           {"dist/rank1/util", {0.81}}});
+  const std::string four = test::write_run(dir.db(), "4 ranks", config(2, 1, 0.02),
+                                           {{"train/samples_per_s", {6000}},
+                                            {"test/accuracy", {0.9160}},
+                                            {"dist/world_size", {4}},
+                                            {"dist/comm_fraction", {0.31}},
+                                            {"dist/rank1/util", {0.64}}});
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(one), QString::fromStdString(two), QString::fromStdString(four)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  QTableWidget* m = view.metricTable();
+  for (const QString metric : {"dist/world_size", "dist/comm_fraction", "dist/rank0/samples_per_s",
+                               "dist/rank1/samples_per_s", "dist/rank1/util"})
+    ASSERT_NE(metric_item(m, metric, "last", 1), nullptr) << metric.toStdString();
+  EXPECT_EQ(metric_item(m, "dist/comm_fraction", "last", 1)->text(), "0.17");
+  EXPECT_TRUE(metric_item(m, "dist/comm_fraction", "last", 1)->font().bold());  // less communication
+  EXPECT_FALSE(metric_item(m, "dist/comm_fraction", "last", 2)->font().bold());
+  EXPECT_TRUE(metric_item(m, "dist/rank1/util", "last", 1)->font().bold());      // busier ranks
+  EXPECT_TRUE(metric_item(m, "train/samples_per_s", "last", 2)->font().bold());  // all ranks together
+  // The one-rank run has no dist/* value: its cell says so rather than showing a number.
+  QTableWidgetItem* none = metric_item(m, "dist/comm_fraction", "last", 0);
+  EXPECT_TRUE(none == nullptr || none->text().isEmpty() || none->text() == "-" || none->text() == "—")
+      << (none ? none->text().toStdString() : "");
+}
+
 TEST(GuiCompare, ShortSeriesGetAMarkerOnEveryPoint) {
   test::GuiTempDir dir;
   // test/loss once per epoch: one point, three points; a dense curve of 200 points.
