@@ -187,17 +187,21 @@ class TrainLoop {
  private:
   /// A stop request on any rank stops every rank after this same step (one tiny all-reduce per
   /// step when there are several ranks; a signal reaches them at different moments), and a spot
-  /// notice on any rank makes it a notice for all.
+  /// notice or a signal on any rank is the reason for all (notice_agreed, signal_agreed).
   bool stop_agreed() {
+    // The stop flag first: lathe-cli sets the reason before the flag, so a stop seen has its reason.
+    const bool stop = m_ctx.stop_requested();
     const std::atomic<int>* reason = m_ctx.options.stop_reason;
-    const bool notice = reason && static_cast<StopReason>(reason->load()) == StopReason::spot_notice;
-    double v[2] = {m_ctx.stop_requested() ? 1.0 : 0.0, m_ctx.stop_requested() && notice ? 1.0 : 0.0};
+    const StopReason why = stop && reason ? static_cast<StopReason>(reason->load()) : StopReason::none;
+    double v[3] = {stop ? 1.0 : 0.0, why == StopReason::spot_notice ? 1.0 : 0.0, why == StopReason::signal ? 1.0 : 0.0};
     if (m_ctx.comm->world_size() > 1)
-      m_ctx.comm->all_reduce_sum(v, 2);
+      m_ctx.comm->all_reduce_sum(v, 3);
     if (v[0] > 0)
       m_ctx.stop_agreed = true;
     if (v[1] > 0)
       m_ctx.notice_agreed = true;
+    if (v[2] > 0)
+      m_ctx.signal_agreed = true;
     return v[0] > 0;
   }
 

@@ -67,6 +67,9 @@ struct StageContext {
   /// Set with stop_agreed when the stop was for a spot notice on some rank: every rank then ends
   /// `interrupted`, not only the one that saw it.
   bool notice_agreed = false;
+  /// Set with stop_agreed when the stop was for a signal (SIGTERM) on some rank. With
+  /// notice_agreed, the reasons for an emergency checkpoint, agreed by every rank.
+  bool signal_agreed = false;
   /// test_share()'s copy on a world of several ranks, made once (an aggregate keeps it public).
   std::shared_ptr<Dataset> test_share_cache = {};
   /// The part of the test set this rank evaluates (all of it on one rank); the sums are reduced.

@@ -130,6 +130,12 @@ struct Quantized {
   ActivationParams acts;  ///< the calibrated ranges it uses (empty for dynamic)
 };
 
+/// Whether this run resumes inside QAT's fine-tuning: the stage's state says QAT was running, and
+/// the checkpoint resume_training loaded is of this stage's phase.
+bool resuming_qat(const StageContext& ctx, const QatResumeState& qat) {
+  return qat.running && ctx.resume && ctx.resume->stage == "quant";
+}
+
 /// Static PTQ (steps 1-2 of the header) and, for qat, step 3. `step` is the stage's logging step
 /// (QAT moves it past its phase). Returns an empty model when a stop was requested.
 Quantized quantize_static(StageContext& ctx, Int8Placement& at, const Int8ModelOptions& mo, int64_t& step,
@@ -142,7 +148,7 @@ Quantized quantize_static(StageContext& ctx, Int8Placement& at, const Int8ModelO
   // Resumed inside QAT's fine-tuning: steps 1-2 and the PTQ figures are in the store; the plan is
   // rebuilt from the saved ranges on the checkpoint's weights (the layers and input parameters it
   // gives the fake quantization depend on the ranges only).
-  const bool resuming = qat.running && ctx.resume && ctx.resume->stage == "quant";
+  const bool resuming = resuming_qat(ctx, qat);
   if (resuming) {
     out.acts = qat.acts;
     out.model = std::make_unique<Int8Model>(model, be, out.acts, mo);
@@ -280,7 +286,7 @@ void run_quantize_stage(StageContext& ctx, QatResumeState* qat_state) {
     return;
   QatResumeState local;
   QatResumeState& qat = qat_state ? *qat_state : local;
-  const bool resuming = qat.running && ctx.resume && ctx.resume->stage == "quant";
+  const bool resuming = resuming_qat(ctx, qat);
   if (!resuming)
     qat = {};
   Model& model = *ctx.model;

@@ -29,7 +29,8 @@
 // from a host copy of the model (int8_host_model.h). A quant/device event names the device INT8
 // ran on (and why the CPU, when it did); the latency event of int8 names it too. QAT is refused on
 // a GPU backend (fake quantization runs on host tensors). The QAT phase is checkpointed like the
-// main training (QatResumeState); the stage's other steps are short and redone on a resume.
+// main training (QatResumeState): a run resumed inside it skips the f32 evaluation and the
+// calibration (the ranges come from the checkpoint) and continues the phase.
 #pragma once
 
 #include <map>

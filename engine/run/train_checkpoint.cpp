@@ -39,6 +39,16 @@ void agree_on_checkpoint(StageContext& ctx, int64_t step, const std::string& dir
                     ", but not every rank found the same one (is " + dir + " on a folder every rank sees?)");
 }
 
+/// The optimizer state a checkpoint holds. A sharded (ZeRO-1) optimizer's comes from every rank
+/// (a collective, so every rank calls this at the same step): the checkpoint holds all of it,
+/// whatever the world size.
+std::vector<std::pair<std::string, Tensor>> checkpoint_optimizer_state(StageContext& ctx, Optimizer& optimizer) {
+  const std::vector<NamedParam> params = ctx.model->named_params();
+  if (auto* sharded = dynamic_cast<ShardedOptimizer*>(&optimizer))
+    return sharded->gathered_state_tensors(ctx.be, params);
+  return optimizer.state_tensors(ctx.be, params);
+}
+
 }  // namespace
 
 std::string checkpoint_dir(const ExperimentConfig& cfg, const std::string& run_id, const std::string& run_dir) {
@@ -55,11 +65,7 @@ CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& l
     d.tensors.emplace_back(kModel + p.name, host_copy(ctx.be, p.param->value));
   for (const NamedBuffer& b : model.named_buffers())
     d.tensors.emplace_back(kModel + b.name, host_copy(ctx.be, b.buffer->value));
-  // A sharded (ZeRO-1) optimizer's state comes from every rank (a collective): the checkpoint
-  // holds all of it, whatever the world size.
-  auto* sharded = dynamic_cast<ShardedOptimizer*>(&loop.optimizer);
-  for (auto& [name, t] : sharded ? sharded->gathered_state_tensors(ctx.be, model.named_params())
-                                 : loop.optimizer.state_tensors(ctx.be, model.named_params()))
+  for (auto& [name, t] : checkpoint_optimizer_state(ctx, loop.optimizer))
     d.tensors.emplace_back(kOptim + name, std::move(t));
   nlohmann::json stage_json = nlohmann::json::object();
   for (const std::unique_ptr<Stage>& stage : stages) {
@@ -228,33 +234,31 @@ void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
   const CheckpointConfig& c = m_ctx.cfg.checkpoint;
   const double now_ms = m_ctx.wall_ms();
   const StopReason why = m_reason ? static_cast<StopReason>(m_reason->load()) : StopReason::none;
-  const bool wants_emergency = why == StopReason::spot_notice || why == StopReason::signal;
   bool enabled = !m_dir.empty();
-  bool by_steps = enabled && c.every_steps > 0 && loop.global_step % c.every_steps == 0;
-  bool by_time = enabled && c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
-  bool any_emergency = wants_emergency;
+  const bool by_steps = enabled && c.every_steps > 0 && loop.global_step % c.every_steps == 0;
+  const bool by_time = enabled && c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
+  bool due = by_steps || by_time;
   if (world > 1) {
     // Only rank 0 writes (the others have no folder), but a sharded optimizer's state is gathered
-    // from every rank, so every rank takes the same decision: rank 0's schedule (its clock), and an
-    // emergency when a stop is agreed and any rank saw a notice or a signal.
-    double v[4] = {enabled ? 1.0 : 0.0, by_steps ? 1.0 : 0.0, by_time ? 1.0 : 0.0, wants_emergency ? 1.0 : 0.0};
-    m_ctx.comm->all_reduce_sum(v, 4);
+    // from every rank, so every rank follows rank 0's schedule (its clock). The reasons for an
+    // emergency one are agreed already, with the stop.
+    double v[2] = {enabled ? 1.0 : 0.0, due ? 1.0 : 0.0};
+    m_ctx.comm->all_reduce_sum(v, 2);
     enabled = v[0] > 0;
-    by_steps = v[1] > 0;
-    by_time = v[2] > 0;
-    any_emergency = v[3] > 0;
+    due = v[1] > 0;
   }
-  const bool emergency = enabled && !m_emergency && m_ctx.stop_agreed && any_emergency;
-  if (!enabled || (!emergency && !by_steps && !by_time))
+  const bool emergency =
+      enabled && !m_emergency && m_ctx.stop_agreed && (m_ctx.notice_agreed || m_ctx.signal_agreed);
+  if (!enabled || (!emergency && !due))
     return;
-  if (m_dir.empty()) {  // a rank > 0: its part of the gather, nothing written
-    capture_training_state(m_ctx, loop, m_stages);
+  if (m_dir.empty()) {  // a rank > 0: its part of a sharded optimizer's gather, nothing written
+    checkpoint_optimizer_state(m_ctx, loop.optimizer);
     m_last_ms = m_ctx.wall_ms();
     m_emergency = m_emergency || emergency;
     return;
   }
   MetricsSink& sink = m_ctx.sink;
-  if (emergency && (why == StopReason::spot_notice || m_ctx.notice_agreed))
+  if (emergency && m_ctx.notice_agreed)
     sink.event("spot/notice",
                {{"step", loop.global_step}, {"wall_ms", now_ms}, {"text", "spot notice seen by the training loop"}});
   const CheckpointInfo info =
@@ -276,7 +280,7 @@ void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
   if (emergency) {
     m_emergency = true;
     sink.event("spot/checkpoint", {{"step", loop.global_step},
-                                   {"reason", wants_emergency       ? stop_reason_name(why)
+                                   {"reason", why == StopReason::spot_notice || why == StopReason::signal ? stop_reason_name(why)
                                               : m_ctx.notice_agreed ? "spot_notice (seen by another rank)"
                                                                     : "signal (to another rank)"},
                                    {"wall_ms", m_last_ms},

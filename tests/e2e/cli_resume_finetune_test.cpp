@@ -42,6 +42,72 @@ class CliResumeFinetune : public test::Cli {
   }
 };
 
+/// Runs `cli_args` (a `run ... --json`) under `exec`, follows its JSON lines, and SIGKILLs it once
+/// it has logged a train/* sample `steps_in` steps into phase `phase`.
+struct KilledRun {
+  std::string run_id;
+  int64_t phase_first = -1;  ///< the phase's first_step, -1 when it never started
+  int64_t killed_at = -1;    ///< the step of the sample that triggered the kill, -1 when none
+};
+
+KilledRun kill_inside_phase(const std::string& cli_args, const std::string& phase, int64_t steps_in) {
+  KilledRun k;
+  const std::string cmd = "echo $$; exec " + cli_binary() + " " + cli_args;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p)
+    return k;
+  char line[1 << 16];
+  if (!fgets(line, sizeof line, p)) {
+    pclose(p);
+    return k;
+  }
+  const pid_t pid = static_cast<pid_t>(std::stol(line));
+  while (fgets(line, sizeof line, p)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      continue;
+    if (j.value("event", "") == "started")
+      k.run_id = j["run_id"];
+    if (j.value("event", "") == "phase" && j.value("phase", "") == phase)
+      k.phase_first = j["first_step"];
+    if (k.killed_at < 0 && k.phase_first >= 0 && j.contains("metric") &&
+        j["metric"].get<std::string>().rfind("train/", 0) == 0 &&
+        j["step"].get<int64_t>() >= k.phase_first + steps_in) {
+      k.killed_at = j["step"];
+      kill(pid, SIGKILL);
+    }
+  }
+  pclose(p);
+  return k;
+}
+
+void expect_same_tensors(const std::string& got_path, const std::string& want_path) {
+  const SafetensorsFile got = load_safetensors(got_path);
+  const SafetensorsFile want = load_safetensors(want_path);
+  ASSERT_EQ(got.tensors.size(), want.tensors.size()) << got_path;
+  for (size_t i = 0; i < got.tensors.size(); ++i) {
+    EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
+    ASSERT_EQ(got.tensors[i].second.nbytes(), want.tensors[i].second.nbytes());
+    EXPECT_EQ(std::memcmp(got.tensors[i].second.raw(), want.tensors[i].second.raw(), got.tensors[i].second.nbytes()), 0)
+        << got_path << ": " << got.tensors[i].first;
+  }
+}
+
+/// Each metric's series in the resumed run equals the uninterrupted run's, step for step: no
+/// sample lost, none twice, the same values.
+void expect_same_series(const Store& store, const std::string& run_id, const Store& ref_store,
+                        const std::string& ref_id, const std::vector<std::string>& metrics) {
+  for (const std::string& m : metrics) {
+    const std::vector<Point> a = store.series(run_id, m), b = ref_store.series(ref_id, m);
+    ASSERT_EQ(a.size(), b.size()) << m;
+    ASSERT_FALSE(a.empty()) << m;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].step, b[i].step) << m;
+      EXPECT_EQ(a[i].value, b[i].value) << m << " at step " << a[i].step;
+    }
+  }
+}
+
 TEST_F(CliResumeFinetune, KillNineMidAgpThenResumeEndsBitIdentical) {
   if (!have_fashion_mnist())
     GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
@@ -60,33 +126,13 @@ TEST_F(CliResumeFinetune, KillNineMidAgpThenResumeEndsBitIdentical) {
 
   // The run under test, killed once it has logged 45 fine-tuning steps (past the checkpoint of
   // global step 100, the fine-tuning starting at 64; AGP grows the masks until step 128).
-  const std::string cmd = "echo $$; exec " + cli_binary() + " --db " + db() + " run " + cfg +
-                          " --json --set output.dir=" + (m_dir / "runs").string() + common;
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char line[1 << 16];
-  ASSERT_TRUE(fgets(line, sizeof line, p));
-  const pid_t pid = static_cast<pid_t>(std::stol(line));
-  std::string run_id;
-  int64_t finetune_first = -1, killed_at = -1;
-  while (fgets(line, sizeof line, p)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      continue;
-    if (j.value("event", "") == "started")
-      run_id = j["run_id"];
-    if (j.value("event", "") == "phase" && j.value("phase", "") == "finetune")
-      finetune_first = j["first_step"];
-    if (killed_at < 0 && finetune_first >= 0 && j.contains("metric") &&
-        j["metric"].get<std::string>().rfind("train/", 0) == 0 && j["step"].get<int64_t>() >= finetune_first + 45) {
-      killed_at = j["step"];
-      kill(pid, SIGKILL);
-    }
-  }
-  pclose(p);
-  ASSERT_EQ(finetune_first, 64);
-  ASSERT_GE(killed_at, 109) << "the run ended before the kill";
-  ASSERT_LT(killed_at, 128) << "killed after the AGP schedule ended";
+  const KilledRun k = kill_inside_phase(
+      "--db " + db() + " run " + cfg + " --json --set output.dir=" + (m_dir / "runs").string() + common, "finetune",
+      45);
+  const std::string& run_id = k.run_id;
+  ASSERT_EQ(k.phase_first, 64);
+  ASSERT_GE(k.killed_at, 109) << "the run ended before the kill";
+  ASSERT_LT(k.killed_at, 128) << "killed after the AGP schedule ended";
 
   const CmdResult resumed = test::run_cmd("--db " + db() + " resume " + run_id + " --json");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
@@ -99,50 +145,22 @@ TEST_F(CliResumeFinetune, KillNineMidAgpThenResumeEndsBitIdentical) {
   // The pruned weights are the uninterrupted run's (the file's metadata names the run, so the
   // tensors are compared).
   const std::string run_dir = only_subfolder(m_dir / "runs");
-  const SafetensorsFile got = load_safetensors(run_dir + "/model.pruned.safetensors");
-  const SafetensorsFile want = load_safetensors(only_subfolder(m_dir / "ref") + "/model.pruned.safetensors");
-  ASSERT_EQ(got.tensors.size(), want.tensors.size());
-  for (size_t i = 0; i < got.tensors.size(); ++i) {
-    EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
-    ASSERT_EQ(got.tensors[i].second.nbytes(), want.tensors[i].second.nbytes());
-    EXPECT_EQ(std::memcmp(got.tensors[i].second.raw(), want.tensors[i].second.raw(), got.tensors[i].second.nbytes()), 0)
-        << got.tensors[i].first;
-  }
+  expect_same_tensors(run_dir + "/model.pruned.safetensors",
+                      only_subfolder(m_dir / "ref") + "/model.pruned.safetensors");
 
-  // Every metric series that does not depend on time is the uninterrupted run's, step for step:
-  // no sample lost, none twice, the same values.
   Store store = Store::open(db());
   Store ref_store = Store::open(ref_db);
   EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
   const std::string ref_id = fs::path(only_subfolder(m_dir / "ref")).filename().string();
-  for (const char* m : {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss", "prune/sparsity",
-                        "dense/test_accuracy", "pruned_before_finetune/test_accuracy", "pruned/test_accuracy",
-                        "prune/accuracy_drop_pt", "prune/flops_ratio", "model/bytes", "model/dense_bytes",
-                        "prune/bytes_ratio", "pruned/deployed_test_accuracy"}) {
-    const std::vector<Point> a = store.series(run_id, m), b = ref_store.series(ref_id, m);
-    ASSERT_EQ(a.size(), b.size()) << m;
-    ASSERT_FALSE(a.empty()) << m;
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(a[i].step, b[i].step) << m;
-      EXPECT_EQ(a[i].value, b[i].value) << m << " at step " << a[i].step;
-    }
-  }
+  expect_same_series(
+      store, run_id, ref_store, ref_id,
+      {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss", "prune/sparsity",
+       "dense/test_accuracy", "pruned_before_finetune/test_accuracy", "pruned/test_accuracy", "prune/accuracy_drop_pt",
+       "prune/flops_ratio", "model/bytes", "model/dense_bytes", "prune/bytes_ratio", "pruned/deployed_test_accuracy"});
   int resumed_events = 0;
   for (const EventRecord& e : store.events(run_id))
     resumed_events += e.kind == "resumed";
   EXPECT_EQ(resumed_events, 1);
-}
-
-void expect_same_tensors(const std::string& got_path, const std::string& want_path) {
-  const SafetensorsFile got = load_safetensors(got_path);
-  const SafetensorsFile want = load_safetensors(want_path);
-  ASSERT_EQ(got.tensors.size(), want.tensors.size()) << got_path;
-  for (size_t i = 0; i < got.tensors.size(); ++i) {
-    EXPECT_EQ(got.tensors[i].first, want.tensors[i].first);
-    ASSERT_EQ(got.tensors[i].second.nbytes(), want.tensors[i].second.nbytes());
-    EXPECT_EQ(std::memcmp(got.tensors[i].second.raw(), want.tensors[i].second.raw(), got.tensors[i].second.nbytes()), 0)
-        << got_path << ": " << got.tensors[i].first;
-  }
 }
 
 TEST_F(CliResumeFinetune, KillNineMidQatThenResumeEndsWithTheSameInt8Model) {
@@ -160,33 +178,12 @@ TEST_F(CliResumeFinetune, KillNineMidQatThenResumeEndsWithTheSameInt8Model) {
       test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (m_dir / "ref").string() + common);
   ASSERT_EQ(ref.code, 0) << ref.out;
 
-  const std::string cmd = "echo $$; exec " + cli_binary() + " --db " + db() + " run " + cfg +
-                          " --json --set output.dir=" + (m_dir / "runs").string() + common;
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char line[1 << 16];
-  ASSERT_TRUE(fgets(line, sizeof line, p));
-  const pid_t pid = static_cast<pid_t>(std::stol(line));
-  std::string run_id;
-  int64_t qat_first = -1, killed_at = -1;
-  while (fgets(line, sizeof line, p)) {
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-      continue;
-    if (j.value("event", "") == "started")
-      run_id = j["run_id"];
-    if (j.value("event", "") == "phase" && j.value("phase", "") == "qat")
-      qat_first = j["first_step"];
-    if (killed_at < 0 && qat_first >= 0 && j.contains("metric") &&
-        j["metric"].get<std::string>().rfind("train/", 0) == 0 && j["step"].get<int64_t>() >= qat_first + 50) {
-      killed_at = j["step"];
-      kill(pid, SIGKILL);
-    }
-  }
-  pclose(p);
-  ASSERT_EQ(qat_first, 65);
-  ASSERT_GE(killed_at, 115) << "the run ended before the kill";
-  ASSERT_LT(killed_at, 193) << "killed after QAT ended";
+  const KilledRun k = kill_inside_phase(
+      "--db " + db() + " run " + cfg + " --json --set output.dir=" + (m_dir / "runs").string() + common, "qat", 50);
+  const std::string& run_id = k.run_id;
+  ASSERT_EQ(k.phase_first, 65);
+  ASSERT_GE(k.killed_at, 115) << "the run ended before the kill";
+  ASSERT_LT(k.killed_at, 193) << "killed after QAT ended";
 
   const CmdResult resumed = test::run_cmd("--db " + db() + " resume " + run_id + " --json");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
@@ -205,17 +202,10 @@ TEST_F(CliResumeFinetune, KillNineMidQatThenResumeEndsWithTheSameInt8Model) {
   Store ref_store = Store::open(ref_db);
   EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
   const std::string ref_id = fs::path(ref_dir).filename().string();
-  for (const char* m : {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss",
-                        "quant/f32_test_accuracy", "quant/ptq_test_accuracy", "qat_fake_quant/test_accuracy",
-                        "quant/test_accuracy", "quant/accuracy_drop", "model/bytes", "model/int8_bytes"}) {
-    const std::vector<Point> a = store.series(run_id, m), b = ref_store.series(ref_id, m);
-    ASSERT_EQ(a.size(), b.size()) << m;
-    ASSERT_FALSE(a.empty()) << m;
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(a[i].step, b[i].step) << m;
-      EXPECT_EQ(a[i].value, b[i].value) << m << " at step " << a[i].step;
-    }
-  }
+  expect_same_series(store, run_id, ref_store, ref_id,
+                     {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss",
+                      "quant/f32_test_accuracy", "quant/ptq_test_accuracy", "qat_fake_quant/test_accuracy",
+                      "quant/test_accuracy", "quant/accuracy_drop", "model/bytes", "model/int8_bytes"});
 }
 
 }  // namespace
