@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/backend/backend.h"
 #include "engine/core/error.h"
 #include "engine/dist/gloo_communicator.h"
 
@@ -64,6 +65,11 @@ RankPlan plan_ranks(const ExperimentConfig& exp, const RankArgs& args, const std
   }
   if (!plan.distributed())
     return plan;
+  plan.device = dist::rank_device(std::string(enum_name(exp.compute.backend)), plan.rank, cuda_device_count());
+  if (plan.device.gpu() && exp.compute.grad_compression != GradCompression::none)
+    throw ConfigError("compute.grad_compression: " + std::string(enum_name(exp.compute.grad_compression)) +
+                      " buckets are a Gloo (CPU ranks) feature; GPU ranks all-reduce f32 gradients through NCCL "
+                      "(set it to none, or compute.backend to cpu)");
   // The rendezvous id: the config's, the flag's (rank 0 passes its run id), the launcher's job id.
   plan.rendezvous_id = exp.compute.rendezvous_id;
   if (plan.rendezvous_id.empty())
@@ -122,7 +128,8 @@ std::shared_ptr<Communicator> connect_ranks(const RankPlan& plan, const Experime
       o.compression = dist::GlooOptions::Compression::bf16;
       break;
   }
-  return std::make_shared<dist::GlooCommunicator>(plan.rank.rank, plan.rank.world_size, o);
+  auto host = std::make_shared<dist::GlooCommunicator>(plan.rank.rank, plan.rank.world_size, o);
+  return communicator_for_backend(plan.device.backend, std::move(host));
 }
 
 void forward_signal_to_workers(int sig) {

@@ -36,17 +36,20 @@ struct RankPlan {
   std::string ranks_dir;      ///< <output.dir>/<id>.ranks: the default store and the workers' logs
   int threads = 0;            ///< train.threads of every rank
   std::string host;           ///< the address Gloo binds to and announces
+  dist::RankDevice device;    ///< GPU ranks: cuda and the local rank's GPU (NCCL); else the CPU (Gloo)
   bool distributed() const { return rank.world_size > 1; }
 };
 
-/// Decides the ranks from the flags, then Slurm's or torchrun's environment, then compute.devices.
-/// `run_id` is the id rank 0 uses. ConfigError when the launcher's world size and compute.devices
-/// differ (devices must be 1 or equal), when a launcher's ranks have no compute.rendezvous, or when
-/// no rendezvous id can be found.
+/// Decides the ranks from the flags, then Slurm's or torchrun's environment, then compute.devices,
+/// and each rank's device (dist::rank_device). `run_id` is the id rank 0 uses. ConfigError when the
+/// launcher's world size and compute.devices differ (devices must be 1 or equal), when a launcher's
+/// ranks have no compute.rendezvous, when no rendezvous id can be found, when this machine has
+/// fewer GPUs than GPU ranks, or with compute.grad_compression on GPU ranks (a Gloo feature).
 RankPlan plan_ranks(const ExperimentConfig& exp, const RankArgs& args, const std::string& run_id,
                     const dist::EnvLookup& env = {});
 
-/// Joins the ranks (GlooCommunicator); throws lathe::Error naming the missing ranks after timeout_s.
+/// Joins the ranks (GlooCommunicator, through which GPU ranks then set up NCCL: the backend's
+/// device communicator); throws lathe::Error naming the missing ranks after timeout_s.
 std::shared_ptr<Communicator> connect_ranks(const RankPlan& plan, const ExperimentConfig& exp);
 
 /// Sends `sig` to every worker this process started (async-signal-safe: for a signal handler).

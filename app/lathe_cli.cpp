@@ -36,6 +36,7 @@
 
 #ifdef LATHE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/dist/nccl/nccl_communicator.h"
 #endif
 
 namespace {
@@ -204,8 +205,10 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   opts.extra_sink = &sinks;
   opts.store_path = db;
   opts.run_id = run_id;
-  if (ranks)
+  if (ranks) {
     opts.comm = ranks->comm;
+    opts.device_index = ranks->plan.device.device_index;
+  }
   if (worker) {  // ranks > 0 compute what rank 0 does and write nothing: no store, no run folder
     opts.extra_sink = nullptr;
     opts.store_path.clear();
@@ -455,6 +458,7 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
 int main(int argc, char** argv) {
 #ifdef LATHE_HAVE_CUDA
   lathe::cuda::register_backend();
+  lathe::cuda::register_nccl_communicator();
 #endif
   std::signal(SIGUSR1, on_notice_signal);  // before anything else: the supervisor may send it early
   CLI::App app{"lathe-cli: run and inspect Lathe compute-optimization experiments headless"};

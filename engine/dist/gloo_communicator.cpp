@@ -48,6 +48,8 @@ struct GlooCommunicator::Impl {
   std::unique_ptr<PrefixedStore> store;
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
+  std::chrono::milliseconds timeout{0};
+  int64_t broadcasts = 0;  // broadcast_bytes calls so far: each one's store key is new
 
   // --- overlap: the plan for one parameter list, and the communication thread.
   std::vector<const Param*> plan_params;          // in the caller's order
@@ -112,6 +114,7 @@ GlooCommunicator::GlooCommunicator(int rank, int world_size, const GlooOptions& 
   m_impl->opened = open_store(options.rendezvous);
   m_impl->store = std::make_unique<PrefixedStore>(options.run_id, *m_impl->opened.store);
   const std::string& where = m_impl->opened.description;
+  m_impl->timeout = timeout;
   join_ranks(*m_impl->store, where, rank, world_size, timeout);
   try {
     gloo::transport::tcp::attr attr;
@@ -400,6 +403,28 @@ void GlooCommunicator::all_reduce_sum(double* values, int64_t n) {
     gloo::allreduce(opts);
   } catch (const std::exception& e) {
     throw Error(concat("rank ", m_rank, ": all_reduce_sum failed: ", e.what()));
+  }
+}
+
+void GlooCommunicator::broadcast_bytes(std::string& bytes, int root) {
+  if (root < 0 || root >= m_world_size)
+    throw Error(concat("broadcast_bytes: root ", root, " is not a rank of ", m_world_size));
+  const std::string key = concat("bytes.", m_impl->broadcasts++);
+  if (m_world_size == 1)
+    return;
+  // Through the rendezvous store, as the NCCL unique id travels in PyTorch: the root writes a key
+  // the others wait for (each call its own key, so a late reader never sees the next message).
+  try {
+    if (m_rank == root) {
+      m_impl->store->set(key, std::vector<char>(bytes.begin(), bytes.end()));
+    } else {
+      m_impl->store->wait({key}, m_impl->timeout);
+      const std::vector<char> got = m_impl->store->get(key);
+      bytes.assign(got.begin(), got.end());
+    }
+  } catch (const std::exception& e) {
+    throw Error(concat("rank ", m_rank, ": waiting for rank ", root, "'s message '", key, "' in the ",
+                       m_impl->opened.description, " failed: ", e.what()));
   }
 }
 

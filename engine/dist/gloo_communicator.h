@@ -45,6 +45,8 @@ class GlooCommunicator final : public Communicator {
   void broadcast_parameters(const std::vector<NamedParam>& params, int root) override;
   void all_reduce_sum(double* values, int64_t n) override;
   void barrier() override;
+  /// Through the rendezvous store: the root sets a key, the others wait for it (compute.timeout_s).
+  void broadcast_bytes(std::string& bytes, int root) override;
   /// Gradient payload bytes the last all_reduce_gradients sent (elements x 4, or x 2 compressed).
   int64_t bytes_last_step() const override { return m_bytes_last_step; }
 

@@ -81,4 +81,16 @@ RankInfo discover_rank(const RankFlags& flags, const EnvLookup& env_in) {
   return RankInfo{};
 }
 
+RankDevice rank_device(const std::string& backend, const RankInfo& rank, int gpus) {
+  const bool gpu = backend == "cuda" || (backend == "auto" && gpus > 0);
+  if (!gpu)
+    return {backend, 0};
+  if (rank.local_rank >= gpus)
+    throw ConfigError("compute.devices: rank " + std::to_string(rank.rank) + " of " + std::to_string(rank.world_size) +
+                      " is local rank " + std::to_string(rank.local_rank) + " on a machine with " +
+                      std::to_string(gpus) + " GPU(s): one GPU per rank (set compute.devices to at most " +
+                      std::to_string(gpus) + " per machine, or compute.backend to cpu)");
+  return {"cuda", rank.local_rank};
+}
+
 }  // namespace lathe::dist

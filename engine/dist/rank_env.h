@@ -30,4 +30,16 @@ using EnvLookup = std::function<const char*(const char*)>;
 /// value is not a non-negative integer, a required partner is missing, or rank >= world size.
 RankInfo discover_rank(const RankFlags& flags = {}, const EnvLookup& env = {});
 
+/// The backend and device a rank trains on: one GPU per rank, as torchrun's LOCAL_RANK convention.
+struct RankDevice {
+  std::string backend;   ///< what make_backend gets: "cuda" for GPU ranks, else compute.backend
+  int device_index = 0;  ///< a GPU rank's local rank; 0 on the CPU
+  bool gpu() const { return backend == "cuda"; }
+};
+
+/// `backend` is compute.backend ("auto", "cpu", "cuda", "reference"), `gpus` the GPUs this machine
+/// has. GPU ranks: "cuda", or "auto" with a GPU here. Throws ConfigError naming compute.devices when
+/// a GPU rank's local rank has no GPU of its own (ranks never share one: NCCL refuses that).
+RankDevice rank_device(const std::string& backend, const RankInfo& rank, int gpus);
+
 }  // namespace lathe::dist

@@ -8,9 +8,17 @@
 //   all_reduce_sum        the evaluation's loss and correct-count sums (each rank scores its shard)
 //   barrier               for callers that need every rank at one point (none in the loop: only
 //                         rank 0 writes files, and every rank holds the same weights)
+//   attach                once, when the run has made its backend: a device communicator (NCCL)
+//                         binds to that backend's device and stream there
+// A device communicator wraps the host one (Gloo): host tensors and the evaluation's sums keep
+// travelling on the host, device tensors on the device's own collectives. Accelerator libraries
+// register theirs by backend name (register_device_communicator), as they register their backend.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/nn/model.h"
@@ -32,6 +40,12 @@ class Communicator {
   virtual void barrier() = 0;
   /// Gradient payload bytes this rank sent in the last all_reduce_gradients (0 = not counted).
   virtual int64_t bytes_last_step() const { return 0; }
+  /// Collective: makes every rank's `bytes` rank `root`'s (a small message, e.g. an NCCL unique id).
+  virtual void broadcast_bytes(std::string& bytes, int root) = 0;
+  /// Collective, called once by the run after it has made `backend` (before any other call that
+  /// moves tensors): the backend whose tensors the collectives will see. Host communicators need
+  /// nothing from it.
+  virtual void attach(Backend& backend) {}
 };
 
 /// One process: rank 0 of 1; every call leaves everything as it is.
@@ -43,6 +57,16 @@ class LocalCommunicator final : public Communicator {
   void broadcast_parameters(const std::vector<NamedParam>&, int) override {}
   void all_reduce_sum(double*, int64_t) override {}
   void barrier() override {}
+  void broadcast_bytes(std::string&, int) override {}
 };
+
+/// Wraps a host communicator into the one ranks on `backend`'s devices use.
+using DeviceCommunicatorFactory = std::function<std::shared_ptr<Communicator>(std::shared_ptr<Communicator> host)>;
+/// Registers the device communicator of backend `backend` (lathe::cuda::register_nccl_communicator()
+/// registers NCCL's for "cuda"). Thread-safe; call at start-up, beside register_backend.
+void register_device_communicator(const std::string& backend, DeviceCommunicatorFactory factory);
+/// The communicator ranks on `backend` train through: the registered device communicator around
+/// `host`, or `host` itself for a backend without one (cpu, reference).
+std::shared_ptr<Communicator> communicator_for_backend(const std::string& backend, std::shared_ptr<Communicator> host);
 
 }  // namespace lathe

@@ -157,6 +157,7 @@ struct ComputeConfig {
   std::string rendezvous_id;  ///< "" = rank 0's run id (or the launcher's job id)
   GradCompression grad_compression = GradCompression::none;
   bool shard_optimizer = false;  ///< ZeRO stage 1 (engine/dist/sharded_optimizer.h)
+  double telemetry_s = 1;        ///< GPU telemetry interval (engine/run/gpu_sampler.h)
 };
 
 /// The typed section of a stage (engine/run/stage.h). The built-in stages' sections are members of

@@ -161,6 +161,7 @@ void parse_compute(const json& cp, ComputeConfig& out) {
   out.grad_compression =
       parse_enum<GradCompression>(cp.at("grad_compression"), kCompressionNames, "compute.grad_compression");
   out.shard_optimizer = cp.at("shard_optimizer").get<bool>();
+  out.telemetry_s = cp.at("telemetry_s").get<double>();
 }
 
 /// checkpoint.*, cost.*, output.*.

@@ -97,6 +97,9 @@ std::vector<FieldSpec> build_schema() {
                           "Gradient buckets sent in 16 bits (half the bytes; sums in f32 on each hop)"));
   s.push_back(boolean("compute.shard_optimizer", false,
                       "ZeRO-1: each rank keeps the optimizer state of its share of the parameters only"));
+  s.push_back(number("compute.telemetry_s", 1.0, 0, kInf,
+                     "Seconds between GPU telemetry readings (NVML and GPM metrics, read off the training thread)",
+                     true));
   // --- the stages' sections, in pipeline order (stage.h)
   for (const auto& stage : stage_prototypes())
     for (FieldSpec& f : stage->schema_fields())

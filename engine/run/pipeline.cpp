@@ -11,6 +11,7 @@
 #include "engine/dist/gloo_communicator.h"
 #include "engine/dist/sharded_optimizer.h"
 #include "engine/nn/model_io.h"
+#include "engine/run/gpu_sampler.h"
 #include "engine/run/nvml.h"
 #include "engine/run/spot_notice.h"
 #include "engine/run/telemetry.h"
@@ -132,6 +133,11 @@ class TrainLoop {
         m_log_every(std::max<int64_t>(1, m_steps_per_epoch / 20)) {
     if (ctx.cfg.compute.shard_optimizer && ctx.comm->world_size() > 1)  // ZeRO-1
       m_optimizer = std::make_shared<ShardedOptimizer>(m_optimizer, ctx.comm);
+    if (!m_be.device().is_cpu()) {
+      m_gpu = std::make_unique<GpuSampler>(m_be.device().index, ctx.cfg.compute.telemetry_s);
+      if (!Nvml::instance().available())
+        ctx.sink.event("note", {{"text", "no GPU telemetry: " + Nvml::instance().why_unavailable()}});
+    }
     if (m_schedule.total_steps <= 1)
       m_schedule.total_steps = m_phase_steps;
     ctx.total_steps = std::max(ctx.total_steps, m_last_step);
@@ -304,8 +310,9 @@ class TrainLoop {
     if (m_be.device().is_cpu()) {
       sink.sample("device/util", step, ms, m_util.sample());
       sink.sample("mem/peak_bytes", step, ms, static_cast<double>(process_peak_rss_bytes()));
-    } else if (auto g = Nvml::instance().sample(m_be.device().index)) {
-      sink.sample("device/util", step, ms, g->util_percent / 100.0);
+    } else if (m_gpu) {
+      if (const std::optional<GpuReading> g = m_gpu->latest())  // none before the sampler's first interval
+        log_gpu_reading(sink, step, ms, *g, m_gpu_warned);
       sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(m_be.device()).peak_bytes()));
     }
     if (m_ctx.peak_flops_per_s > 0) {
@@ -338,28 +345,40 @@ class TrainLoop {
   }
 
   /// dist/* of the window: every rank's throughput and busy share gathered (each fills its slot of a
-  /// sum), the communication the backward pass did not hide, and the gradient bytes per step.
+  /// sum), the communication the backward pass did not hide, and the gradient bytes per step. A GPU
+  /// rank's busy share is its GPU-Util, beside its SM activity where GPM has it (-1: none).
   void log_dist(int64_t step, double ms) {
     const int world = m_ctx.comm->world_size(), rank = m_ctx.comm->rank();
-    std::vector<double> v(static_cast<size_t>(2 * world + 1), 0.0);
-    v[static_cast<size_t>(rank)] = m_window_samples / std::max(m_window_train_s, 1e-9);
-    // A CPU rank's busy share of its own threads (the meter divides by all the machine's cores).
-    if (m_be.device().is_cpu())
-      v[static_cast<size_t>(world + rank)] =
-          std::min(1.0, m_rank_util.sample() * m_rank_util.cores() / std::max(1, m_ctx.threads));
-    v[static_cast<size_t>(2 * world)] = m_window_comm_s;  // the slowest rank's wait counts: summed, then averaged
+    const size_t w = static_cast<size_t>(world), r = static_cast<size_t>(rank);
+    std::vector<double> v(3 * w + 1, 0.0);
+    v[r] = m_window_samples / std::max(m_window_train_s, 1e-9);
+    v[2 * w + r] = -1;
+    if (m_be.device().is_cpu()) {
+      // A CPU rank's busy share of its own threads (the meter divides by all the machine's cores).
+      v[w + r] = std::min(1.0, m_rank_util.sample() * m_rank_util.cores() / std::max(1, m_ctx.threads));
+    } else if (const std::optional<GpuReading> g = m_gpu ? m_gpu->latest() : std::nullopt) {
+      v[w + r] = g->nvml.util_percent / 100.0;
+      if (g->gpm)
+        v[2 * w + r] = g->gpm->sm_activity;
+    } else {
+      v[w + r] = -1;  // no reading yet
+    }
+    v[3 * w] = m_window_comm_s;  // the slowest rank's wait counts: summed, then averaged
     m_ctx.comm->all_reduce_sum(v.data(), static_cast<int64_t>(v.size()));
     MetricsSink& sink = m_ctx.sink;
     const double steps = static_cast<double>(std::max<int64_t>(m_window_steps, 1));
-    const double comm_s = v[static_cast<size_t>(2 * world)] / world / steps;
+    const double comm_s = v[3 * w] / world / steps;
     sink.sample("dist/world_size", step, ms, world);
     sink.sample("dist/comm_s", step, ms, comm_s);
     sink.sample("dist/comm_fraction", step, ms, comm_s / std::max(m_window_train_s / steps, 1e-12));
     sink.sample("dist/bytes_per_step", step, ms, static_cast<double>(m_window_bytes) / steps);
-    for (int r = 0; r < world; ++r) {
-      sink.sample("dist/rank" + std::to_string(r) + "/samples_per_s", step, ms, v[static_cast<size_t>(r)]);
-      if (m_be.device().is_cpu())
-        sink.sample("dist/rank" + std::to_string(r) + "/util", step, ms, v[static_cast<size_t>(world + r)]);
+    for (size_t i = 0; i < w; ++i) {
+      const std::string prefix = "dist/rank" + std::to_string(i);
+      sink.sample(prefix + "/samples_per_s", step, ms, v[i]);
+      if (v[w + i] >= 0)
+        sink.sample(prefix + "/util", step, ms, v[w + i]);
+      if (v[2 * w + i] >= 0)
+        sink.sample(prefix + "/sm_activity", step, ms, v[2 * w + i]);
     }
   }
 
@@ -403,6 +422,8 @@ class TrainLoop {
   std::vector<Tensor> m_accum;
   const int64_t m_log_every;
   CpuUtilMeter m_util, m_rank_util;
+  std::unique_ptr<GpuSampler> m_gpu;  ///< GPU runs: NVML and GPM read off this thread
+  bool m_gpu_warned = false;
   double m_window_loss = 0, m_window_train_s = 0, m_window_comm_s = 0;
   int64_t m_window_correct = 0, m_window_samples = 0, m_window_global_samples = 0, m_window_steps = 0;
   int64_t m_window_bytes = 0;

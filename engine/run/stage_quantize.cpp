@@ -284,6 +284,13 @@ void run_quantize_stage(StageContext& ctx, QatResumeState* qat_state) {
   const QuantConfig& qc = ctx.cfg.quant;
   if (qc.mode == QuantMode::none || ctx.stop_requested())
     return;
+  if (ctx.comm->rank() > 0 && qc.mode != QuantMode::qat) {
+    // Calibration, INT8 evaluation, the file and the latency are rank 0's (the one that records
+    // them): without QAT's data-parallel fine-tuning the other ranks have nothing to add. The step
+    // moves as on rank 0, so a later stage's phases start at the same step on every rank.
+    ++ctx.step;
+    return;
+  }
   QatResumeState local;
   QatResumeState& qat = qat_state ? *qat_state : local;
   const bool resuming = resuming_qat(ctx, qat);

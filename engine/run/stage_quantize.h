@@ -28,9 +28,11 @@
 // ptq-dynamic, mixed precision, or a plan the GPU executor refuses run the INT8 part on the CPU
 // from a host copy of the model (int8_host_model.h). A quant/device event names the device INT8
 // ran on (and why the CPU, when it did); the latency event of int8 names it too. QAT is refused on
-// a GPU backend (fake quantization runs on host tensors). The QAT phase is checkpointed like the
-// main training (QatResumeState): a run resumed inside it skips the f32 evaluation and the
-// calibration (the ranges come from the checkpoint) and continues the phase.
+// a GPU backend (fake quantization runs on host tensors). On a data-parallel run, PTQ and dynamic
+// quantization run on rank 0 alone; QAT runs on every rank (its fine-tuning is data-parallel, and
+// each rank calibrates the same model on the same images, so the ranges agree). The QAT phase is
+// checkpointed like the main training (QatResumeState): a run resumed inside it skips the f32
+// evaluation and the calibration (the ranges come from the checkpoint) and continues the phase.
 #pragma once
 
 #include <map>

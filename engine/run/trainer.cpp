@@ -94,7 +94,7 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
   if (cfg.train.threads > 0)
     omp_set_num_threads(cfg.train.threads);
   s.threads = omp_get_max_threads();
-  s.backend = make_backend(std::string(enum_name(cfg.compute.backend)));
+  s.backend = make_backend(std::string(enum_name(cfg.compute.backend)), options.device_index);
   Backend& be = *s.backend;
   s.data = load_data(cfg.data);
   s.model = build_model(cfg.model, s.data.train);
@@ -124,6 +124,9 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
   const StageSetup setup{cfg, be, s.data, *s.model, options};
   for (const std::unique_ptr<Stage>& stage : s.stages)
     stage->prepare(setup);
+  // Last, once this rank's inputs are known good: the ranks bind to their devices (NCCL joins here).
+  if (options.comm)
+    options.comm->attach(be);
 }
 
 /// The run folder (config.json, metrics.jsonl) and the sinks every sample goes through.

@@ -54,8 +54,11 @@ struct RunOptions {
   /// Set on a rank > 0 of a resumed data-parallel run: the run's checkpoint folder, from whose
   /// newest valid checkpoint this rank continues (the same one rank 0 picks, or the run fails).
   std::string resume_checkpoint_dir;
-  /// The ranks of a data-parallel run (lathe-cli builds a dist::GlooCommunicator); null = one process.
+  /// The ranks of a data-parallel run (lathe-cli builds a dist::GlooCommunicator, wrapped in an
+  /// NCCL one for GPU ranks); null = one process. attach(backend) is called once set-up is done.
   std::shared_ptr<Communicator> comm;
+  /// The device the backend opens (a GPU rank's local rank); 0 for one process.
+  int device_index = 0;
 };
 
 struct RunSummary {

@@ -48,8 +48,9 @@ Direction default_direction(std::string_view metric) {
     return Direction::maximize;
   // Sizes, times, money and errors are costs.
   // ("dist/comm_fraction", "dist/comm_s": communication the backward pass did not hide, a cost.)
-  for (std::string_view lower_word : {"loss", "bytes", "latency", "cost", "usd", "params", "flops", "mem/", "memory",
-                                      "seconds", "time", "skipped", "outliers", "f32_layers", "error", "comm_"})
+  for (std::string_view lower_word :
+       {"loss", "bytes", "latency", "cost", "usd", "params", "flops", "mem/", "memory", "seconds", "time", "skipped",
+        "outliers", "f32_layers", "error", "comm_", "power_w"})
     if (has(lower_word))
       return Direction::minimize;
   if (ends("_ms") || ends("_s") || ends("ratio"))

@@ -148,6 +148,34 @@ TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsValues) {
   expect_all_ok(results);
 }
 
+// broadcast_bytes carries any bytes (an NCCL unique id has zeros in it) through the store, each call
+// under a key of its own: two messages from different roots in a row arrive in order.
+TEST_F(GlooCommunicatorTest, BroadcastBytesThroughTheStoreFromAnyRoot) {
+  auto opts = options("bytes");
+  auto results = run_processes(
+      3,
+      [&](int r) {
+        GlooCommunicator comm(r, 3, opts);
+        std::string first = r == 0 ? std::string("id\0with\0zeros", 13) + std::string(115, '\x7f') : "stale";
+        comm.broadcast_bytes(first, 0);
+        require(first.size() == 128 && first.compare(0, 13, std::string("id\0with\0zeros", 13)) == 0,
+                "rank " + std::to_string(r) + " got " + std::to_string(first.size()) + " bytes");
+        std::string second = r == 2 ? "from rank 2" : "";
+        comm.broadcast_bytes(second, 2);
+        require(second == "from rank 2", "second message: '" + second + "'");
+        std::string bad;
+        bool refused = false;
+        try {
+          comm.broadcast_bytes(bad, 3);  // no rank 3: refused on every rank, before the store
+        } catch (const lathe::Error&) {
+          refused = true;
+        }
+        require(refused, "root 3 of 3 accepted");
+      },
+      30);
+  expect_all_ok(results);
+}
+
 TEST_F(GlooCommunicatorTest, AllReduceSumOfDoubles) {
   auto opts = options("sum");
   auto results = run_processes(

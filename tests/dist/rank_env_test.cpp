@@ -110,3 +110,32 @@ TEST(RankEnv, HalfGivenIsAnError) {
   EXPECT_NE(error_of(RankFlags{1, std::nullopt, std::nullopt}, {}).find("--world-size"), std::string::npos);
   EXPECT_NE(error_of(RankFlags{std::nullopt, std::nullopt, 1}, {}).find("--local-rank"), std::string::npos);
 }
+
+TEST(RankDevice, GpuRanksTakeTheGpuOfTheirLocalRankAndCpuRanksStayOnTheCpu) {
+  using lathe::dist::rank_device;
+  using lathe::dist::RankInfo;
+  const RankInfo r1{.rank = 3, .world_size = 4, .local_rank = 1, .source = "slurm"};
+  EXPECT_EQ(rank_device("cuda", r1, 2).backend, "cuda");
+  EXPECT_EQ(rank_device("cuda", r1, 2).device_index, 1);
+  EXPECT_TRUE(rank_device("auto", r1, 2).gpu());  // auto with GPUs here: GPU ranks
+  EXPECT_EQ(rank_device("auto", r1, 2).device_index, 1);
+  EXPECT_EQ(rank_device("auto", r1, 0).backend, "auto");  // no GPU: CPU ranks, device 0
+  EXPECT_EQ(rank_device("auto", r1, 0).device_index, 0);
+  EXPECT_EQ(rank_device("cpu", r1, 8).backend, "cpu");  // asked for the CPU: GPUs are not used
+  EXPECT_EQ(rank_device("reference", r1, 8).device_index, 0);
+}
+
+TEST(RankDevice, ALocalRankWithoutAGpuOfItsOwnIsAConfigErrorNamingTheKnob) {
+  using lathe::dist::rank_device;
+  const lathe::dist::RankInfo r{.rank = 1, .world_size = 2, .local_rank = 1, .source = "flags"};
+  try {
+    rank_device("cuda", r, 1);
+    FAIL() << "two GPU ranks on a one-GPU machine must be refused";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("compute.devices"), std::string::npos) << m;
+    EXPECT_NE(m.find("local rank 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("1 GPU(s)"), std::string::npos) << m;
+  }
+  EXPECT_THROW(rank_device("auto", r, 1), ConfigError);  // auto with a GPU: GPU ranks, same rule
+}

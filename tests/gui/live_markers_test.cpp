@@ -57,3 +57,29 @@ TEST(GuiLiveChartMarkers, SpotNoticesInterruptionsAndResumesAreMarkedAtTheirStep
 }
 
 }  // namespace lathe::ui
+
+namespace lathe::ui {
+
+// Issue 15 item 9: the run's device/warning (GPU-Util and SM activity disagree) is marked at its step
+// with both figures, as engine/run/gpu_sampler.h logs it.
+TEST(GuiLiveChartMarkers, AGpuUtilWarningIsMarkedWithBothFigures) {
+  ChartPanel panel;
+  TailBatch batch;
+  batch.runId = "gpu";
+  batch.reset = true;
+  std::vector<Point> loss;
+  for (int64_t s = 1; s <= 50; ++s)
+    loss.push_back({s, 10.0 * static_cast<double>(s), 1.0 / static_cast<double>(s)});
+  batch.series = {{"train/loss", loss}};
+  EventRecord e;
+  e.kind = "device/warning";
+  e.fields = {{"step", 20}, {"wall_ms", 200.0}, {"text", "..."}, {"gpu_util", 0.97}, {"sm_activity", 0.12}};
+  batch.events = {e};
+  panel.applyBatch(batch);
+  LiveChart* chart = panel.chartFor("train/loss");
+  ASSERT_NE(chart, nullptr);
+  ASSERT_EQ(chart->markerCount(), 1);
+  EXPECT_EQ(chart->marker(0), std::make_pair(20.0, QString("GPU-Util 97% vs SM activity 12%")));
+}
+
+}  // namespace lathe::ui

@@ -131,3 +131,40 @@ TEST_F(QuantizeStageRun, RefusesWhatItCannotDoBeforeAnythingIsWritten) {
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+/// Rank `rank` of a world of 2 whose collectives change nothing: what the stage does on that rank.
+struct RankOfTwo final : Communicator {
+  explicit RankOfTwo(int r) : m_rank(r) {}
+  int rank() const override { return m_rank; }
+  int world_size() const override { return 2; }
+  void all_reduce_gradients(const std::vector<NamedParam>&) override {}
+  void broadcast_parameters(const std::vector<NamedParam>&, int) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void barrier() override {}
+  void broadcast_bytes(std::string&, int) override {}
+  int m_rank;
+};
+
+// Issue 15 item 6: calibration and the INT8 model's evaluation run on rank 0 alone; the other ranks
+// skip PTQ and end at the same step.
+TEST_F(QuantizeStageRun, PtqRunsOnRankZeroAloneOfADataParallelRun) {
+  RunSummary by_rank[2];
+  for (int r = 0; r < 2; ++r) {
+    RunOptions o;
+    o.comm = std::make_shared<RankOfTwo>(r);
+    o.write_run_dir = r == 0;
+    by_rank[r] = run_experiment(config_from(tiny({"quant.mode=ptq-static"})), o);
+    ASSERT_EQ(by_rank[r].status, "finished");
+  }
+  EXPECT_TRUE(by_rank[0].final_metrics.count("quant/test_accuracy"));
+  EXPECT_TRUE(by_rank[0].final_metrics.count("quant/calib_samples"));
+  for (const auto& [metric, value] : by_rank[1].final_metrics)
+    EXPECT_NE(metric.rfind("quant/", 0), 0u) << metric << " logged on rank 1";
+  EXPECT_EQ(by_rank[1].steps, by_rank[0].steps);
+}
+
+}  // namespace
+}  // namespace lathe

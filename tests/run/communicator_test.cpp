@@ -3,13 +3,18 @@
 // phase start, the gradient reduction between the micro-batches and before_update, the evaluation
 // sums, the barrier before a save), on_step_end reports the loop state of every step, and a phase
 // stopped mid-epoch and started again at its (epoch, step in epoch) with the same optimizer ends
-// with the weights of an uninterrupted phase, bit for bit.
+// with the weights of an uninterrupted phase, bit for bit. run_experiment attaches the run's
+// communicator to its backend once, before any collective.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "engine/nn/zoo.h"
 #include "engine/run/pipeline.h"
+#include "engine/run/trainer.h"
+#include "tests/data/data_test_util.h"
+#include "tests/support/config_from.h"
 #include "tests/support/quadrant_set.h"
 
 namespace lathe {
@@ -43,6 +48,8 @@ struct CountingCommunicator final : Communicator {
     ++barriers;
     log->push_back("barrier");
   }
+  void broadcast_bytes(std::string&, int root) override { log->push_back("bytes" + std::to_string(root)); }
+  void attach(Backend& backend) override { log->push_back("attach " + backend.name()); }
 };
 
 ExperimentConfig tiny_config(int grad_accum) {
@@ -206,6 +213,37 @@ TEST_F(LoopSeams, APhaseStartedMidEpochContinuesBitForBit) {
   EXPECT_EQ(steps, (std::vector<int64_t>{12, 13, 14, 15, 16}));
   EXPECT_EQ(ctx->step, 16);
   EXPECT_EQ(weights(), uninterrupted);
+}
+
+TEST(RunExperiment, AttachesTheCommunicatorToItsBackendOnceBeforeAnyCollective) {
+  test::TempDir dir;
+  for (const char* split : {"train", "test"}) {
+    std::vector<uint8_t> pixels(16 * 16), labels(16);
+    for (size_t i = 0; i < pixels.size(); ++i)
+      pixels[i] = static_cast<uint8_t>(i * 37);
+    for (size_t i = 0; i < labels.size(); ++i)
+      labels[i] = static_cast<uint8_t>(i % 2);
+    test::write_bytes(dir.file(std::string(split) + "-images"), test::idx_bytes({16, 4, 4}, pixels));
+    test::write_bytes(dir.file(std::string(split) + "-labels"), test::idx_bytes({16}, labels));
+  }
+  const ExperimentConfig cfg =
+      test::config_from({"data.dataset=idx", "data.train_images=" + dir.file("train-images"),
+                         "data.train_labels=" + dir.file("train-labels"), "data.test_images=" + dir.file("test-images"),
+                         "data.test_labels=" + dir.file("test-labels"), "model.zoo=custom",
+                         R"(model.layers=[{"type":"flatten"},{"type":"linear","out":2}])", "train.epochs=1",
+                         "train.batch_size=4", "compute.backend=reference", "checkpoint.every_min=0"});
+  std::vector<std::string> log;
+  auto comm = std::make_shared<CountingCommunicator>();
+  comm->log = &log;
+  RunOptions options;
+  options.write_run_dir = false;
+  options.comm = comm;
+  run_experiment(cfg, options);
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.front(), "attach reference");
+  EXPECT_EQ(std::count(log.begin(), log.end(), "attach reference"), 1);
+  EXPECT_EQ(comm->broadcast, 1);  // the training phase's start, after the attach
+  EXPECT_EQ(comm->reduce, 4);     // 16 / 4 steps
 }
 
 }  // namespace

@@ -389,8 +389,8 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
        {"name=cnn-a", "seed=7", "data.augment.shift_px=2", "data.augment.hflip=true", "data.train_subset=1000",
         "train.batch_size=64", "train.optimizer.type=adamw", "train.optimizer.weight_decay=0.01",
         "train.schedule.type=cosine", "train.schedule.warmup_epochs=0.5", "compute.backend=reference",
-        "compute.grad_compression=bf16", "compute.shard_optimizer=true", "cost.pricing=spot",
-        "cost.instance=g4dn.xlarge", "output.dir=/tmp/runs"})
+        "compute.grad_compression=bf16", "compute.shard_optimizer=true", "compute.telemetry_s=0.25",
+        "cost.pricing=spot", "cost.instance=g4dn.xlarge", "output.dir=/tmp/runs"})
     apply_override(cfg, s);
   const ExperimentConfig c = parse_experiment(validate_config(cfg));
   EXPECT_EQ(c.name, "cnn-a");
@@ -415,6 +415,7 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
   EXPECT_EQ(c.compute.devices, 1);
   EXPECT_EQ(c.compute.grad_compression, GradCompression::bf16);
   EXPECT_TRUE(c.compute.shard_optimizer);
+  EXPECT_EQ(c.compute.telemetry_s, 0.25);
   EXPECT_EQ(c.cost.pricing, Pricing::spot);
   EXPECT_EQ(c.cost.instance, "g4dn.xlarge");
   EXPECT_EQ(c.prune.method, PruneMethod::none);

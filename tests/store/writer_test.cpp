@@ -387,6 +387,9 @@ TEST(RunWriter, ExplicitDirectionOverridesTheNameRule) {
   EXPECT_EQ(default_direction("dist/comm_fraction"), Direction::minimize);
   EXPECT_EQ(default_direction("dist/comm_s"), Direction::minimize);
   EXPECT_EQ(default_direction("dist/bytes_per_step"), Direction::minimize);
+  EXPECT_EQ(default_direction("device/power_w"), Direction::minimize);  // watts drawn: a cost
+  EXPECT_EQ(default_direction("device/sm_activity"), Direction::maximize);
+  EXPECT_EQ(default_direction("dist/rank1/sm_activity"), Direction::maximize);
   EXPECT_EQ(default_direction("dist/rank1/samples_per_s"), Direction::maximize);
   EXPECT_EQ(default_direction("dist/rank0/util"), Direction::maximize);
   s.set_direction("test/accuracy", Direction::minimize);

@@ -7,6 +7,7 @@
 #include <QSettings>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace lathe::ui {
@@ -71,9 +72,12 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   auto* grid = new QGridLayout;
   m_grid = grid;
   const std::vector<std::pair<QString, QStringList>> layout = {
-      {"Loss", {"train/loss", "test/loss"}},    {"Accuracy", {"train/accuracy", "test/accuracy"}},
-      {"Samples / s", {"train/samples_per_s"}}, {"Device utilisation and MFU", {"device/util", "device/mfu"}},
-      {"Memory (peak)", {"mem/peak_bytes"}},    {"Cost ($)", {"cost/usd"}}};
+      {"Loss", {"train/loss", "test/loss"}},
+      {"Accuracy", {"train/accuracy", "test/accuracy"}},
+      {"Samples / s", {"train/samples_per_s"}},
+      {"Device utilisation and MFU", {"device/util", "device/sm_activity", "device/mfu"}},
+      {"Memory (peak)", {"mem/peak_bytes"}},
+      {"Cost ($)", {"cost/usd"}}};
   int i = 0;
   for (const auto& [title, metrics] : layout) {
     auto* chart = new LiveChart(title, metrics, this);
@@ -276,6 +280,12 @@ std::optional<ChartPanel::MarkerSpec> ChartPanel::markerFor(const EventRecord& e
   } else if (e.kind == "resumed") {
     m.step = static_cast<int64_t>(number("from_step", -1));
     m.label = QString("resumed from %1").arg(m.step);
+  } else if (e.kind == "device/warning") {  // GPU-Util and SM activity disagree (gpu_sampler.h)
+    m.step = static_cast<int64_t>(number("step", -1));
+    m.wallMs = number("wall_ms", -1);
+    m.label = QString("GPU-Util %1% vs SM activity %2%")
+                  .arg(std::lround(100 * number("gpu_util", 0)))
+                  .arg(std::lround(100 * number("sm_activity", 0)));
   } else {
     return std::nullopt;
   }

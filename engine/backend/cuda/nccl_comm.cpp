@@ -11,6 +11,30 @@ namespace lathe::cuda {
 
 static_assert(sizeof(ncclUniqueId) == sizeof(NcclUniqueId::bytes), "ncclUniqueId size changed");
 
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::s32:
+      return ncclInt32;
+    case DType::s8:
+      return ncclInt8;
+    case DType::u8:
+      return ncclUint8;
+  }
+  throw Error("NCCL: no NCCL type for dtype " + std::string(dtype_name(dtype)));
+}
+
+}  // namespace
+
 NcclUniqueId NcclUniqueId::from_string(const std::string& s) {
   NcclUniqueId id;
   LATHE_CHECK(s.size() == id.bytes.size(), "NCCL unique id must be ", id.bytes.size(), " bytes, got ", s.size());
@@ -48,6 +72,23 @@ void NcclComm::all_reduce_sum(float* data, size_t n) {
     return;
   LATHE_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, m_comm, m_stream));
 }
+
+void NcclComm::all_reduce(void* data, size_t n, DType dtype, Op op) {
+  if (n == 0)
+    return;
+  const ncclDataType_t type = nccl_type(dtype);
+  LATHE_NCCL_CHECK(ncclAllReduce(data, data, n, type, op == Op::avg ? ncclAvg : ncclSum, m_comm, m_stream));
+}
+
+void NcclComm::broadcast(void* data, size_t n, DType dtype, int root) {
+  LATHE_CHECK(root >= 0 && root < m_size, "NCCL: broadcast root ", root, " is not a rank of ", m_size);
+  if (n == 0)
+    return;
+  LATHE_NCCL_CHECK(ncclBroadcast(data, data, n, nccl_type(dtype), root, m_comm, m_stream));
+}
+
+void NcclComm::group_start() { LATHE_NCCL_CHECK(ncclGroupStart()); }
+void NcclComm::group_end() { LATHE_NCCL_CHECK(ncclGroupEnd()); }
 
 void NcclComm::synchronize() {
   LATHE_CUDA_CHECK(cudaStreamSynchronize(m_stream));

@@ -1,6 +1,8 @@
 // NcclComm: a minimal NCCL communicator for data-parallel training on GPUs (one rank per device):
 // rank 0 makes a unique id, the ranks exchange it through the run's rendezvous store (as bytes),
-// each constructs a communicator from it, then all-reduces gradient buffers in place on its stream.
+// each constructs a communicator from it, then all-reduces and broadcasts device buffers in place
+// on its stream (the backend's, so the collectives order with its kernels). Calls between
+// group_start() and group_end() are launched as one (NCCL's grouping: one launch for many tensors).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,6 +10,8 @@
 #include <array>
 #include <cstddef>
 #include <string>
+
+#include "engine/core/dtype.h"
 
 struct ncclComm;
 
@@ -39,6 +43,14 @@ class NcclComm {
 
   /// In-place sum over all ranks of n floats in device memory; enqueued on the stream.
   void all_reduce_sum(float* data, size_t n);
+  enum class Op { sum, avg };
+  /// In-place sum or mean over all ranks of n elements of `dtype` (f32, f64, f16, bf16, s32, s8, u8)
+  /// in device memory; enqueued on the stream. Throws lathe::Error for another dtype.
+  void all_reduce(void* data, size_t n, DType dtype, Op op);
+  /// Rank `root`'s n elements into every rank's buffer, in place; enqueued on the stream.
+  void broadcast(void* data, size_t n, DType dtype, int root);
+  void group_start();
+  void group_end();
   /// Waits for the collectives enqueued so far.
   void synchronize();
 
