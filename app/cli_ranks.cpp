@@ -117,6 +117,10 @@ std::shared_ptr<Communicator> connect_ranks(const RankPlan& plan, const Experime
   o.host = plan.host;
   o.timeout_s = exp.compute.timeout_s;
   o.bucket_mb = exp.compute.bucket_mb;
+  // Ranks on one machine sum gradients through shared memory; LATHE_DIST_SHM=0 keeps loopback tcp
+  // (bench/dist_overhead.py compares the two).
+  if (const char* shm = std::getenv("LATHE_DIST_SHM"); shm && std::string(shm) == "0")
+    o.shared_memory = false;
   switch (exp.compute.grad_compression) {
     case GradCompression::none:
       o.compression = dist::GlooOptions::Compression::none;

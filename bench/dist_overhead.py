@@ -4,8 +4,10 @@ thread (`compute.devices=2`, batch 64 per rank) and by 1 rank x 2 threads (batch
 interleaved rounds so that drifting machine load hits both alike. Each run's throughput is the
 median of its train/samples_per_s points after the first (warm-up) one; the ratio 2-rank / 1-rank is
 the median over rounds. Also printed: the 2-rank run's dist/comm_fraction and dist/bytes_per_step,
-and the fp16-compressed run's bytes (exactly half). Targets (issue 15): >= 0.90 on the cnn,
->= 0.85 on the mlp. Measured on this machine's CPU; no projection.
+and the fp16-compressed run's bytes (exactly half). Each round also runs the 2 ranks with
+LATHE_DIST_SHM=0, so their gradients take Gloo's loopback tcp instead of shared memory (the ratio
+of that run is printed beside). Targets (issue 15): >= 0.90 on the cnn, >= 0.85 on the mlp, for the
+default (shared-memory) path. Measured on this machine's CPU; no projection.
 System python3 and its json module only.
 
 Usage: bench/dist_overhead.py [--cli build/app/lathe-cli] [--rounds 3] [--models cnn,mlp]
@@ -39,7 +41,7 @@ def metrics_of(out_dir):
     return values
 
 
-def run(cli, work, model, subset, devices, extra=()):
+def run(cli, work, model, subset, devices, extra=(), tcp=False):
     out = tempfile.mkdtemp(dir=work)
     cmd = [cli, "--db", os.path.join(work, "bench.db"), "run", os.path.join(ROOT, "experiments", model + ".json"),
            "--set", "train.epochs=1", "--set", f"data.train_subset={subset}", "--set", "data.test_subset=500",
@@ -48,7 +50,8 @@ def run(cli, work, model, subset, devices, extra=()):
            "--set", "train.schedule.type=constant"]
     for e in extra:
         cmd += ["--set", e]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ, LATHE_DIST_SHM="0") if tcp else None
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
     m = metrics_of(out)
@@ -68,25 +71,28 @@ def main():
     failed = []
     try:
         for model in a.models.split(","):
-            ratios, one_sps, two_sps, fractions = [], [], [], []
+            ratios, tcp_ratios, one_sps, two_sps, fractions = [], [], [], [], []
             bytes32 = None
             for rnd in range(a.rounds):
                 s1, _ = run(a.cli, work, model, a.train_subset, 1)
                 s2, m2 = run(a.cli, work, model, a.train_subset, 2)
+                st, _ = run(a.cli, work, model, a.train_subset, 2, tcp=True)
                 one_sps.append(s1)
                 two_sps.append(s2)
                 ratios.append(s2 / s1)
+                tcp_ratios.append(st / s1)
                 fractions.append(statistics.median(m2["dist/comm_fraction"]))
                 bytes32 = m2["dist/bytes_per_step"][-1]
-                print(f"{model} round {rnd + 1}: 1x2 threads {s1:.0f} samples/s, 2x1 thread {s2:.0f} samples/s, "
-                      f"ratio {s2 / s1:.3f}, comm_fraction {fractions[-1]:.3f}", flush=True)
+                print(f"{model} round {rnd + 1}: 1x2 threads {s1:.0f} samples/s, 2x1 thread {s2:.0f} samples/s "
+                      f"(tcp {st:.0f}), ratio {s2 / s1:.3f} (tcp {st / s1:.3f}), comm_fraction {fractions[-1]:.3f}",
+                      flush=True)
             _, m16 = run(a.cli, work, model, a.train_subset, 2, ["compute.grad_compression=fp16"])
             bytes16 = m16["dist/bytes_per_step"][-1]
             ratio = statistics.median(ratios)
             ok = ratio >= TARGET[model]
             print(f"{model}: median 1 rank x 2 threads {statistics.median(one_sps):.0f} samples/s, 2 ranks x 1 thread "
                   f"{statistics.median(two_sps):.0f} samples/s: ratio {ratio:.3f} (target >= {TARGET[model]:.2f}: "
-                  f"{'met' if ok else 'NOT met'}); dist/comm_fraction {statistics.median(fractions):.3f}; "
+                  f"{'met' if ok else 'NOT met'}; loopback tcp {statistics.median(tcp_ratios):.3f}); dist/comm_fraction {statistics.median(fractions):.3f}; "
                   f"dist/bytes_per_step f32 {bytes32:.0f}, fp16 {bytes16:.0f} ({bytes16 / bytes32:.3f}x)")
             if not ok:
                 failed.append(f"{model} ratio {ratio:.3f}")

@@ -1,7 +1,10 @@
 // GlooCommunicator over Gloo's tcp transport (see gloo_communicator.h).
 #include "engine/dist/gloo_communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -21,6 +24,7 @@
 #include "engine/core/error.h"
 #include "engine/core/half_arrays.h"
 #include "engine/dist/rendezvous.h"
+#include "engine/dist/shm_allreduce.h"
 
 namespace lathe::dist {
 
@@ -49,7 +53,8 @@ struct GlooCommunicator::Impl {
   std::shared_ptr<gloo::transport::Device> device;
   std::shared_ptr<gloo::rendezvous::Context> context;
   std::chrono::milliseconds timeout{0};
-  int64_t broadcasts = 0;  // broadcast_bytes calls so far: each one's store key is new
+  int64_t broadcasts = 0;             // broadcast_bytes calls so far: each one's store key is new
+  std::unique_ptr<ShmAllReduce> shm;  // gradient buckets of ranks on one machine
 
   // --- overlap: the plan for one parameter list, and the communication thread.
   std::vector<const Param*> plan_params;          // in the caller's order
@@ -132,7 +137,66 @@ GlooCommunicator::GlooCommunicator(int rank, int world_size, const GlooOptions& 
     throw Error(concat("rank ", rank, " of ", world_size, ": connecting through the ", where, " on ", options.host,
                        " failed: ", e.what()));
   }
+  if (world_size > 1 && options.shared_memory && m_compression == GlooOptions::Compression::none)
+    open_shared_memory(options.run_id);
 }
+
+namespace {
+
+/// A POSIX shared-memory name from the run id and rank 0's pid (only [A-Za-z0-9._-] kept).
+std::string shm_name(const std::string& run_id) {
+  std::string name = "/lathe-";
+  for (char c : run_id)
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+  return name.substr(0, 200) + "-" + std::to_string(getpid());
+}
+
+}  // namespace
+
+void GlooCommunicator::open_shared_memory(const std::string& run_id) {
+  // Rank 0 creates the segment and stamps it with a token; a rank that maps it and reads the same
+  // token shares this machine's memory with rank 0. Only when every rank does is it used; rank 0
+  // then removes the name (the memory lives while mapped), so nothing stays in /dev/shm.
+  const int64_t chunk = std::min<int64_t>(m_bucket_elements, int64_t{1} << 20);  // 4 MiB a slot
+  std::string offer;  // "name token", or "" when rank 0 could not create it
+  uint64_t token = 0;
+  if (m_rank == 0) {
+    try {
+      offer = shm_name(run_id);
+      ShmAllReduce::create(offer, m_world_size, chunk);
+      token = (static_cast<uint64_t>(getpid()) << 32) ^
+              static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+      offer.append(1, ' ').append(std::to_string(token));
+    } catch (const std::exception&) {
+      offer.clear();  // /dev/shm too small or missing: tcp it is
+    }
+  }
+  broadcast_bytes(offer, 0);
+  double mapped = 0;
+  if (!offer.empty()) {
+    const std::string name = offer.substr(0, offer.find(' '));
+    token = std::stoull(offer.substr(offer.find(' ') + 1));
+    try {
+      m_impl->shm = std::make_unique<ShmAllReduce>(name, m_rank, m_world_size, chunk, m_impl->timeout);
+      if (m_rank == 0)
+        m_impl->shm->set_token(token);
+    } catch (const std::exception&) {
+      m_impl->shm.reset();
+    }
+  }
+  barrier();  // rank 0's token is written before anyone reads it
+  if (m_impl->shm && m_impl->shm->token() == token)
+    mapped = 1;
+  all_reduce_sum(&mapped, 1);
+  if (m_rank == 0 && !offer.empty())
+    ShmAllReduce::unlink(offer.substr(0, offer.find(' ')));
+  if (mapped < m_world_size)
+    m_impl->shm.reset();
+  else
+    m_impl->shm->watch_peers();  // every rank wrote its pid before the barrier
+}
+
+bool GlooCommunicator::uses_shared_memory() const { return m_impl->shm != nullptr; }
 
 GlooCommunicator::~GlooCommunicator() {
   if (m_impl && m_impl->thread.joinable()) {
@@ -148,6 +212,10 @@ GlooCommunicator::~GlooCommunicator() {
 const std::string& GlooCommunicator::store_description() const { return m_impl->opened.description; }
 
 void GlooCommunicator::reduce_bucket(float* data, uint16_t* wire, int64_t filled) {
+  if (m_impl->shm) {  // ranks on this machine, f32 buckets
+    m_impl->shm->all_reduce_sum(data, filled);
+    return;
+  }
   try {
     gloo::AllreduceOptions opts(m_impl->context);
     using Fn = void (*)(void*, const void*, const void*, size_t);

@@ -30,6 +30,9 @@ struct GlooOptions {
   double bucket_mb = 25;
   /// Wire format of the gradient buckets: f32, or 16 bits (half the bytes).
   enum class Compression { none, fp16, bf16 } compression = Compression::none;
+  /// Ranks that share one machine sum f32 gradient buckets through shared memory (shm_allreduce.h)
+  /// instead of loopback tcp; where any rank cannot map the segment, every rank keeps tcp.
+  bool shared_memory = true;
 };
 
 class GlooCommunicator final : public Communicator {
@@ -64,6 +67,8 @@ class GlooCommunicator final : public Communicator {
   int64_t bucket_elements() const { return m_bucket_elements; }
   /// Number of bucket all-reduces the last all_reduce_gradients made.
   int last_bucket_count() const { return m_last_buckets; }
+  /// Whether the gradient buckets go through shared memory (every rank on this machine).
+  bool uses_shared_memory() const;
 
  private:
   struct Impl;
@@ -80,6 +85,8 @@ class GlooCommunicator final : public Communicator {
   /// All-reduces `filled` elements of m_bucket (sum) in the wire format, in place; then divides.
   std::function<void(const Param*)> make_ready_hook();
   void reduce_bucket(float* data, uint16_t* wire, int64_t filled);
+  /// Collective, at the end of the constructor: the shared-memory path when every rank can map it.
+  void open_shared_memory(const std::string& run_id);
 };
 
 }  // namespace lathe::dist

@@ -113,6 +113,87 @@ TEST_F(GlooCommunicatorTest, GradientMeanExactInOneBucketTwoAndThreeRanks) {
   }
 }
 
+// Ranks on one machine sum through shared memory unless told not to; both transports give the exact
+// mean of integer-valued gradients, and a bucket larger than a shared-memory chunk (1 Mi floats)
+// goes through in several chunks.
+TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
+  for (bool shm : {true, false}) {
+    auto opts = options(shm ? "shm" : "tcp"), probe_opts = options(shm ? "shm-probe" : "tcp-probe");
+    opts.shared_memory = probe_opts.shared_memory = shm;
+    auto results = run_processes(
+        3,
+        [&](int r) {
+          {
+            GlooCommunicator probe(r, 3, probe_opts);
+            require(probe.uses_shared_memory() == shm, "uses_shared_memory() is not " + std::to_string(shm));
+          }
+          check_mean(r, 3, opts, integer_valued, 0.0, 1);
+        },
+        60);
+    expect_all_ok(results);
+  }
+  auto big = options("big");
+  auto results = run_processes(
+      2,
+      [&](int r) {
+        GlooCommunicator comm(r, 2, big);
+        require(comm.uses_shared_memory(), "2 ranks here should share memory");
+        const int64_t n = (int64_t{1} << 20) * 5 / 2;  // 2.5 chunks
+        Param p{"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)};
+        for (int64_t i = 0; i < n; ++i)
+          p.grad.data<float>()[i] = static_cast<float>((i % 1001) * (r + 1));
+        comm.all_reduce_gradients({NamedParam{"w", &p}});
+        for (int64_t i = 0; i < n; ++i)
+          if (p.grad.data<float>()[i] != static_cast<float>(i % 1001) * 1.5f)
+            require(false, "element " + std::to_string(i) + " = " + std::to_string(p.grad.data<float>()[i]));
+      },
+      60);
+  expect_all_ok(results);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    EXPECT_EQ(e.path().filename().string().rfind("lathe-", 0), std::string::npos) << e.path() << " left behind";
+}
+
+// A rank that leaves before the gradient all-reduce is named by the others: at once when its process
+// is gone (well before the timeout), within the timeout when it lives on.
+TEST_F(GlooCommunicatorTest, ARankMissingFromASharedMemoryAllReduceIsNamed) {
+  const double timeout_s = 20;
+  auto opts = options("gone", 25, timeout_s);
+  auto results = run_processes(
+      2,
+      [&](int r) {
+        GlooCommunicator comm(r, 2, opts);
+        require(comm.uses_shared_memory(), "2 ranks here should share memory");
+        if (r == 1)
+          return;  // leaves without reducing
+        Params params(r, integer_valued);
+        comm.all_reduce_gradients(params.named);
+      },
+      timeout_s + 20);
+  EXPECT_TRUE(results[1].exited_ok) << results[1].message;
+  EXPECT_FALSE(results[0].exited_ok);
+  EXPECT_FALSE(results[0].killed) << "rank 0 hung";
+  EXPECT_NE(results[0].message.find("rank 1 (pid "), std::string::npos) << results[0].message;
+  EXPECT_NE(results[0].message.find(") is gone"), std::string::npos) << results[0].message;
+  EXPECT_LT(results[0].seconds, timeout_s / 2) << "a dead peer must not cost the whole timeout";
+
+  auto stays = options("stays", 25, 2);
+  auto alive = run_processes(
+      2,
+      [&](int r) {
+        GlooCommunicator comm(r, 2, stays);
+        if (r == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(5));  // alive, but never reduces
+          return;
+        }
+        Params params(r, integer_valued);
+        comm.all_reduce_gradients(params.named);
+      },
+      30);
+  EXPECT_FALSE(alive[0].exited_ok);
+  EXPECT_NE(alive[0].message.find("rank 1 did not bring its gradients within 2"), std::string::npos)
+      << alive[0].message;
+}
+
 TEST_F(GlooCommunicatorTest, BucketsSmallerThanOneParameter) {
   // 4 floats a bucket: the 12- and 24-element parameters span several buckets; 42 elements -> 11.
   auto opts = options("small", 16.0 / (1024 * 1024));
