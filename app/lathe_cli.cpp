@@ -385,8 +385,17 @@ int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, 
   const std::string rendezvous_id = (exp.compute.rendezvous_id.empty() ? target.run_id : exp.compute.rendezvous_id) +
                                     ".resume-" + std::to_string(getpid());
   exp.compute.rendezvous_id = rendezvous_id;
+  // The resume's store and worker logs go in a sub-folder of the run's own <run id>.ranks folder,
+  // not in one more folder beside the run at every resume.
+  const bool own_store = exp.compute.rendezvous.empty();
+  if (own_store)
+    exp.compute.rendezvous = (std::filesystem::path(target.run_dir).parent_path() / (target.run_id + ".ranks") /
+                              ("resume-" + std::to_string(getpid())))
+                                 .string();
   Ranks ranks;
   ranks.plan = lathe::cli::plan_ranks(exp, {}, target.run_id);
+  if (own_store)
+    ranks.plan.ranks_dir = exp.compute.rendezvous;
   if (!ranks.plan.distributed() || ranks.plan.rank.rank != 0)
     throw lathe::ConfigError("compute.devices: " + std::to_string(exp.compute.devices) +
                              ": `lathe-cli resume` restarts the ranks of a run on this machine only (this "
@@ -404,7 +413,9 @@ int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, 
                                              "--resume-checkpoint-dir",
                                              ckpt_dir,
                                              "--set",
-                                             "compute.rendezvous_id=" + rendezvous_id};
+                                             "compute.rendezvous_id=" + rendezvous_id,
+                                             "--set",
+                                             "compute.rendezvous=" + exp.compute.rendezvous};
   ranks.workers = std::make_unique<lathe::cli::RankWorkers>(ranks.plan, run_args, exp.compute.timeout_s, &g_stop);
   try {
     ranks.comm = lathe::cli::connect_ranks(ranks.plan, exp);

@@ -198,6 +198,13 @@ def main():
         resumed = con.execute("SELECT COUNT(*) FROM events WHERE run = ? AND kind = 'resumed'", (rid,)).fetchone()[0]
         if resumed != kills:
             failures.append("%d resumed events for %d kills" % (resumed, kills))
+        if a.devices > 1:  # every resume's rendezvous and logs sit inside the run's own .ranks folder
+            extra = sorted(d for d in os.listdir(out) if d.endswith(".ranks") and d != run_id + ".ranks")
+            if extra:
+                failures.append("resumes left folders beside the run: " + ", ".join(extra))
+            resumes = [d for d in os.listdir(os.path.join(out, run_id + ".ranks")) if d.startswith("resume-")]
+            if len(resumes) != kills:
+                failures.append("%d resume folders in %s.ranks for %d kills" % (len(resumes), run_id, kills))
         ref = sqlite3.connect(ref_db)
 
         def final(c, metric):

@@ -102,6 +102,15 @@ TrainPhase fine_tuning_phase(const StageContext& ctx, const std::string& name, i
   return p;
 }
 
+bool StageContext::stop_agreed_by_all() {
+  double v = stop_requested() ? 1.0 : 0.0;
+  if (comm->world_size() > 1)
+    comm->all_reduce_sum(&v, 1);
+  if (v > 0)
+    stop_agreed = true;
+  return v > 0;
+}
+
 void begin_phase(StageContext& ctx, const std::string& name) {
   ctx.sink.event("phase", {{"phase", name}, {"epochs", 0}, {"first_step", ctx.step}, {"steps", 0}});
 }

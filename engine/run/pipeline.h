@@ -60,6 +60,10 @@ struct StageContext {
 
   /// True once a stop was requested (SIGTERM in lathe-cli): stages return early, keeping what is done.
   bool stop_requested() const { return stop_agreed || (options.stop && options.stop->load()); }
+  /// stop_requested() agreed by every rank (a collective on several ranks: every rank calls it at
+  /// the same point), so that a stop seen by one rank between stages ends the run on all of them
+  /// there, not with the others waiting in the next stage's collectives until the timeout.
+  bool stop_agreed_by_all();
   /// Set once the training loop decided to stop after the current step (on several ranks: all
   /// agreed): its emergency checkpoint follows this decision and every rank skips the remaining
   /// stages alike.

@@ -284,7 +284,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   // ---- the stages that run after training, in pipeline order; a stop request skips the rest ----
   bool reached = resume_stage.empty();
   for (const std::unique_ptr<Stage>& stage : setup.stages) {
-    if (stopped || ctx.stop_requested())
+    if (stopped || ctx.stop_agreed_by_all())  // every rank enters the next stage, or none does
       break;
     reached = reached || stage->section() == resume_stage;
     if (reached)

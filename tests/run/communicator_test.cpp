@@ -248,3 +248,45 @@ TEST(RunExperiment, AttachesTheCommunicatorToItsBackendOnceBeforeAnyCollective) 
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+/// Rank 0 of 2 whose peer's value is `peer` in every sum (the peer's side of all_reduce_sum).
+struct PeerOfTwo final : Communicator {
+  double peer = 0;
+  int sums = 0;
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  void all_reduce_gradients(const std::vector<NamedParam>&) override {}
+  void broadcast_parameters(const std::vector<NamedParam>&, int) override {}
+  void all_reduce_sum(double* v, int64_t n) override {
+    ++sums;
+    for (int64_t i = 0; i < n; ++i)
+      v[i] += peer;
+  }
+  void barrier() override {}
+  void broadcast_bytes(std::string&, int) override {}
+};
+
+// A stop seen by one rank between stages stops every rank there: the decision is summed.
+TEST_F(LoopSeams, AStopBetweenStagesIsAgreedByEveryRank) {
+  make_context();
+  auto comm = std::make_shared<PeerOfTwo>();
+  ctx->comm = comm;
+  EXPECT_FALSE(ctx->stop_agreed_by_all());  // nobody asked
+  EXPECT_FALSE(ctx->stop_agreed);
+  comm->peer = 1;  // the other rank got SIGTERM
+  EXPECT_FALSE(ctx->stop_requested());
+  EXPECT_TRUE(ctx->stop_agreed_by_all());
+  EXPECT_TRUE(ctx->stop_agreed);
+  EXPECT_TRUE(ctx->stop_requested());  // the remaining stages' own checks see it too
+  EXPECT_EQ(comm->sums, 2);
+  ctx->comm = std::make_shared<LocalCommunicator>();  // one rank: no collective, its own flag
+  ctx->stop_agreed = false;
+  stop = true;
+  EXPECT_TRUE(ctx->stop_agreed_by_all());
+}
+
+}  // namespace
+}  // namespace lathe
