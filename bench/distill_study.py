@@ -11,7 +11,11 @@ model.safetensors is the teacher of every distilled run, in both frameworks. The
   2. T in {1, 2, 4, 8} x alpha in {0.5, 0.7, 0.9} at the regime where Lathe's mean gain is largest;
   3. at that regime and the best T/alpha: feature distillation (distill.feature_pairs=1:8, weight 0.3,
      through the Linear projection) and student augmentation (data.augment shift_px=1,
-     noise_std=0.1, distill.student_augment_factor=1.2), each against logit KD alone.
+     noise_std=0.1, distill.student_augment_factor=1.2), each against logit KD alone;
+  4. any cell where the two disagree: rerun with 10 seeds, and Lathe again from PyTorch's initial
+     weights (model.init_from; torch_distill.py --export-init) for a per-run comparison;
+  5. the preset (--preset, experiments/distill-3ep-const.json) rerun with this teacher, with and
+     without KD (distill.teacher=""), 3 seeds.
 
 Gain = test accuracy distilled - baseline of the same seed (same init and data order within a
 framework), in points; a cell reports the mean over seeds and the spread (sample standard deviation
