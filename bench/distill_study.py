@@ -327,6 +327,7 @@ def main():
     more_seeds = list(range(10)) if not a.quick else [0, 1]
     todo = [(g["subset"], g["budget"], g["student"], 4.0, 0.7) for g in grid_rows if g["agree"] is False]
     todo += [(bn, bb, bs, s_["temperature"], s_["alpha"]) for s_ in sweep_rows if s_["agree"] is False]
+    todo = list(dict.fromkeys(todo))  # the sweep's T=4/alpha=0.7 cell is a grid cell too
     for (n, b, s, T_, a_) in todo:
         cells = [make_cell(n, b, s, seed, kd, T_, a_) for seed in more_seeds for kd in (False, True)]
         lres = run_lathe(cells, a, teacher_file)
@@ -348,7 +349,7 @@ def main():
         lsame = gain_stats(lres, [make_cell(n, b, s, seed, False, torch_init=True) for seed in seeds],
                            [make_cell(n, b, s, seed, True, T_, a_, torch_init=True) for seed in seeds])
         ok10, diff10 = agree(l10, p10) if (l10 and p10) else (None, None)
-        investigations.append({"subset": n, "budget": b, "student": s, "temperature": T_, "alpha": a_,
+        investigations.append({"more_seeds": len(more_seeds), "subset": n, "budget": b, "student": s, "temperature": T_, "alpha": a_,
                                "seeds10": {"lathe": l10, "torch": p10, "agree": ok10, "diff": diff10},
                                "same_init": {"runs": pairs, "lathe_gain": lsame,
                                              "max_abs_run_diff": max(abs(p_["lathe"] - p_["torch"]) for p_ in pairs)}})
@@ -427,8 +428,9 @@ def write_report(r, out):
                  f"distill.teacher=\"\"): gain {pr['mean']:+.2f} ± {pr['sd']:.2f} pt "
                  f"(per seed {', '.join(f'{g:+.2f}' for g in pr['gains'])}).\n")
     if r.get("investigations"):
-        L.append("\n## Cells that disagreed with 3 seeds: 10 seeds, and Lathe from PyTorch's initial weights\n")
-        L.append("| regime | T | alpha | Lathe gain, 10 seeds | PyTorch gain, 10 seeds | diff | agree | "
+        ns = r["investigations"][0].get("more_seeds", 10)
+        L.append(f"\n## Cells that disagreed with {len(r['seeds'])} seeds: {ns} seeds, and Lathe from PyTorch's initial weights\n")
+        L.append(f"| regime | T | alpha | Lathe gain, {ns} seeds | PyTorch gain, {ns} seeds | diff | agree | "
                  "same init: Lathe gain | same init: PyTorch gain | same init: largest per-run diff (pt) |")
         L.append("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
         for v in r["investigations"]:
