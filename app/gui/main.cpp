@@ -67,8 +67,9 @@ int main(int argc, char** argv) {
   const QCommandLineOption watch("watch", "Watch this run (id, prefix) in the live charts", "run");
   const QCommandLineOption compare("compare", "Compare these runs (comma-separated ids)", "runs");
   const QCommandLineOption overview("overview", "Show this run's overview (the Overview tab)", "run");
-  const QCommandLineOption comparePage("compare-page", "Compare page to show: config, metrics, curves or scatter",
-                                       "name", "config");
+  const QCommandLineOption comparePage(
+      "compare-page", "Compare page to show: config, metrics, curves, scatter, groups or \"what matters\"", "name",
+      "config");
   const QCommandLineOption scatter("scatter", "Compare scatter axes: X,Y metric names", "x,y");
   const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
   const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");

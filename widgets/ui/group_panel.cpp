@@ -1,0 +1,238 @@
+// GroupPanel (see group_panel.h).
+#include "widgets/ui/group_panel.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QSplitter>
+#include <QVBoxLayout>
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "engine/analysis/group_series.h"
+#include "widgets/common/chart_palette.h"
+
+namespace lathe::ui {
+
+namespace {
+
+const char* kStdNote = "std: the sample standard deviation (ddof=1, as numpy.std(x, ddof=1)) over a group's members";
+
+QTableWidgetItem* cell(const QString& text) {
+  auto* item = new QTableWidgetItem(text);
+  item->setFlags(item->flags() & ~Qt::ItemIsEditable);
+  return item;
+}
+
+}  // namespace
+
+GroupPanel::GroupPanel(QWidget* parent) : QWidget(parent) {
+  auto* column = new QVBoxLayout(this);
+  auto* row = new QHBoxLayout;
+  m_groupBy = new QLineEdit(this);
+  m_groupBy->setObjectName("groupBy");
+  m_groupBy->setPlaceholderText("config without seed  (or keys: prune.ratio,quant.mode  or  -seed,-train.lr)");
+  m_groupBy->setToolTip(
+      "Empty: runs whose config is the same but for the seed (and name) form a group. Keys separated by commas: "
+      "group by those. Keys with a leading '-': the config without them.");
+  m_metric = new QComboBox(this);
+  m_metric->setObjectName("groupMetric");
+  m_band = new QComboBox(this);
+  m_band->setObjectName("groupBand");
+  m_band->addItems({"mean \u00b1 std band", "min/max envelope"});
+  m_members = new QCheckBox("Members", this);
+  m_members->setObjectName("groupMembers");
+  m_members->setToolTip("Draw each member run's own trace, thin, in its group's color");
+  row->addWidget(new QLabel("Group by:", this));
+  row->addWidget(m_groupBy, 2);
+  row->addWidget(new QLabel("Metric:", this));
+  row->addWidget(m_metric, 1);
+  row->addWidget(m_band);
+  row->addWidget(m_members);
+  column->addLayout(row);
+  m_note = new QLabel(kStdNote, this);
+  m_note->setObjectName("groupNote");
+  m_note->setWordWrap(true);
+  column->addWidget(m_note);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  m_table = new QTableWidget(split);
+  m_table->setObjectName("groupTable");
+  m_plot = new QCustomPlot(split);
+  m_plot->setObjectName("groupPlot");
+  m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  m_plot->legend->setVisible(true);
+  m_plot->legend->setFont(QFont("sans", 7));
+  m_plot->xAxis->setLabel("step");
+  split->addWidget(m_table);
+  split->addWidget(m_plot);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 3);
+  split->setSizes({160, 480});
+  column->addWidget(split, 1);
+
+  connect(m_groupBy, &QLineEdit::editingFinished, this, &GroupPanel::regroup);
+  connect(m_metric, &QComboBox::currentTextChanged, this, &GroupPanel::draw);
+  connect(m_band, &QComboBox::currentIndexChanged, this, &GroupPanel::draw);
+  connect(m_members, &QCheckBox::toggled, this, &GroupPanel::draw);
+}
+
+void GroupPanel::setData(const CompareData* data) {
+  m_data = data;
+  const QString keep = m_metric->currentText();
+  m_metric->blockSignals(true);
+  m_metric->clear();
+  if (m_data)
+    for (const std::string& m : m_data->metricNames())
+      if (m_data->curves.count(m))
+        m_metric->addItem(QString::fromStdString(m));
+  for (const QString& want : {keep, QString("train/loss"), QString("test/accuracy")})
+    if (!want.isEmpty() && m_metric->findText(want) >= 0 && (want == keep || m_metric->currentText() != keep))
+      m_metric->setCurrentText(want);
+  m_metric->blockSignals(false);
+  regroup();
+}
+
+void GroupPanel::setGroupBy(const QString& text) {
+  m_groupBy->setText(text);
+  regroup();
+}
+
+void GroupPanel::setMetric(const QString& metric) { m_metric->setCurrentText(metric); }
+void GroupPanel::setBand(Band band) { m_band->setCurrentIndex(static_cast<int>(band)); }
+void GroupPanel::setShowMembers(bool on) { m_members->setChecked(on); }
+
+void GroupPanel::regroup() {
+  m_groups.clear();
+  m_note->setStyleSheet({});
+  m_note->setText(kStdNote);
+  if (m_data && m_data->error.isEmpty()) {
+    try {
+      const GroupBy by = GroupBy::parse(m_groupBy->text().toStdString());
+      std::vector<RunFacts> facts;
+      for (size_t i = 0; i < m_data->runs.size(); ++i)
+        facts.push_back({m_data->runs[i].id, m_data->params[i], m_data->summaries[i]});
+      m_groups = group_runs(facts, by);
+      m_note->setText(QString("%1 group(s) of %2 runs by %3. %4.")
+                          .arg(m_groups.size())
+                          .arg(m_data->runs.size())
+                          .arg(QString::fromStdString(by.describe()), kStdNote));
+    } catch (const std::exception& e) {
+      m_note->setStyleSheet("color: #b71c1c");
+      m_note->setText(QString::fromUtf8(e.what()));
+    }
+  }
+  fillTable();
+  draw();
+}
+
+void GroupPanel::fillTable() {
+  m_table->clear();
+  m_table->setRowCount(0);
+  // The headline metrics first, then the rest by name.
+  std::set<std::string> all;
+  for (const RunGroup& g : m_groups)
+    for (const GroupMetric& m : g.metrics)
+      all.insert(m.metric);
+  std::vector<std::string> names;
+  for (const char* m : {"test/accuracy", "test/loss", "train/loss", "model/bytes", "train/samples_per_s", "cost/usd"})
+    if (all.erase(m))
+      names.push_back(m);
+  names.insert(names.end(), all.begin(), all.end());
+  QStringList headers{"group", "n"};
+  for (const std::string& m : names)
+    headers << QString::fromStdString(m) + " (last)";
+  m_table->setColumnCount(headers.size());
+  m_table->setHorizontalHeaderLabels(headers);
+  for (size_t g = 0; g < m_groups.size(); ++g) {
+    const RunGroup& group = m_groups[g];
+    m_table->insertRow(static_cast<int>(g));
+    auto* label = cell(QString::fromStdString(group.label));
+    label->setForeground(widgets::chart_color(g));
+    QString members;
+    for (const std::string& id : group.run_ids)
+      members += QString::fromStdString(id) + "\n";
+    label->setToolTip("Members:\n" + members.trimmed());
+    m_table->setItem(static_cast<int>(g), 0, label);
+    m_table->setItem(static_cast<int>(g), 1, cell(QString::number(group.run_ids.size())));
+    int c = 2;
+    for (const std::string& name : names) {
+      const GroupMetric* m = group.metric(name);
+      auto* item = cell(m ? QString::fromStdString(format_spread(m->last)) : QString("-"));
+      if (m)
+        item->setToolTip(
+            QString("last: %1\nbest: %2\nmin %3, max %4 over the members' last values")
+                .arg(QString::fromStdString(format_spread(m->last)), QString::fromStdString(format_spread(m->best)))
+                .arg(m->last.min)
+                .arg(m->last.max));
+      m_table->setItem(static_cast<int>(g), c++, item);
+    }
+  }
+  m_table->resizeColumnsToContents();
+}
+
+void GroupPanel::draw() {
+  m_plot->clearGraphs();
+  const std::string metric = m_metric->currentText().toStdString();
+  const bool envelope = m_band->currentIndex() == static_cast<int>(Band::envelope);
+  if (m_data && !metric.empty()) {
+    auto curves = m_data->curves.find(metric);
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < m_data->runs.size(); ++i)
+      index[m_data->runs[i].id] = i;
+    for (size_t g = 0; g < m_groups.size() && curves != m_data->curves.end(); ++g) {
+      const QColor color = widgets::chart_color(g);
+      std::vector<std::vector<Point>> members;
+      for (const std::string& id : m_groups[g].run_ids)
+        members.push_back(curves->second[index[id]]);
+      QVector<double> x, mean, lo, hi;
+      for (const GroupPoint& p : group_series(members)) {
+        const double sd = p.spread.n >= 2 ? p.spread.std : 0.0;
+        x << static_cast<double>(p.step);
+        mean << p.spread.mean;
+        lo << (envelope ? p.spread.min : p.spread.mean - sd);
+        hi << (envelope ? p.spread.max : p.spread.mean + sd);
+      }
+      QCPGraph* lower = m_plot->addGraph();
+      lower->setData(x, lo, true);
+      lower->setPen(Qt::NoPen);
+      lower->removeFromLegend();
+      QCPGraph* upper = m_plot->addGraph();
+      upper->setData(x, hi, true);
+      upper->setPen(Qt::NoPen);
+      QColor fill = color;
+      fill.setAlpha(60);
+      upper->setBrush(fill);
+      upper->setChannelFillGraph(lower);
+      upper->removeFromLegend();
+      if (m_members->isChecked())
+        for (const auto& pts : members) {
+          QCPGraph* m = m_plot->addGraph();
+          QColor thin = color;
+          thin.setAlpha(110);
+          m->setPen(QPen(thin, 0.8));
+          QVector<double> mx, my;
+          for (const Point& p : pts) {
+            mx << static_cast<double>(p.step);
+            my << p.value;
+          }
+          m->setData(mx, my, true);
+          m->removeFromLegend();
+        }
+      QCPGraph* line = m_plot->addGraph();
+      line->setPen(QPen(color, 2.0));
+      line->setName(
+          QString("%1 (n=%2)").arg(QString::fromStdString(m_groups[g].label)).arg(m_groups[g].run_ids.size()));
+      line->setData(x, mean, true);
+      if (x.size() <= 30)
+        line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, 5));
+    }
+  }
+  m_plot->yAxis->setLabel(QString::fromStdString(metric));
+  m_plot->xAxis->setLabel(envelope ? "step    (line: group mean; band: min to max of the members)"
+                                   : "step    (line: group mean; band: \u00b1 1 sample std, ddof=1)");
+  m_plot->rescaleAxes();
+  m_plot->replot();
+}
+
+}  // namespace lathe::ui
