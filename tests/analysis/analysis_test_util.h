@@ -17,12 +17,14 @@
 
 namespace lathe::test {
 
-/// A python3 that imports numpy ("" when none): $LATHE_NUMPY_PYTHON, python3, then the peers venv.
+/// A python3 that imports numpy ("" when none): $LATHE_NUMPY_PYTHON, python3, /usr/bin/python3, then
+/// the peers venv.
 inline std::string numpy_python() {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("LATHE_NUMPY_PYTHON"))
     candidates.push_back(env);
   candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");  // Debian's, with python3-numpy (a pyenv python3 may lack it)
   if (const char* home = std::getenv("HOME"))
     candidates.push_back(std::string(home) + "/.cache/lathe/peers-venv/bin/python");
   for (const std::string& py : candidates)

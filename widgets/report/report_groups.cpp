@@ -27,11 +27,21 @@ void write_groups(std::string& out, const ReportData& data) {
   out += "<p class=\"sub\">" + std::to_string(data.groups.size()) + " group(s) of " + std::to_string(data.runs.size()) +
          " runs by " + esc(data.group_by) +
          ". Each cell: the mean &plusmn; the sample standard deviation (ddof=1, as numpy.std(x, ddof=1)) of the "
-         "members' last values, and n, the members that have the metric.</p>\n";
+         "members' last values, and n, the members that have the metric. Headline metrics and latencies; every "
+         "metric: lathe-cli compare --group.</p>\n";
+  // The headline metrics and the measured latencies (a table of every metric would be dozens of
+  // columns wide: `lathe-cli compare --group` lists them all).
+  const auto headline = [](const std::string& m) {
+    for (const char* h : {"test/accuracy", "test/loss", "train/loss", "model/bytes", "train/samples_per_s", "cost/usd"})
+      if (m == h)
+        return true;
+    return m.rfind("latency/", 0) == 0 &&
+           (m.find("/b1_ms") != std::string::npos || m.find("/b256_ms") != std::string::npos);
+  };
   std::vector<std::string> names;
   for (const std::string& m : data.metrics)
     for (const RunGroup& g : data.groups)
-      if (g.metric(m)) {
+      if (headline(m) && g.metric(m)) {
         names.push_back(m);
         break;
       }

@@ -5,6 +5,7 @@
 #include <QHeaderView>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -232,6 +233,11 @@ void GroupPanel::draw() {
   m_plot->xAxis->setLabel(envelope ? "step    (line: group mean; band: min to max of the members)"
                                    : "step    (line: group mean; band: \u00b1 1 sample std, ddof=1)");
   m_plot->rescaleAxes();
+  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis}) {  // room for the markers at the ends
+    const QCPRange r = axis->range();
+    const double pad = r.size() > 0 ? 0.03 * r.size() : std::max(1e-9, 0.05 * std::abs(r.center()));
+    axis->setRange(r.lower - pad, r.upper + pad);
+  }
   m_plot->replot();
 }
 
