@@ -1,6 +1,7 @@
 // The compare view's Groups tab on a 3-seed x 4-ratio study: 4 groups, each row's test/accuracy
 // cell the mean ± sample std (n=3) computed here by hand from the stored series; the chart's band
-// is mean ± std or the min/max envelope by the switch, members drawn on demand; "Group by" regroups
+// is mean ± std or the min/max envelope by the switch, members drawn on demand; the scatter puts
+// each group at its means with std error bars; "Group by" regroups
 // (by seed: 3 groups) and a malformed text is shown, not thrown.
 #include <gtest/gtest.h>
 
@@ -90,6 +91,27 @@ TEST(GuiGroups, StudyFoldsIntoFourGroupsWithMeanAndStd) {
   EXPECT_EQ(value_at(1, 5), h5.max);
   panel->setShowMembers(true);
   EXPECT_EQ(plot->graphCount(), 24);  // + three member traces per group
+  // Scatter of the groups: one point per group at the means, error bars of one sample std.
+  panel->setScatterAxes("model/bytes", "test/accuracy");
+  ASSERT_EQ(plot->graphCount(), 4);
+  EXPECT_EQ(plot->plottableCount(), 4 + 8);  // + an x and a y error bar per group
+  {
+    std::vector<double> bytes, acc;
+    for (int k = 0; k < 3; ++k) {
+      bytes.push_back(store.series(ids[k], "model/bytes").back().value);
+      acc.push_back(store.series(ids[k], "test/accuracy").back().value);
+    }
+    const HandSpread hb = by_hand(bytes), ha = by_hand(acc);
+    auto it = plot->graph(0)->data()->begin();
+    EXPECT_NEAR(it->key, hb.mean, 1e-9 * hb.mean);
+    EXPECT_NEAR(it->value, ha.mean, 1e-12);
+    auto* ybars = qobject_cast<QCPErrorBars*>(plot->plottable(2));  // graph 0, its x bars, its y bars, graph 1 ...
+    ASSERT_TRUE(ybars);
+    EXPECT_EQ(ybars->errorType(), QCPErrorBars::etValueError);
+    EXPECT_NEAR(ybars->data()->at(0).errorPlus, ha.std, 1e-12);
+  }
+  panel->setView(GroupPanel::View::curves);
+  EXPECT_EQ(plot->plottableCount(), plot->graphCount());  // no error bars left behind
   // Group by the seed instead: 3 groups of 4 ratios.
   panel->setGroupBy("seed");
   EXPECT_EQ(panel->groups().size(), 3u);

@@ -52,6 +52,21 @@ GroupPanel::GroupPanel(QWidget* parent) : QWidget(parent) {
   row->addWidget(m_band);
   row->addWidget(m_members);
   column->addLayout(row);
+  auto* row2 = new QHBoxLayout;
+  m_view = new QComboBox(this);
+  m_view->setObjectName("groupView");
+  m_view->addItems({"curves", "scatter"});
+  m_scatterX = new QComboBox(this);
+  m_scatterX->setObjectName("groupScatterX");
+  m_scatterY = new QComboBox(this);
+  m_scatterY->setObjectName("groupScatterY");
+  row2->addWidget(new QLabel("Chart:", this));
+  row2->addWidget(m_view);
+  row2->addWidget(new QLabel("scatter x:", this));
+  row2->addWidget(m_scatterX, 1);
+  row2->addWidget(new QLabel("y:", this));
+  row2->addWidget(m_scatterY, 1);
+  column->addLayout(row2);
   m_note = new QLabel(kStdNote, this);
   m_note->setObjectName("groupNote");
   m_note->setWordWrap(true);
@@ -76,6 +91,9 @@ GroupPanel::GroupPanel(QWidget* parent) : QWidget(parent) {
   connect(m_metric, &QComboBox::currentTextChanged, this, &GroupPanel::draw);
   connect(m_band, &QComboBox::currentIndexChanged, this, &GroupPanel::draw);
   connect(m_members, &QCheckBox::toggled, this, &GroupPanel::draw);
+  connect(m_view, &QComboBox::currentIndexChanged, this, &GroupPanel::draw);
+  connect(m_scatterX, &QComboBox::currentTextChanged, this, &GroupPanel::draw);
+  connect(m_scatterY, &QComboBox::currentTextChanged, this, &GroupPanel::draw);
 }
 
 void GroupPanel::setData(const CompareData* data) {
@@ -91,6 +109,19 @@ void GroupPanel::setData(const CompareData* data) {
     if (!want.isEmpty() && m_metric->findText(want) >= 0 && (want == keep || m_metric->currentText() != keep))
       m_metric->setCurrentText(want);
   m_metric->blockSignals(false);
+  for (QComboBox* box : {m_scatterX, m_scatterY}) {  // any metric with a summary (one value a run)
+    const QString keepAxis = box->currentText();
+    box->blockSignals(true);
+    box->clear();
+    if (m_data)
+      for (const std::string& m : m_data->metricNames())
+        box->addItem(QString::fromStdString(m));
+    if (box->findText(keepAxis) >= 0)
+      box->setCurrentText(keepAxis);
+    else if (box->findText(box == m_scatterX ? "model/bytes" : "test/accuracy") >= 0)
+      box->setCurrentText(box == m_scatterX ? "model/bytes" : "test/accuracy");
+    box->blockSignals(false);
+  }
   regroup();
 }
 
@@ -102,6 +133,69 @@ void GroupPanel::setGroupBy(const QString& text) {
 void GroupPanel::setMetric(const QString& metric) { m_metric->setCurrentText(metric); }
 void GroupPanel::setBand(Band band) { m_band->setCurrentIndex(static_cast<int>(band)); }
 void GroupPanel::setShowMembers(bool on) { m_members->setChecked(on); }
+void GroupPanel::setView(View view) { m_view->setCurrentIndex(static_cast<int>(view)); }
+
+void GroupPanel::setScatterAxes(const QString& xMetric, const QString& yMetric) {
+  m_scatterX->blockSignals(true);
+  m_scatterX->setCurrentText(xMetric);
+  m_scatterX->blockSignals(false);
+  m_scatterY->setCurrentText(yMetric);
+  if (m_view->currentIndex() != static_cast<int>(View::scatter))
+    setView(View::scatter);
+  else
+    draw();
+}
+
+void GroupPanel::drawScatter() {
+  m_plot->clearPlottables();
+  // Small models with high accuracy sit top left: the legend goes bottom right.
+  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+  const std::string xm = m_scatterX->currentText().toStdString(), ym = m_scatterY->currentText().toStdString();
+  QCPRange xr, yr;  // not QCPRange(lo, hi): its constructor swaps an empty range
+  xr.lower = yr.lower = INFINITY;
+  xr.upper = yr.upper = -INFINITY;
+  const auto widen = [](QCPRange& r, double mean, double sd) {
+    const double e = std::isfinite(sd) ? sd : 0.0;
+    r.lower = std::min(r.lower, mean - e);
+    r.upper = std::max(r.upper, mean + e);
+  };
+  for (size_t g = 0; g < m_groups.size(); ++g) {
+    const GroupMetric *gx = m_groups[g].metric(xm), *gy = m_groups[g].metric(ym);
+    if (!gx || !gy || gx->last.n == 0 || gy->last.n == 0)
+      continue;
+    const QColor color = widgets::chart_color(g);
+    QCPGraph* point = m_plot->addGraph();
+    point->setLineStyle(QCPGraph::lsNone);
+    point->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, 9));
+    point->setName(QString("%1 (n=%2)").arg(QString::fromStdString(m_groups[g].label)).arg(m_groups[g].run_ids.size()));
+    point->addData(gx->last.mean, gy->last.mean);
+    widen(xr, gx->last.mean, gx->last.std);
+    widen(yr, gy->last.mean, gy->last.std);
+    for (auto [type, sd] :
+         {std::pair{QCPErrorBars::etKeyError, gx->last.std}, std::pair{QCPErrorBars::etValueError, gy->last.std}}) {
+      auto* bars = new QCPErrorBars(m_plot->xAxis, m_plot->yAxis);
+      bars->removeFromLegend();
+      bars->setDataPlottable(point);
+      bars->setErrorType(type);
+      bars->setPen(QPen(color, 1.4));
+      bars->setData(QVector<double>{std::isfinite(sd) ? sd : 0.0});
+    }
+  }
+  m_plot->xAxis->setLabel(QString::fromStdString(xm) + "    (group mean of last values; bars: \u00b1 1 sample std)");
+  m_plot->yAxis->setLabel(QString::fromStdString(ym));
+  m_plot->rescaleAxes();
+  // rescaleAxes() ignores the error bars: widen to them, then pad.
+  if (xr.lower <= xr.upper) {
+    m_plot->xAxis->setRange(xr);
+    m_plot->yAxis->setRange(yr);
+  }
+  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis}) {
+    const QCPRange r = axis->range();
+    const double pad = r.size() > 0 ? 0.08 * r.size() : std::max(1e-9, 0.05 * std::abs(r.center()));
+    axis->setRange(r.lower - pad, r.upper + pad);
+  }
+  m_plot->replot();
+}
 
 void GroupPanel::regroup() {
   m_groups.clear();
@@ -173,7 +267,13 @@ void GroupPanel::fillTable() {
 }
 
 void GroupPanel::draw() {
-  m_plot->clearGraphs();
+  if (m_view->currentIndex() == static_cast<int>(View::scatter)) {
+    drawScatter();
+    return;
+  }
+  m_plot->clearPlottables();
+  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  m_plot->xAxis->setLabel("step");
   const std::string metric = m_metric->currentText().toStdString();
   const bool envelope = m_band->currentIndex() == static_cast<int>(Band::envelope);
   if (m_data && !metric.empty()) {

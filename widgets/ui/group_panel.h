@@ -3,6 +3,8 @@
 // last value as mean ± sample std (ddof = 1) (n), and a chart of one metric with each group's mean
 // line and, by the switch, a mean ± std band or the min/max envelope; each member's own trace on
 // demand. Group curves align the members' chart points by step (engine/analysis/group_series.h).
+// The chart switches to a scatter of two metrics: one point per group at the means of the members'
+// last values, with error bars of one sample std on both axes.
 #pragma once
 
 #include <qcustomplot.h>
@@ -22,6 +24,7 @@ class GroupPanel : public QWidget {
   Q_OBJECT
  public:
   enum class Band { stdBand = 0, envelope = 1 };
+  enum class View { curves = 0, scatter = 1 };
   explicit GroupPanel(QWidget* parent = nullptr);
 
   /// Groups `data` (kept by reference: the compare view owns it and calls this again when it changes).
@@ -31,6 +34,9 @@ class GroupPanel : public QWidget {
   void setMetric(const QString& metric);
   void setBand(Band band);
   void setShowMembers(bool on);
+  void setView(View view);
+  /// Scatter axes (metric names); switches the chart to the scatter.
+  void setScatterAxes(const QString& xMetric, const QString& yMetric);
 
   const std::vector<RunGroup>& groups() const { return m_groups; }
   QTableWidget* table() const { return m_table; }
@@ -42,11 +48,12 @@ class GroupPanel : public QWidget {
   void regroup();
   void fillTable();
   void draw();
+  void drawScatter();
 
   const CompareData* m_data = nullptr;
   std::vector<RunGroup> m_groups;
   QLineEdit* m_groupBy;
-  QComboBox *m_metric, *m_band;
+  QComboBox *m_metric, *m_band, *m_view, *m_scatterX, *m_scatterY;
   QCheckBox* m_members;
   QLabel* m_note;
   QTableWidget* m_table;
