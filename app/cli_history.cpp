@@ -12,8 +12,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
+#include "engine/analysis/run_groups.h"
 #include "engine/core/error.h"
 #include "engine/core/file_write.h"
 #include "engine/store/store.h"
@@ -126,7 +128,16 @@ nlohmann::json run_json(const RunRecord& r) {
     j["started"] = format_local_time(*r.started_ms);
   if (r.finished_ms)
     j["finished"] = format_local_time(*r.finished_ms);
+  j["note"] = r.note;
+  j["tags"] = r.tags;
   return j;
+}
+
+std::string join_tags(const std::vector<std::string>& tags) {
+  std::string out;
+  for (const std::string& t : tags)
+    out += (out.empty() ? "" : ",") + t;
+  return out;
 }
 
 /// Refuses a --sort that names no column and no metric of this store, listing what is allowed.
@@ -154,9 +165,12 @@ void check_sort_key(const Store& store, const std::string& sort) {
 const char* kListMetrics[] = {"test/accuracy", "test/loss", "train/samples_per_s", "model/bytes", "cost/usd"};
 
 int cmd_list(const std::string& db, const std::vector<std::string>& statuses, const std::string& glob,
-             const std::vector<std::string>& params, const std::string& sort, int64_t limit, bool json) {
+             const std::vector<std::string>& params, const std::string& sort, int64_t limit, bool json,
+             const std::vector<std::string>& tags, const std::string& search) {
   Store store = open_for_reading(db);
   RunQuery q;
+  q.tags = tags;
+  q.search = search;
   for (const std::string& s : statuses)
     q.statuses.push_back(parse_status(s));
   q.name_glob = glob;
@@ -197,7 +211,7 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
     return 0;
   }
   std::vector<std::vector<std::string>> rows{{"id", "name", "status", "created", "duration", "backend", "test acc",
-                                              "best test acc", "samples/s", "model bytes", "$"}};
+                                              "best test acc", "samples/s", "model bytes", "$", "tags", "note"}};
   for (const RunListItem& item : page.runs) {
     auto last = [&](const char* m) {
       const MetricSummary* s = item.metric(m);
@@ -207,7 +221,7 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
     rows.push_back({item.run.id, item.run.name, std::string(status_name(item.run.status)),
                     format_local_time(item.run.created_ms), fmt_duration(item.run), item.run.backend,
                     last("test/accuracy"), acc ? fmt_value(acc->best()) : "-", last("train/samples_per_s"),
-                    last("model/bytes"), last("cost/usd")});
+                    last("model/bytes"), last("cost/usd"), join_tags(item.run.tags), printable(item.run.note, 40)});
   }
   print_table(rows);
   std::cout << page.runs.size() << " of " << page.total << " run(s) in " << store.path() << "\n";
@@ -244,6 +258,10 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
             << r.host << ", backend " << r.backend << ", lathe " << r.code_version << "\n";
   for (const std::string& d : r.devices)
     std::cout << "  device " << d << "\n";
+  if (!r.tags.empty())
+    std::cout << "  tags " << printable(join_tags(r.tags), 400) << "\n";
+  if (!r.note.empty())
+    std::cout << "  note " << printable(r.note, 2000) << "\n";
   if (r.status == RunStatus::incomplete || r.status == RunStatus::interrupted)
     std::cout << "  " << (r.status == RunStatus::incomplete ? "some samples are not in the store" : "interrupted")
               << ": `lathe-cli repair " << r.id << "` re-imports what the run logged to its metrics.jsonl\n";
@@ -270,9 +288,89 @@ int cmd_show(const std::string& db, const std::string& ref, bool json) {
   return 0;
 }
 
+nlohmann::json spread_json(const Spread& s) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"n", s.n}, {"mean", num(s.mean)}, {"std", num(s.std)}, {"min", num(s.min)}, {"max", num(s.max)}};
+}
+
+/// compare --group / --group-by: runs folded into groups, every metric summary as mean ± std (n).
+int cmd_compare_groups(const std::string& db, const std::vector<std::string>& refs, const std::string& name_glob,
+                       const GroupBy& by, bool json) {
+  Store store = open_for_reading(db);
+  std::vector<std::string> ids;
+  if (refs.empty()) {  // every run of the store (or of --name), oldest first
+    RunQuery q;
+    q.limit = 0;
+    q.name_glob = name_glob;
+    q.descending = false;
+    for (const RunListItem& r : store.list_runs(q).runs)
+      ids.push_back(r.run.id);
+  } else {
+    for (const std::string& r : refs)
+      ids.push_back(store.resolve_run(r));
+  }
+  if (ids.empty())
+    throw DataError("compare --group-by: no runs" +
+                    (name_glob.empty() ? std::string(" in ") + db : " named " + name_glob));
+  const std::vector<RunGroup> groups = group_runs(store, ids, by);
+  if (json) {
+    nlohmann::json out{{"group_by", by.describe()},
+                       {"std", "sample standard deviation (ddof=1, as numpy.std(x, ddof=1))"}};
+    out["groups"] = nlohmann::json::array();
+    for (const RunGroup& g : groups) {
+      nlohmann::json jg{{"label", g.label}, {"runs", g.run_ids}, {"key", nlohmann::json::object()}};
+      for (const auto& [k, v] : g.key)
+        jg["key"][k] = v;
+      jg["metrics"] = nlohmann::json::object();
+      for (const GroupMetric& m : g.metrics)
+        jg["metrics"][m.metric] = {{"last", spread_json(m.last)},
+                                   {"best", spread_json(m.best)},
+                                   {"min", spread_json(m.min)},
+                                   {"max", spread_json(m.max)},
+                                   {"direction", m.direction == Direction::minimize ? "min" : "max"}};
+      out["groups"].push_back(jg);
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << groups.size() << " group(s) of " << ids.size() << " runs by " << printable(by.describe(), 200)
+            << "; mean \u00b1 std (n), std = sample standard deviation (ddof=1)\n\n";
+  std::vector<std::vector<std::string>> rows{{"group", "n", "runs"}};
+  for (const RunGroup& g : groups) {
+    std::string members;
+    for (const std::string& id : g.run_ids)
+      members += (members.empty() ? "" : " ") + id;
+    rows.push_back({g.label, std::to_string(g.run_ids.size()), members});
+  }
+  for (auto& r : rows)  // the member list may be long: printable() would cut it at 64
+    r[2] = r[2].size() > 60 ? r[2].substr(0, 57) + "..." : r[2];
+  print_table(rows);
+  std::cout << "\n";
+  std::set<std::string> metric_names;
+  for (const RunGroup& g : groups)
+    for (const GroupMetric& m : g.metrics)
+      metric_names.insert(m.metric);
+  rows.clear();
+  std::vector<std::string> header{"metric"};
+  for (const RunGroup& g : groups)
+    header.push_back(g.label);
+  rows.push_back(header);
+  for (const std::string& name : metric_names)
+    for (const char* stat : {"last", "best"}) {
+      std::vector<std::string> r{name + " (" + stat + ")"};
+      for (const RunGroup& g : groups) {
+        const GroupMetric* m = g.metric(name);
+        r.push_back(m ? format_spread(std::string(stat) == "last" ? m->last : m->best) : "-");
+      }
+      rows.push_back(r);
+    }
+  print_table(rows);
+  return 0;
+}
+
 int cmd_compare(const std::string& db, const std::vector<std::string>& refs, bool diff_only, bool json) {
   if (refs.size() < 2)
-    throw ConfigError("compare needs at least two runs");
+    throw ConfigError("compare needs at least two runs (or --group / --group-by, which compare groups of runs)");
   Store store = open_for_reading(db);
   std::vector<std::string> ids;
   for (const std::string& r : refs)
@@ -418,9 +516,9 @@ std::string report_format_text(const std::string& format, const std::string& out
 }
 
 int cmd_report(const std::string& db, const std::vector<std::string>& refs, const std::string& format_arg,
-               const std::string& out_path) {
+               const std::string& out_path, const std::optional<GroupBy>& group_by) {
 #ifndef LATHE_HAVE_REPORT
-  (void)db, (void)refs, (void)format_arg, (void)out_path;
+  (void)db, (void)refs, (void)format_arg, (void)out_path, (void)group_by;
   throw Error(
       "lathe-cli report needs the Qt build: this lathe-cli was built without Qt 6 and QCustomPlot. Install them "
       "(qt6-base-dev libqcustomplot-dev; scripts/install-deps.sh does) and rebuild; `lathe-cli export --format csv` "
@@ -431,7 +529,7 @@ int cmd_report(const std::string& db, const std::vector<std::string>& refs, cons
   // Charts are drawn off screen: no display is needed or used (unless QT_QPA_PLATFORM says otherwise).
   if (format != report::Format::csv)
     widgets::offscreen_application("lathe-cli");
-  report::write_report(store, refs, format, out_path);
+  report::write_report(store, refs, format, out_path, group_by ? &*group_by : nullptr);
   std::fprintf(stderr, "lathe-cli: wrote the %s report of %zu run(s) to %s\n", report::format_name(format).c_str(),
                refs.size(), out_path.c_str());
   return 0;
@@ -476,8 +574,8 @@ int cmd_delete(const std::string& db, const std::vector<std::string>& refs, bool
 
 void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_code) {
   struct ListArgs {
-    std::vector<std::string> statuses, params;
-    std::string glob, sort;
+    std::vector<std::string> statuses, params, tags;
+    std::string glob, sort, search;
     int64_t limit = 50;
     bool json = false;
   };
@@ -490,9 +588,11 @@ void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_c
                    "created (default), started, name, status, METRIC (its last value) or best:METRIC");
   list->add_option("--limit", list_args->limit, "At most this many rows (0: all)");
   list->add_flag("--json", list_args->json, "JSON instead of a table");
+  list->add_option("--tag", list_args->tags, "Only runs with this tag (repeatable: every one)");
+  list->add_option("--search", list_args->search, "Only runs whose id, name, note or a tag contains this text");
   list->callback([&, list_args] {
     exit_code = cmd_list(db_path, list_args->statuses, list_args->glob, list_args->params, list_args->sort,
-                         list_args->limit, list_args->json);
+                         list_args->limit, list_args->json, list_args->tags, list_args->search);
   });
 
   auto show_ref = std::make_shared<std::string>();
@@ -502,15 +602,31 @@ void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_c
   show->add_flag("--json", *show_json, "JSON output");
   show->callback([&, show_ref, show_json] { exit_code = cmd_show(db_path, *show_ref, *show_json); });
 
-  auto cmp_refs = std::make_shared<std::vector<std::string>>();
-  auto cmp_diff = std::make_shared<bool>(false);
-  auto cmp_json = std::make_shared<bool>(false);
-  CLI::App* compare = app.add_subcommand("compare", "Configs side by side and metric summaries of several runs");
-  compare->add_option("runs", *cmp_refs, "Two or more runs")->required();
-  compare->add_flag("--diff-only", *cmp_diff, "Show only the config keys that differ");
-  compare->add_flag("--json", *cmp_json, "JSON output");
-  compare->callback(
-      [&, cmp_refs, cmp_diff, cmp_json] { exit_code = cmd_compare(db_path, *cmp_refs, *cmp_diff, *cmp_json); });
+  struct CompareArgs {
+    std::vector<std::string> refs;
+    bool diff = false, json = false, group = false;
+    std::string group_by, name;
+  };
+  auto cmp = std::make_shared<CompareArgs>();
+  CLI::App* compare = app.add_subcommand(
+      "compare", "Configs side by side and metric summaries of several runs, or of groups of runs (--group)");
+  compare->add_option("runs", cmp->refs, "Two or more runs (with --group/--group-by: any number; none: every run)");
+  compare->add_flag("--diff-only", cmp->diff, "Show only the config keys that differ");
+  compare->add_flag("--json", cmp->json, "JSON output");
+  compare->add_flag(
+      "--group", cmp->group,
+      "Group the runs by their config without seed (and name): each metric as mean \u00b1 sample std (n)");
+  compare->add_option("--group-by", cmp->group_by,
+                      "Group by these config keys (prune.ratio,quant.mode), or by the config without keys given "
+                      "as -key (-seed,-train.lr)");
+  compare->add_option("--name", cmp->name,
+                      "With --group/--group-by and no runs: only runs whose name matches this glob");
+  compare->callback([&, cmp, compare] {
+    if (cmp->group || compare->count("--group-by") > 0)
+      exit_code = cmd_compare_groups(db_path, cmp->refs, cmp->name, GroupBy::parse(cmp->group_by), cmp->json);
+    else
+      exit_code = cmd_compare(db_path, cmp->refs, cmp->diff, cmp->json);
+  });
 
   auto exp_refs = std::make_shared<std::vector<std::string>>();
   auto exp_format = std::make_shared<std::string>("csv");
@@ -525,13 +641,22 @@ void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_c
   auto rep_refs = std::make_shared<std::vector<std::string>>();
   auto rep_format = std::make_shared<std::string>();
   auto rep_out = std::make_shared<std::string>();
+  auto rep_group = std::make_shared<bool>(false);
+  auto rep_group_by = std::make_shared<std::string>();
   CLI::App* rep = app.add_subcommand(
       "report", "A report of one run, or a comparison of several: HTML (charts embedded), PDF or CSV of all samples");
   rep->add_option("runs", *rep_refs, "Run ids, unique id prefixes or names (2+ runs: a comparison)")->required();
   rep->add_option("--format", *rep_format, "html, pdf or csv (default: from the -o file's extension)");
   rep->add_option("-o,--output", *rep_out, "The file to write")->required();
-  rep->callback(
-      [&, rep_refs, rep_format, rep_out] { exit_code = cmd_report(db_path, *rep_refs, *rep_format, *rep_out); });
+  rep->add_flag("--group", *rep_group, "Also fold the runs into groups by their config without seed (mean \u00b1 std)");
+  rep->add_option("--group-by", *rep_group_by,
+                  "Fold the runs into groups by these config keys (or -key: without them)");
+  rep->callback([&, rep, rep_refs, rep_format, rep_out, rep_group, rep_group_by] {
+    std::optional<GroupBy> by;
+    if (*rep_group || rep->count("--group-by") > 0)
+      by = GroupBy::parse(*rep_group_by);
+    exit_code = cmd_report(db_path, *rep_refs, *rep_format, *rep_out, by);
+  });
 
   auto del_refs = std::make_shared<std::vector<std::string>>();
   auto del_yes = std::make_shared<bool>(false);

@@ -17,6 +17,8 @@
 #include "app/cli_cost.h"
 #include "app/cli_devices.h"
 #include "app/cli_history.h"
+#include "app/cli_importance.h"
+#include "app/cli_notes.h"
 #include "app/cli_peak.h"
 #include "app/cli_ranks.h"
 #include "app/cli_repair.h"
@@ -528,6 +530,8 @@ int main(int argc, char** argv) {
   });
 
   lathe::cli::add_history_commands(app, db, exit_code);
+  lathe::cli::add_note_commands(app, db, exit_code);
+  lathe::cli::add_importance_command(app, db, exit_code);
   lathe::cli::add_cost_commands(app, db, exit_code);
   lathe::cli::add_repair_command(app, db, exit_code);
   lathe::cli::add_devices_command(app, exit_code);

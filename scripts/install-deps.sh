@@ -10,7 +10,7 @@ pkgs=(
   poppler-utils
   xvfb xauth
   dataset-fashion-mnist
-  python3 python3-venv
+  python3 python3-venv python3-numpy
   clang libomp-dev
 )
 

@@ -67,9 +67,11 @@ int main(int argc, char** argv) {
   const QCommandLineOption watch("watch", "Watch this run (id, prefix) in the live charts", "run");
   const QCommandLineOption compare("compare", "Compare these runs (comma-separated ids)", "runs");
   const QCommandLineOption overview("overview", "Show this run's overview (the Overview tab)", "run");
-  const QCommandLineOption comparePage("compare-page", "Compare page to show: config, metrics, curves or scatter",
-                                       "name", "config");
-  const QCommandLineOption scatter("scatter", "Compare scatter axes: X,Y metric names", "x,y");
+  const QCommandLineOption comparePage(
+      "compare-page", "Compare page to show: config, metrics, curves, scatter, groups or \"what matters\"", "name",
+      "config");
+  const QCommandLineOption scatter(
+      "scatter", "Compare scatter axes (with --compare-page groups: the groups' scatter): X,Y metric names", "x,y");
   const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
   const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");
   const QCommandLineOption size("size", "Window size WxH", "size", "1480x900");
@@ -104,6 +106,10 @@ int main(int argc, char** argv) {
     const QStringList axes = cli.value(scatter).split(',');
     if (cli.isSet(scatter) && axes.size() == 2)
       window.compare()->setScatterAxes(axes[0], axes[1]);
+    if (cli.isSet(scatter) && axes.size() == 2 &&
+        cli.value(comparePage) == "groups")  // the groups' scatter, once loaded
+      QObject::connect(window.compare(), &lathe::ui::CompareView::loaded, window.compare(),
+                       [&window, axes]() { window.compare()->groupPanel()->setScatterAxes(axes[0], axes[1]); });
   }
   if (cli.isSet(run) && !window.runCurrent(!screenshot)) {
     std::fprintf(stderr, "lathe: the experiment is not valid:\n%s\n",

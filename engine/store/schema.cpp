@@ -239,6 +239,19 @@ void apply_v4(sql::Db& db) {
   }
 }
 
+// ---- v5: notes and tags on runs ------------------------------------------------------------------
+
+const char* const kV5 = R"sql(
+ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT '';
+CREATE TABLE run_tags(
+  run INTEGER NOT NULL,
+  tag TEXT NOT NULL,
+  PRIMARY KEY(run, tag)) WITHOUT ROWID;
+CREATE INDEX tags_by_tag ON run_tags(tag, run);
+)sql";
+
+void apply_v5(sql::Db& db) { db.exec(kV5); }
+
 struct Migration {
   int version;
   const char* description;
@@ -250,6 +263,7 @@ constexpr Migration kMigrations[] = {
     {2, "writer heartbeat, metric directions, min/max steps, sample blocks, telemetry, indexes", apply_v2},
     {3, "the incomplete run status (samples left in metrics.jsonl for lathe-cli repair)", apply_v3},
     {4, "metric directions from the declared rule (bytes, latency, cost... lower is better)", apply_v4},
+    {5, "notes and tags on runs", apply_v5},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 

@@ -2,7 +2,8 @@
 // schema_version (one row per applied version). v1 is the first, smaller layout; v2 adds writer
 // liveness (pid, heartbeat), metric directions, full summaries with the steps of min/max, the
 // sample_blocks pyramid for downsampling, telemetry, and the indexes the queries need; v3 allows the
-// `incomplete` run status (RunStatus::incomplete). A file
+// `incomplete` run status (RunStatus::incomplete); v4 re-derives metric directions; v5 adds notes
+// (runs.note) and tags (run_tags). A file
 // written by a newer lathe is refused rather than guessed at.
 #pragma once
 
@@ -11,7 +12,7 @@
 namespace lathe::store_detail {
 
 /// The version this code writes and reads.
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 /// Per-connection settings: WAL (persistent in the file), synchronous=NORMAL (a commit survives a
 /// process crash; a power loss may drop the last commits but never corrupts), foreign keys off

@@ -302,8 +302,10 @@ std::optional<RunRecord> Store::find_run(const std::string& id) const {
   sql::Stmt q = m_db->prepare(std::string("SELECT ") + kRunColumns + ", r.config FROM runs r WHERE r.id = ?");
   if (!q.bind(1, id).step())
     return std::nullopt;
-  RunRecord r = read_run(q);
+  int64_t rid = 0;
+  RunRecord r = read_run(q, &rid);
   r.config_json = q.col_text(13);
+  fill_notes(*m_db, {rid}, {&r});
   return r;
 }
 
@@ -389,6 +391,19 @@ RunPage Store::list_runs(const RunQuery& q) const {
     where.arg(key);
     where.arg(value);
   }
+  for (const std::string& tag : q.tags) {
+    where.add(" AND r.rid IN (SELECT run FROM run_tags WHERE tag = ?)");
+    where.arg(tag);
+  }
+  if (!q.search.empty()) {
+    // instr on lower(): a plain substring (LIKE would treat % and _ in the text as wildcards).
+    where.add(
+        " AND (instr(lower(r.id), lower(?)) > 0 OR instr(lower(r.name), lower(?)) > 0 OR"
+        " instr(lower(r.note), lower(?)) > 0 OR r.rid IN (SELECT run FROM run_tags WHERE instr(lower(tag), lower(?)) > "
+        "0))");
+    for (int i = 0; i < 4; ++i)
+      where.arg(q.search);
+  }
 
   {
     SqlBuilder count = where;
@@ -467,6 +482,10 @@ RunPage Store::list_runs(const RunQuery& q) const {
     if (!std::is_sorted(item.metrics.begin(), item.metrics.end(), by_name))  // packs are written sorted
       std::sort(item.metrics.begin(), item.metrics.end(), by_name);
   }
+  std::vector<RunRecord*> records;
+  for (RunListItem& item : page.runs)
+    records.push_back(&item.run);
+  fill_notes(*m_db, rids, records);
   return page;
 }
 
@@ -538,7 +557,7 @@ DeleteResult Store::delete_run(const std::string& run_id, bool delete_files) {
         facts.recorded_dir = f["run_dir"].get<std::string>();
     }
     for (const char* table :
-         {"samples", "sample_blocks", "metric_summary", "params", "events", "artifacts", "telemetry"}) {
+         {"samples", "sample_blocks", "metric_summary", "params", "events", "artifacts", "telemetry", "run_tags"}) {
       sql::Stmt d = m_db->prepare(std::string("DELETE FROM ") + table + " WHERE run = ?");
       d.bind(1, rid).run();
       if (std::string_view(table) == "samples")

@@ -88,6 +88,18 @@ class Store {
   /// DataError for a run that is still running with a live writer.
   DeleteResult delete_run(const std::string& run_id, bool delete_files = true);
 
+  // ---- notes and tags (store_notes.cpp) ----------------------------------------------------------
+
+  /// Replaces the run's note ("" clears it). ConfigError for a note over 64 KiB.
+  void set_note(const std::string& run_id, const std::string& text);
+  /// Adds tags (those it has already are kept once). ConfigError naming the tag for an empty one,
+  /// one over 64 characters, or one with whitespace, a comma or a control character.
+  void add_tags(const std::string& run_id, const std::vector<std::string>& tags);
+  /// Removes these tags (absent ones are ignored).
+  void remove_tags(const std::string& run_id, const std::vector<std::string>& tags);
+  /// Every tag in the store with how many runs carry it, by tag.
+  std::vector<std::pair<std::string, int64_t>> all_tags() const;
+
   // ---- metrics ---------------------------------------------------------------------------------
 
   /// Summaries of every metric of the run, sorted by name.

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/store/aggregate.h"
 #include "engine/store/sqlite_util.h"
@@ -22,5 +23,8 @@ void insert_event(sql::Db& db, int64_t rid, const std::string& kind, const nlohm
 std::string stale_reason(const RunRecord& r, int64_t now_ms, int64_t stale_after_ms);
 
 MetricSummary to_summary(std::string name, Direction d, const Agg& a);
+
+/// Reads the note and tags of the runs `rids` into `records` (same order; store_notes.cpp).
+void fill_notes(sql::Db& db, const std::vector<int64_t>& rids, const std::vector<RunRecord*>& records);
 
 }  // namespace lathe::store_detail

@@ -58,6 +58,8 @@ struct RunRecord {
   std::vector<std::string> devices;
   std::optional<int64_t> pid;  ///< the writer process (while running)
   std::string config_json;     ///< filled by Store::run(); empty in list_runs() rows
+  std::string note;            ///< free text (Store::set_note); "" when none
+  std::vector<std::string> tags;  ///< sorted (Store::add_tags)
 };
 
 /// One sample of a series.
@@ -92,6 +94,9 @@ struct RunQuery {
   std::vector<RunStatus> statuses;  ///< empty: any
   std::string name_glob;            ///< shell glob on runs.name (`*`, `?`, `[..]`, case-sensitive); empty: any
   std::vector<std::pair<std::string, std::string>> params;  ///< flattened config key == value
+  std::vector<std::string> tags;                            ///< runs carrying every one of these tags
+  /// Case-insensitive substring of the run's id, name, note or one of its tags; empty: any.
+  std::string search;
   enum class Sort { created, started, name, status, metric_last, metric_best };
   Sort sort = Sort::created;
   std::string sort_metric;  ///< for metric_last / metric_best; runs without it sort last

@@ -225,7 +225,7 @@ TEST(GuiCompare, SpeedupsFromContendedLatenciesAreMarked) {
 TEST(GuiCompare, TooFewRunsSaysWhatToDo) {
   test::GuiTempDir dir;
   const CompareData d = load_compare_data(dir.qdb(), {"only-one"});
-  EXPECT_TRUE(d.error.contains("Pick 2 to 10 runs")) << d.error.toStdString();
+  EXPECT_TRUE(d.error.contains("Pick 2 to 100 runs")) << d.error.toStdString();
   const CompareData unknown = load_compare_data(dir.qdb(), {"nope1", "nope2"});
   EXPECT_FALSE(unknown.error.isEmpty());
 }

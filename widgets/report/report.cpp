@@ -10,6 +10,7 @@
 #include "widgets/report/report_charts.h"
 #include "widgets/report/report_csv.h"
 #include "widgets/report/report_data.h"
+#include "widgets/report/report_groups.h"
 #include "widgets/report/report_html.h"
 #include "widgets/report/report_pdf.h"
 
@@ -39,14 +40,17 @@ std::string format_name(Format format) {
   return "?";
 }
 
-void write_report(const Store& store, const std::vector<std::string>& run_ids, Format format, const std::string& path) {
+void write_report(const Store& store, const std::vector<std::string>& run_ids, Format format, const std::string& path,
+                  const GroupBy* group_by) {
   if (format != Format::csv)
     require_widget_application(format == Format::html ? "an html report" : "a pdf report");
   OutputFile out(path);
   if (format == Format::csv) {
     write_samples_csv(store, resolve_report_runs(store, run_ids), out.stream());
   } else {
-    const ReportData data = collect_report_data(store, run_ids);
+    ReportData data = collect_report_data(store, run_ids);
+    if (group_by)
+      add_groups(data, *group_by);
     if (format == Format::html) {
       const std::vector<ChartImage> charts = render_report_charts(data, HtmlFlavor::standalone);
       out.write(build_report_html(data, charts, HtmlFlavor::standalone));

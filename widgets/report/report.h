@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/analysis/run_groups.h"
 #include "engine/store/store.h"
 
 namespace lathe::report {
@@ -21,6 +22,9 @@ std::string format_name(Format format);
 /// One run -> a run report; 2+ runs -> a comparison report. Needs a QGuiApplication/QApplication to
 /// exist for html/pdf (charts are rendered with QCustomPlot); csv needs none. Throws lathe::Error
 /// with context (DataError for an unknown run or an unwritable path).
-void write_report(const Store& store, const std::vector<std::string>& run_ids, Format format, const std::string& path);
+/// `group_by` (html/pdf): the runs also folded into groups (a Groups section with mean ± sample std;
+/// in HTML, group charts with std bands).
+void write_report(const Store& store, const std::vector<std::string>& run_ids, Format format, const std::string& path,
+                  const GroupBy* group_by = nullptr);
 
 }  // namespace lathe::report

@@ -43,11 +43,13 @@ void style_axis(QCPAxis* axis, const QString& label) {
 QCPRange value_range(const ChartSpec& spec) {
   double lo = INFINITY, hi = -INFINITY;
   for (const ChartLine& line : spec.lines)
-    for (const Point& p : *line.points)
-      if (std::isfinite(p.value)) {
-        lo = std::min(lo, p.value);
-        hi = std::max(hi, p.value);
-      }
+    for (const std::vector<Point>* pts : {line.points, line.band_lo, line.band_hi})
+      if (pts)
+        for (const Point& p : *pts)
+          if (std::isfinite(p.value)) {
+            lo = std::min(lo, p.value);
+            hi = std::max(hi, p.value);
+          }
   if (!std::isfinite(lo))
     return QCPRange(0, 1);
   if (hi - lo <= 1e-12 * std::max(1.0, std::fabs(hi))) {
@@ -137,9 +139,29 @@ QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double
       x_lo = std::min(x_lo, static_cast<double>(p.step));
       x_hi = std::max(x_hi, static_cast<double>(p.step));
     }
+    const QColor color(QString::fromStdString(line.color));
+    if (line.band_lo && line.band_hi) {  // two pen-less graphs, the space between them filled
+      auto band_graph = [&](const std::vector<Point>& pts) {
+        QCPGraph* g = plot.addGraph();
+        QVector<double> k, v;
+        for (const Point& p : pts) {
+          k.push_back(static_cast<double>(p.step));
+          v.push_back(p.value);
+        }
+        g->setData(k, v, true);
+        g->setPen(Qt::NoPen);
+        g->removeFromLegend();
+        return g;
+      };
+      QCPGraph* lo = band_graph(*line.band_lo);
+      QCPGraph* hi = band_graph(*line.band_hi);
+      QColor fill = color;
+      fill.setAlpha(55);
+      hi->setBrush(fill);
+      hi->setChannelFillGraph(lo);
+    }
     QCPGraph* graph = plot.addGraph();
     graph->setName(QString::fromStdString(spec.legend ? wrap_legend_label(line.label, width) : line.label));
-    const QColor color(QString::fromStdString(line.color));
     graph->setPen(QPen(color, 1.6));
     if (line.points->size() <= 40)
       graph->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, 4.5));

@@ -14,6 +14,10 @@ struct ChartLine {
   std::string label;  ///< legend text
   std::string color;  ///< "#rrggbb"
   const std::vector<Point>* points = nullptr;
+  /// A band drawn under the line in its color (a group's mean - std .. mean + std, or min .. max):
+  /// both set, at the same steps as `points`.
+  const std::vector<Point>* band_lo = nullptr;
+  const std::vector<Point>* band_hi = nullptr;
 };
 
 struct ChartSpec {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/analysis/run_groups.h"
 #include "engine/store/store.h"
 
 namespace lathe::report {
@@ -38,6 +39,9 @@ struct ReportData {
   std::vector<std::string> charted;  ///< the metrics that get a chart, in report order
   int64_t generated_ms = 0;
   std::string store_path;
+  /// Filled by add_groups() (report_groups.h) when the report is asked for groups.
+  std::vector<RunGroup> groups;
+  std::string group_by;  ///< GroupBy::describe() of the grouping; empty: no groups
   bool comparison() const { return runs.size() > 1; }
 };
 

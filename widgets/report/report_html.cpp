@@ -9,6 +9,7 @@
 #include "widgets/common/cost_metrics.h"
 #include "widgets/report/report_charts.h"
 #include "widgets/report/report_events.h"
+#include "widgets/report/report_groups.h"
 #include "widgets/report/report_html_parts.h"
 #include "widgets/report/report_stages.h"
 #include "widgets/report/report_text.h"
@@ -205,8 +206,15 @@ void write_cards(std::string& out, const ReportRun& run) {
   out += "</tr></table>\n";
 }
 
+std::string tags_text(const RunRecord& r) {
+  std::string t;
+  for (const std::string& tag : r.tags)
+    t += (t.empty() ? "" : ", ") + tag;
+  return t;
+}
+
 void write_run_facts(std::string& out, const ReportRun& r) {
-  const std::vector<std::pair<std::string, std::string>> facts = {
+  std::vector<std::pair<std::string, std::string>> facts = {
       {"Name", esc(r.record.name)},
       {"Run id", "<span class=\"key\">" + esc(r.record.id) + "</span>"},
       {"Status", status_badge(r.record.status)},
@@ -220,6 +228,10 @@ void write_run_facts(std::string& out, const ReportRun& r) {
       {"Host", esc(r.record.host.empty() ? "-" : r.record.host)},
       {"Lathe version", esc(r.record.code_version.empty() ? "-" : r.record.code_version)},
   };
+  if (!r.record.tags.empty() || !r.record.note.empty()) {
+    facts.push_back({"Tags", esc(r.record.tags.empty() ? "-" : tags_text(r.record))});
+    facts.push_back({"Note", esc(r.record.note.empty() ? "-" : r.record.note)});
+  }
   out += "<table class=\"facts\" width=\"100%\" cellspacing=\"0\" cellpadding=\"3\">";
   for (size_t i = 0; i < facts.size(); i += 2) {
     out += "<tr>";
@@ -248,6 +260,13 @@ void write_runs_table(std::string& out, const ReportData& data) {
            backend_device(r), price_text(r), cost_text(r)});
   }
   t.close();
+  for (size_t i = 0; i < data.runs.size(); ++i) {  // what was written about the runs
+    const RunRecord& rec = data.runs[i].record;
+    if (!rec.tags.empty() || !rec.note.empty())
+      out += "<p class=\"sub\">" + html::swatch(i) + " <b>" + esc(data.runs[i].label) + "</b>" +
+             (rec.tags.empty() ? "" : " [" + esc(tags_text(rec)) + "]") +
+             (rec.note.empty() ? "" : ": " + esc(rec.note)) + "</p>\n";
+  }
   for (size_t i = 0; i < data.runs.size(); ++i) {
     const std::string error = run_error(data.runs[i].events);
     if (!error.empty())
@@ -376,10 +395,11 @@ void write_metric_summary(std::string& out, const ReportData& data) {
 
 // ---- charts -----------------------------------------------------------------------------------
 
-void write_charts(std::string& out, const ReportData& data, const std::vector<ChartImage>& charts, HtmlFlavor flavor) {
+void write_charts(std::string& out, const ReportData& data, const std::vector<ChartImage>& charts, HtmlFlavor flavor,
+                  const std::string& title = "Charts") {
   if (charts.empty())
     return;
-  out += html::section("Charts");
+  out += html::section(title);
   out += "<table class=\"charts\" width=\"100%\" cellspacing=\"0\" cellpadding=\"2\">";
   for (size_t i = 0; i < charts.size(); ++i) {
     const ChartImage& c = charts[i];
@@ -395,7 +415,11 @@ void write_charts(std::string& out, const ReportData& data, const std::vector<Ch
   out += "</table>\n";
   out += "<p class=\"sub\">x axis: training step. Long series are drawn from min/max-preserving buckets (" +
          std::to_string(kChartBuckets) + " per series), so no spike is lost.";
-  if (data.comparison())
+  if (title != "Charts")
+    out +=
+        " Each line: a group's mean over its members at each step; the band: mean &plusmn; the sample std (ddof=1)"
+        " of the members present at that step.";
+  else if (data.comparison())
     out += " Colors as in the Runs table.";
   out += "</p>\n";
 }
@@ -459,7 +483,10 @@ std::string build_report_html(const ReportData& data, const std::vector<ChartIma
     write_run_facts(out, data.runs[0]);
     html::write_stage_results(out, data.runs[0]);
   }
+  write_groups(out, data);
   write_metric_summary(out, data);
+  if (standalone && !data.group_by.empty())  // the PDF has the groups table, not their charts
+    write_charts(out, data, render_group_charts(data, flavor), flavor, "Group charts");
   write_charts(out, data, charts, flavor);
   html::write_config(out, data, !standalone && !charts.empty());
   html::write_events(out, data);

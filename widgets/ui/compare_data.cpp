@@ -29,8 +29,9 @@ const MetricSummary* CompareData::summary(size_t run, const std::string& metric)
 
 CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, int buckets) {
   CompareData out;
-  if (runIds.size() < 2 || runIds.size() > 10) {
-    out.error = QString("Pick 2 to 10 runs to compare (%1 selected): select rows in Runs with Ctrl or Shift.")
+  if (runIds.size() < 2 || runIds.size() > kMaxCompareRuns) {
+    out.error = QString("Pick 2 to %1 runs to compare (%2 selected): select rows in Runs with Ctrl or Shift.")
+                    .arg(kMaxCompareRuns)
                     .arg(runIds.size());
     return out;
   }

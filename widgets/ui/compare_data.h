@@ -1,4 +1,4 @@
-// CompareData: everything the compare view shows about 2-10 runs, read from the store in one go
+// CompareData: everything the compare view shows about 2-100 runs, read from the store in one go
 // (on a worker thread, with its own connection): run rows, config diff and flattened configs,
 // metric summaries and downsampled (min/max preserving) curves of every metric.
 #pragma once
@@ -11,6 +11,10 @@
 #include "engine/store/store_types.h"
 
 namespace lathe::ui {
+
+/// The most runs the compare view takes at once (a study of seeds x knobs is dozens of runs: the
+/// Groups tab folds them).
+constexpr int kMaxCompareRuns = 100;
 
 struct CompareData {
   std::vector<RunRecord> runs;

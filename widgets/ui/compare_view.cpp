@@ -44,7 +44,7 @@ void legendBesidePlot(QCustomPlot* plot) {
 
 CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_db(std::move(dbPath)) {
   auto* column = new QVBoxLayout(this);
-  m_header = new QLabel("Select 2-10 runs in Runs and press Compare.", this);
+  m_header = new QLabel("Select 2-100 runs in Runs and press Compare.", this);
   m_header->setObjectName("compareHeader");
   m_header->setWordWrap(true);
   column->addWidget(m_header);
@@ -108,6 +108,12 @@ CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   scatterLayout->addWidget(m_scatter, 1);
   m_tabs->addTab(scatterPage, "Scatter");
 
+  m_groupPanel = new GroupPanel(this);
+  m_groupPanel->setObjectName("groupPanel");
+  m_tabs->addTab(m_groupPanel, "Groups");
+  m_importancePanel = new ImportancePanel(this);
+  m_tabs->addTab(m_importancePanel, "What matters");
+
   connect(m_onlyDiff, &QCheckBox::toggled, this, &CompareView::fillConfig);
   connect(m_curveMetric, &QComboBox::currentTextChanged, this, &CompareView::drawCurves);
   const auto axisChanged = [this]() {
@@ -150,6 +156,8 @@ QString CompareView::runLabel(size_t i) const {
 
 void CompareView::showData(CompareData data) {
   m_data = std::move(data);
+  m_groupPanel->setData(&m_data);
+  m_importancePanel->setData(&m_data);
   if (!m_data.error.isEmpty()) {
     m_header->setText(m_data.error);
     emit loaded(m_data.error);

@@ -1,7 +1,9 @@
-// CompareView: 2-10 runs side by side. Tabs: Config (every flattened key per run, "only
+// CompareView: 2-100 runs side by side. Tabs: Config (every flattened key per run, "only
 // differences" hides equal rows), Metrics (last / best / min / max per run), Curves (one metric
 // overlaid for every run), Scatter (any metric against any other, last or best value, with the
-// Pareto front drawn). Data comes from load_compare_data() on a worker thread.
+// Pareto front drawn), Groups (the runs folded by config without seed: mean ± std, GroupPanel),
+// What matters (knob importance for a metric, ImportancePanel).
+// Data comes from load_compare_data() on a worker thread.
 #pragma once
 
 #include <qcustomplot.h>
@@ -14,6 +16,8 @@
 #include <QWidget>
 
 #include "widgets/ui/compare_data.h"
+#include "widgets/ui/group_panel.h"
+#include "widgets/ui/importance_panel.h"
 #include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
@@ -36,7 +40,9 @@ class CompareView : public QWidget {
   QCustomPlot* curvePlot() const { return m_curves; }
   QCustomPlot* scatterPlot() const { return m_scatter; }
   QTabWidget* tabs() const { return m_tabs; }
-  /// "config", "metrics", "curves" or "scatter".
+  GroupPanel* groupPanel() const { return m_groupPanel; }
+  ImportancePanel* importancePanel() const { return m_importancePanel; }
+  /// "config", "metrics", "curves", "scatter", "groups" or "what matters".
   void showPage(const QString& name);
   void setCurveMetric(const QString& metric);
   void setScatterAxes(const QString& xMetric, const QString& yMetric);
@@ -67,6 +73,8 @@ class CompareView : public QWidget {
   QComboBox *m_curveMetric, *m_scatterX, *m_scatterY, *m_scatterStat;
   QCheckBox *m_lowerX, *m_lowerY;
   QCustomPlot *m_curves, *m_scatter;
+  GroupPanel* m_groupPanel;
+  ImportancePanel* m_importancePanel;
   std::vector<int> m_front;
   std::vector<std::pair<int, XY>> m_scatterPoints;  ///< run index, (x, y) of each drawn point
 };

@@ -3,13 +3,16 @@
 
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QInputDialog>
 #include <QItemSelectionModel>
 #include <QMenu>
 #include <QMessageBox>
+#include <QRegularExpression>
 #include <QVBoxLayout>
 
 #include "engine/core/error.h"
 #include "engine/store/store.h"
+#include "widgets/ui/compare_data.h"
 #include "widgets/ui/resume_check.h"
 
 namespace lathe::ui {
@@ -27,6 +30,12 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_paramFilter = new QLineEdit(this);
   m_paramFilter->setObjectName("paramFilter");
   m_paramFilter->setPlaceholderText("params: model.zoo=cnn train.epochs=5");
+  m_search = new QLineEdit(this);
+  m_search->setObjectName("searchFilter");
+  m_search->setPlaceholderText("search id, name, note, tags; tag:paper");
+  m_search->setToolTip(
+      "Words: runs whose id, name, note or a tag contains the text (any case). tag:NAME: runs "
+      "tagged NAME.");
   m_prev = new QPushButton("<", this);
   m_next = new QPushButton(">", this);
   m_pageLabel = new QLabel(this);
@@ -34,6 +43,7 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   filters->addWidget(m_nameFilter, 1);
   filters->addWidget(m_statusFilter);
   filters->addWidget(m_paramFilter, 2);
+  filters->addWidget(m_search, 2);
   filters->addWidget(m_prev);
   filters->addWidget(m_pageLabel);
   filters->addWidget(m_next);
@@ -53,7 +63,7 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   auto* actions = new QHBoxLayout;
   m_watch = new QPushButton("Watch live", this);
   m_compare = new QPushButton("Compare", this);
-  m_compare->setToolTip("Compare 2-10 selected runs");
+  m_compare->setToolTip(QString("Compare 2-%1 selected runs (the Groups tab folds seeds)").arg(kMaxCompareRuns));
   m_open = new QPushButton("Open config", this);
   m_rerun = new QPushButton("Re-run", this);
   m_resume = new QPushButton("Resume", this);
@@ -61,13 +71,53 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_resumeAction = new QAction("Resume", this);
   m_export = new QPushButton("Export...", this);
   m_delete = new QPushButton("Delete", this);
-  for (QPushButton* b : {m_watch, m_compare, m_open, m_rerun, m_resume, m_export, m_delete})
+  m_note = new QPushButton("Note...", this);
+  m_note->setObjectName("noteButton");
+  m_tags = new QPushButton("Tags...", this);
+  m_tags->setObjectName("tagsButton");
+  for (QPushButton* b : {m_watch, m_compare, m_open, m_rerun, m_resume, m_export, m_note, m_tags, m_delete})
     actions->addWidget(b);
   actions->addStretch(1);
   column->addLayout(actions);
 
   connect(m_nameFilter, &QLineEdit::editingFinished, this, &RunBrowser::applyFilters);
   connect(m_paramFilter, &QLineEdit::editingFinished, this, &RunBrowser::applyFilters);
+  connect(m_search, &QLineEdit::editingFinished, this, &RunBrowser::applyFilters);
+  connect(m_note, &QPushButton::clicked, this, [this]() {
+    const QStringList ids = selectedRunIds();
+    if (ids.size() != 1)
+      return;
+    const RunRow* row = nullptr;
+    for (int r = 0; r < m_model->rowCount(); ++r)
+      if (m_model->runId(r) == ids.front())
+        row = m_model->row(r);
+    bool ok = false;
+    const QString text =
+        QInputDialog::getMultiLineText(this, "Note", "Note on " + ids.front() + " (empty clears it):",
+                                       row ? QString::fromStdString(row->item.run.note) : QString(), &ok);
+    if (!ok)
+      return;
+    const QString err = setNote(ids.front(), text);
+    if (!err.isEmpty())
+      QMessageBox::warning(this, "Note", err);
+  });
+  connect(m_tags, &QPushButton::clicked, this, [this]() {
+    const QStringList ids = selectedRunIds();
+    if (ids.isEmpty())
+      return;
+    bool ok = false;
+    const QString text = QInputDialog::getText(
+        this, "Tags", QString("Tags for %1 run(s): words add a tag, -word removes it").arg(ids.size()),
+        QLineEdit::Normal, QString(), &ok);
+    if (!ok)
+      return;
+    QStringList add, remove;
+    for (const QString& w : text.split(QRegularExpression("[\\s,]+"), Qt::SkipEmptyParts))
+      (w.startsWith('-') ? remove : add) << (w.startsWith('-') ? w.mid(1) : w);
+    const QString err = editTags(ids, add, remove);
+    if (!err.isEmpty())
+      QMessageBox::warning(this, "Tags", err);
+  });
   connect(m_statusFilter, &QComboBox::currentIndexChanged, this, &RunBrowser::applyFilters);
   connect(m_prev, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() - m_model->pageSize()); });
   connect(m_next, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() + m_model->pageSize()); });
@@ -132,6 +182,15 @@ void RunBrowser::applyFilters() {
   if (m_statusFilter->currentIndex() > 0)
     q.statuses.push_back(parse_status(m_statusFilter->currentText().toStdString()));
   q.params.clear();
+  q.tags.clear();
+  QStringList words;
+  for (const QString& w : m_search->text().split(' ', Qt::SkipEmptyParts)) {
+    if (w.startsWith("tag:") && w.size() > 4)
+      q.tags.push_back(w.mid(4).toStdString());
+    else
+      words << w;
+  }
+  q.search = words.join(' ').toStdString();
   QStringList bad;
   for (const QString& part : m_paramFilter->text().split(' ', Qt::SkipEmptyParts)) {
     const int eq = part.indexOf('=');
@@ -173,9 +232,11 @@ void RunBrowser::updateButtons() {
   m_resume->setToolTip(resume.why);
   m_resumeAction->setEnabled(resume.ok);
   m_resumeAction->setToolTip(resume.why);
-  m_compare->setEnabled(n >= 2 && n <= 10);
+  m_compare->setEnabled(n >= 2 && n <= kMaxCompareRuns);
   m_export->setEnabled(n >= 1);
   m_delete->setEnabled(n >= 1);
+  m_note->setEnabled(n == 1);
+  m_tags->setEnabled(n >= 1);
 }
 
 QStringList RunBrowser::selectedRunIds() const {
@@ -206,6 +267,37 @@ nlohmann::json RunBrowser::runConfig(const QString& runId) const {
   } catch (const std::exception&) {
     return nlohmann::json::object();
   }
+}
+
+QString RunBrowser::setNote(const QString& runId, const QString& text) {
+  QString err;
+  try {
+    Store::open(m_db.toStdString()).set_note(runId.toStdString(), text.toStdString());
+  } catch (const std::exception& e) {
+    err = QString::fromUtf8(e.what());
+  }
+  reload();
+  return err;
+}
+
+QString RunBrowser::editTags(const QStringList& runIds, const QStringList& add, const QStringList& remove) {
+  std::vector<std::string> a, r;
+  for (const QString& t : add)
+    a.push_back(t.toStdString());
+  for (const QString& t : remove)
+    r.push_back(t.toStdString());
+  QString err;
+  try {
+    Store store = Store::open(m_db.toStdString());
+    for (const QString& id : runIds) {
+      store.add_tags(id.toStdString(), a);
+      store.remove_tags(id.toStdString(), r);
+    }
+  } catch (const std::exception& e) {
+    err = QString::fromUtf8(e.what());
+  }
+  reload();
+  return err;
 }
 
 QString RunBrowser::deleteRuns(const QStringList& ids) {

@@ -33,6 +33,12 @@ class RunBrowser : public QWidget {
   nlohmann::json runConfig(const QString& runId) const;
   /// Deletes runs without asking (the Delete button asks first). Returns an error text or "".
   QString deleteRuns(const QStringList& ids);
+  /// Sets the note of a run / adds and removes tags on runs (the Note... and Tags... buttons ask
+  /// first), then reloads. Returns an error text (a bad tag: the tag and what is allowed) or "".
+  QString setNote(const QString& runId, const QString& text);
+  QString editTags(const QStringList& runIds, const QStringList& add, const QStringList& remove);
+  /// The search box: words are searched in id, name, note and tags; "tag:x" keeps runs tagged x.
+  QLineEdit* searchBox() const { return m_search; }
 
  public slots:
   void reload();
@@ -57,10 +63,11 @@ class RunBrowser : public QWidget {
   QString m_db;
   RunTableModel* m_model;
   QTableView* m_table;
-  QLineEdit *m_nameFilter, *m_paramFilter;
+  QLineEdit *m_nameFilter, *m_paramFilter, *m_search;
   QComboBox* m_statusFilter;
   QLabel* m_pageLabel;
-  QPushButton *m_prev, *m_next, *m_watch, *m_compare, *m_open, *m_rerun, *m_resume, *m_export, *m_delete;
+  QPushButton *m_prev, *m_next, *m_watch, *m_compare, *m_open, *m_rerun, *m_resume, *m_export, *m_delete, *m_note,
+      *m_tags;
   QAction* m_resumeAction;  ///< the context menu's Resume, enabled like the button
   QStringList m_pendingSelection;
 };

@@ -24,11 +24,25 @@ enum Column {
   kTestAccBest,
   kTrainLossLast,
   kBytes,
+  kTags,
+  kNote,
   kId,
   kColumns
 };
-const char* kHeaders[] = {"Name",   "Status",           "Started",         "Duration",           "Backend",     "Model",
-                          "Epochs", "Test acc (final)", "Test acc (best)", "Train loss (final)", "Model bytes", "Id"};
+const char* kHeaders[] = {"Name",
+                          "Status",
+                          "Started",
+                          "Duration",
+                          "Backend",
+                          "Model",
+                          "Epochs",
+                          "Test acc (final)",
+                          "Test acc (best)",
+                          "Train loss (final)",
+                          "Model bytes",
+                          "Tags",
+                          "Note",
+                          "Id"};
 const std::vector<std::string> kKeyParams = {"model.zoo", "train.epochs"};
 const std::vector<std::string> kMetrics = {"test/accuracy", "train/loss", "model/bytes"};
 
@@ -148,6 +162,20 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role != Qt::DisplayRole && role != Qt::ToolTipRole)
     return {};
+  const QString tags = QString::fromStdString([&] {
+    std::string t;
+    for (const std::string& tag : run.tags)
+      t += (t.empty() ? "" : ", ") + tag;
+    return t;
+  }());
+  if (role == Qt::ToolTipRole && (run.note.size() || run.tags.size())) {  // every cell: what was written about the run
+    QString tip = QString::fromStdString(run.name);
+    if (!tags.isEmpty())
+      tip += "\nTags: " + tags;
+    if (!run.note.empty())
+      tip += "\nNote: " + QString::fromStdString(run.note);
+    return tip;
+  }
   const auto param = [&](const std::string& key) -> QString {
     for (const auto& [k, v] : r->params)
       if (k == key)
@@ -184,6 +212,12 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
       return metric("train/loss", false);
     case kBytes:
       return metric("model/bytes", false);
+    case kTags:
+      return tags;
+    case kNote: {  // the first line in the table; all of it in the tooltip
+      const QString note = QString::fromStdString(run.note);
+      return role == Qt::DisplayRole ? note.section('\n', 0, 0) : note;
+    }
     case kId:
       return QString::fromStdString(run.id);
   }

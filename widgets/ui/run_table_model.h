@@ -1,5 +1,6 @@
 // RunTableModel: one page of Store::list_runs() as a Qt table (name, status, started, duration,
-// backend, key params, final and best metrics), with a column for each sweep knob that the page's
+// backend, key params, final and best metrics, tags and note; a run's tags and note are every
+// cell's tooltip), with a column for each sweep knob that the page's
 // run names carry ("mlp-fashion lr=0.02" -> a train.optimizer.lr column). Pages are read on a worker thread with their
 // own Store connection (QtConcurrent), so a 10,000-run store never stalls the GUI; sorting maps the clicked column to
 // RunQuery::Sort and is done by SQLite, not in memory.

@@ -1,0 +1,63 @@
+// GroupPanel: the compare view's Groups tab. The compared runs folded into groups by their config
+// without seed (or the keys typed in "Group by"): a table with each group's n and every metric's
+// last value as mean ± sample std (ddof = 1) (n), and a chart of one metric with each group's mean
+// line and, by the switch, a mean ± std band or the min/max envelope; each member's own trace on
+// demand. Group curves align the members' chart points by step (engine/analysis/group_series.h).
+// The chart switches to a scatter of two metrics: one point per group at the means of the members'
+// last values, with error bars of one sample std on both axes.
+#pragma once
+
+#include <qcustomplot.h>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QTableWidget>
+#include <QWidget>
+
+#include "engine/analysis/run_groups.h"
+#include "widgets/ui/compare_data.h"
+
+namespace lathe::ui {
+
+class GroupPanel : public QWidget {
+  Q_OBJECT
+ public:
+  enum class Band { stdBand = 0, envelope = 1 };
+  enum class View { curves = 0, scatter = 1 };
+  explicit GroupPanel(QWidget* parent = nullptr);
+
+  /// Groups `data` (kept by reference: the compare view owns it and calls this again when it changes).
+  void setData(const CompareData* data);
+  /// "" (the config without seed), "a,b" (those keys) or "-seed,-x" (without those): GroupBy::parse.
+  void setGroupBy(const QString& text);
+  void setMetric(const QString& metric);
+  void setBand(Band band);
+  void setShowMembers(bool on);
+  void setView(View view);
+  /// Scatter axes (metric names); switches the chart to the scatter.
+  void setScatterAxes(const QString& xMetric, const QString& yMetric);
+
+  const std::vector<RunGroup>& groups() const { return m_groups; }
+  QTableWidget* table() const { return m_table; }
+  QCustomPlot* plot() const { return m_plot; }
+  QLabel* note() const { return m_note; }
+  QLineEdit* groupByEdit() const { return m_groupBy; }
+
+ private:
+  void regroup();
+  void fillTable();
+  void draw();
+  void drawScatter();
+
+  const CompareData* m_data = nullptr;
+  std::vector<RunGroup> m_groups;
+  QLineEdit* m_groupBy;
+  QComboBox *m_metric, *m_band, *m_view, *m_scatterX, *m_scatterY;
+  QCheckBox* m_members;
+  QLabel* m_note;
+  QTableWidget* m_table;
+  QCustomPlot* m_plot;
+};
+
+}  // namespace lathe::ui
