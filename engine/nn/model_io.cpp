@@ -28,13 +28,18 @@ int64_t save_model(Model& model, Backend& backend, const std::string& path,
 
 void load_model_weights(Model& model, Backend& backend, const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
+  load_named_tensors(model, backend, file.tensors, path);
+}
+
+void load_named_tensors(Model& model, Backend& backend, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::string& path) {
   std::map<std::string, Tensor*> targets;
   for (const NamedParam& p : model.named_params())
     targets[p.name] = &p.param->value;
   for (const NamedBuffer& b : model.named_buffers())
     targets[b.name] = &b.buffer->value;
   std::set<std::string> seen;
-  for (auto& [name, t] : file.tensors) {
+  for (const auto& [name, t] : tensors) {
     auto it = targets.find(name);
     if (it == targets.end())
       throw DataError(path + ": tensor '" + name + "' is not a parameter of this model");
