@@ -44,10 +44,12 @@ void load_named_tensors(Model& model, Backend& backend, const std::vector<std::p
     if (it == targets.end())
       throw DataError(path + ": tensor '" + name + "' is not a parameter of this model");
     Tensor& dst = *it->second;
-    if (t.shape() != dst.shape())
+    // A one-element counter is a scalar [] in PyTorch (num_batches_tracked) and [1] in Lathe.
+    const bool one_element = t.numel() == 1 && dst.numel() == 1 && t.shape().size() <= 1 && dst.shape().size() <= 1;
+    if (t.shape() != dst.shape() && !one_element)
       throw DataError(path + ": tensor '" + name + "' has shape " + shape_str(t.shape()) + ", the model expects " +
                       shape_str(dst.shape()));
-    if (t.dtype() == dst.dtype()) {
+    if (t.dtype() == dst.dtype() && t.shape() == dst.shape()) {
       backend.copy(t, dst);
     } else {
       // e.g. an int64 num_batches_tracked from PyTorch stored as another int type, or f64 weights.
