@@ -159,7 +159,8 @@ TEST_P(OnnxCnnImport, MatchesTheSameLatheModel) {
 
 INSTANTIATE_TEST_SUITE_P(Opsets, OnnxCnnImport, ::testing::Values(11, 13, 17));
 
-// Flatten -> MatMul + Add (one Linear with bias) -> Relu -> Gemm (transB 1, bias [1, out]).
+// Flatten -> MatMul + Add (one Linear with bias) -> Relu -> Gemm (transB 1, bias [1, out], its
+// weight through an Identity).
 TEST_F(OnnxImportTest, MatMulPlusAddBecomesOneLinear) {
   Rng rng(5);
   const Tensor w1 = random_tensor({16, 8}, rng), b1 = random_tensor({8}, rng);
@@ -173,7 +174,8 @@ TEST_F(OnnxImportTest, MatMulPlusAddBecomesOneLinear) {
   b.node("MatMul", {"f", "h.weight"}, {"m"}, "mm");
   b.node("Add", {"h_bias", "m"}, {"a"}, "bias_add");
   b.node("Relu", {"a"}, {"r"}, "act");
-  OnnxBuilder::int1(b.node("Gemm", {"r", "o.weight", "o.bias"}, {"y"}, "gemm"), "transB", 1);
+  b.node("Identity", {"o.weight"}, {"o_w_shared"}, "Identity_0");  // as PyTorch writes shared weights
+  OnnxBuilder::int1(b.node("Gemm", {"r", "o_w_shared", "o.bias"}, {"y"}, "gemm"), "transB", 1);
   b.output("y");
   OnnxImport imported = import_onnx(b.save(path("mlp.onnx")));
   EXPECT_TRUE(imported.notes.empty());

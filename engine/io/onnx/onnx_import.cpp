@@ -229,7 +229,9 @@ class Importer {
         refuse(n, "output " + std::to_string(i) + " ('" + n.output(i) + "') is used; Lathe computes only the first");
   }
 
-  std::string lathe_name(const onnx::NodeProto& n, int index, const std::string& weight_input = "") {
+  std::string lathe_name(const onnx::NodeProto& n, int index, std::string weight_input = "") {
+    if (const onnx::TensorProto* t = weight_input.empty() ? nullptr : constant(weight_input))
+      weight_input = t->name();  // through Identity nodes to the initializer's own name
     std::string base;
     // PyTorch names weights "<module>.weight": the module path makes the state_dict names match.
     if (!weight_input.empty()) {
@@ -279,7 +281,10 @@ class Importer {
         refuse(n, "only a tensor 'value' is supported");
       m_constants[n.output(0)] = &a->t();
     } else if (op == "Identity") {
-      alias(n, n.input(0));
+      if (const onnx::TensorProto* c = constant(n.input(0)))  // PyTorch names shared weights this way
+        m_constants[n.output(0)] = c;
+      else
+        alias(n, n.input(0));
     } else if (op == "Relu") {
       add(n, lathe_name(n, index), std::make_unique<ReLU>(), {&activation(n, n.input(0))}, n.output(0));
     } else if (op == "Conv") {
