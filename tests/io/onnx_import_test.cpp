@@ -193,6 +193,25 @@ TEST_F(OnnxImportTest, MatMulPlusAddBecomesOneLinear) {
             0);
 }
 
+// What torch.onnx.export (2.x, dynamo) writes: IR version 10, which libonnx 1.12 (IR 8) cannot check
+// as such, and Reshape [-1, features] with allowzero = 1.
+TEST_F(OnnxImportTest, CurrentPyTorchExportsAreTaken) {
+  OnnxBuilder b(17, {1, 4, 4});
+  b.proto.set_ir_version(10);
+  b.init_i64("s", {-1, 16});
+  OnnxBuilder::int1(b.node("Reshape", {"input", "s"}, {"y"}, "node_Reshape_1"), "allowzero", 1);
+  b.output("y");
+  OnnxImport imported = import_onnx(b.save(path("ir10.onnx")));
+  ASSERT_EQ(imported.model->size(), 1u);
+  EXPECT_EQ(imported.model->layer(0).kind(), "flatten");
+
+  OnnxBuilder zero(17, {1, 4, 4});  // with allowzero = 1 a 0 is a real zero, not N: refused
+  zero.init_i64("s", {0, -1});
+  OnnxBuilder::int1(zero.node("Reshape", {"input", "s"}, {"y"}, "rs"), "allowzero", 1);
+  zero.output("y");
+  EXPECT_NE(refusal(zero, "allowzero.onnx").find("node 'rs' (Reshape)"), std::string::npos);
+}
+
 TEST_F(OnnxImportTest, UnsupportedOpsAttributesAndOpsetsAreRefusedNamingTheNode) {
   Rng rng(3);
   {  // an LSTM

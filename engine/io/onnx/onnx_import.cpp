@@ -481,8 +481,9 @@ class Importer {
     for (size_t i = 1; i < x.shape.size(); ++i)
       rest *= x.shape[i];
     // [N, rest] for any batch N: the first entry copies N (0) or is inferred (-1 with rest given).
-    const bool flat = v.size() == 2 && int_attr(n, "allowzero", 0) == 0 &&
-                      ((v[0] == 0 && (v[1] == -1 || v[1] == rest)) || (v[0] == -1 && v[1] == rest));
+    // allowzero = 1 makes a 0 a real zero-sized dimension, not a copy of N (torch.onnx sets it).
+    const bool copies_n = v.size() == 2 && v[0] == 0 && int_attr(n, "allowzero", 0) == 0;
+    const bool flat = v.size() == 2 && ((copies_n && (v[1] == -1 || v[1] == rest)) || (v[0] == -1 && v[1] == rest));
     if (!flat) {
       std::string text;
       for (int64_t d : v)
