@@ -277,6 +277,14 @@ TEST_F(OnnxImportTest, BrokenFilesAreDataErrorsNamingTheFile) {
         }
       },
       DataError);
+  try {  // a device is not read (it would never end)
+    import_onnx("/dev/zero");
+    ADD_FAILURE() << "accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero: cannot open the ONNX file (not a regular file)"),
+              std::string::npos)
+        << e.what();
+  }
   std::ofstream(path("junk.onnx")) << "this is not a protobuf";
   EXPECT_THROW(import_onnx(path("junk.onnx")), DataError);
   OnnxBuilder b(13, {4});  // a node reading a tensor nothing defines: the ONNX checker's job

@@ -4,6 +4,7 @@
 #include <onnx/checker.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +13,15 @@
 namespace lathe {
 
 onnx::ModelProto read_onnx_file(const std::string& path) {
+  // A regular file of at most protobuf's 2 GiB: never a device or a pipe read without end.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw DataError(path + ": cannot open the ONNX file (" +
+                    (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file") + ")");
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size > (uintmax_t{1} << 31) - 1)
+    throw DataError(path + ": the ONNX file is larger than protobuf's 2 GiB limit (" + std::to_string(size) +
+                    " bytes); weights in external data files are not supported");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw DataError(path + ": cannot open the ONNX file");
