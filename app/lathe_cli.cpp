@@ -16,6 +16,7 @@
 
 #include "app/cli_cost.h"
 #include "app/cli_devices.h"
+#include "app/cli_export_model.h"
 #include "app/cli_history.h"
 #include "app/cli_importance.h"
 #include "app/cli_notes.h"
@@ -536,6 +537,7 @@ int main(int argc, char** argv) {
   lathe::cli::add_repair_command(app, db, exit_code);
   lathe::cli::add_devices_command(app, exit_code);
   lathe::cli::add_scaling_command(app, db, exit_code);
+  lathe::cli::add_export_model_command(app, db, exit_code);
 
   // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {

@@ -12,6 +12,14 @@ find_package(SQLite3 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
+# ONNX (Debian's libonnx-dev 1.12, protobuf) for model import and export (engine/io/onnx).
+find_package(Protobuf QUIET)
+find_package(ONNX 1.12 CONFIG QUIET)
+if(NOT Protobuf_FOUND OR NOT TARGET protobuf::libprotobuf OR NOT ONNX_FOUND OR NOT TARGET onnx OR NOT TARGET onnx_proto)
+  message(FATAL_ERROR "ONNX (libonnx-dev, with libprotobuf-dev) was not found: Lathe reads and writes .onnx "
+                      "models with it. Install it with scripts/install-deps.sh (apt-get install libonnx-dev "
+                      "libprotobuf-dev)")
+endif()
 # Gloo (CPU collectives, tcp transport) for the data-parallel communicator (engine/dist). Debian's
 # package exports only a RelWithDebInfo configuration; every build type uses it.
 find_package(Gloo REQUIRED CONFIG)

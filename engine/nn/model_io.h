@@ -4,6 +4,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/nn/model.h"
 
@@ -18,5 +20,10 @@ int64_t save_model(Model& model, Backend& backend, const std::string& path,
 /// parameter must be in the file with its shape; unknown names in the file are rejected too
 /// (strict, as PyTorch's load_state_dict). Throws DataError naming the tensor and both shapes.
 void load_model_weights(Model& model, Backend& backend, const std::string& path);
+
+/// The same for tensors already in memory (host, any dtype), `source` naming them in messages:
+/// every parameter and buffer must be given with its shape, and nothing else.
+void load_named_tensors(Model& model, Backend& backend, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::string& source);
 
 }  // namespace lathe

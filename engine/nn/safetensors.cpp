@@ -197,6 +197,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     DType dtype;
     Shape shape;
     uint64_t begin, end;
+    bool i64 = false;  // stored I64 (PyTorch's BatchNorm num_batches_tracked), held as s32
   };
   std::vector<Entry> entries;
   for (const auto& [name, e] : header.items()) {
@@ -215,13 +216,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
       bad_file(path, where + " needs \"dtype\", \"shape\" and \"data_offsets\", got " + e.dump());
     Entry entry{name, DType::f32, {}, 0, 0};
     const json& dt = e.at("dtype");
-    const DTypeName* found = nullptr;
+    static constexpr DTypeName kI64{DType::s32, "I64"};
+    const DTypeName* found = dt.is_string() && dt.get<std::string>() == "I64" ? &kI64 : nullptr;
     for (const DTypeName& d : kDTypeNames)
       if (dt.is_string() && dt.get<std::string>() == d.name)
         found = &d;
     if (!found)
-      bad_file(path, where + " has unsupported dtype " + dt.dump() + "; allowed: F32, F64, BF16, F16, I8, I32, U8");
+      bad_file(path,
+               where + " has unsupported dtype " + dt.dump() + "; allowed: F32, F64, BF16, F16, I8, I32, I64, U8");
     entry.dtype = found->dtype;
+    entry.i64 = found == &kI64;
     const json& shape = e.at("shape");
     if (!shape.is_array())
       bad_file(path, where + ": shape must be an array, got " + shape.dump());
@@ -231,7 +235,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     // Count bytes in 128 bits so a hostile shape cannot overflow into a small number. The non-zero
     // dimensions must multiply to at most the file's size too, even when another one is 0: the
     // tensor's strides are their products and must not overflow.
-    unsigned __int128 bytes = dtype_size(entry.dtype), nonzero = 1;
+    unsigned __int128 bytes = entry.i64 ? 8 : dtype_size(entry.dtype), nonzero = 1;
     for (const json& d : shape) {
       const uint64_t dim = parse_uint(d, path, where + ": shape entry");
       bytes *= dim;
@@ -269,8 +273,19 @@ SafetensorsFile load_safetensors(const std::string& path) {
   for (const Entry& entry : entries) {
     Tensor t = Tensor::empty(entry.shape, entry.dtype);
     in.seekg(static_cast<std::streamoff>(8 + n + entry.begin));
-    if (!in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(entry.end - entry.begin)))
+    if (entry.i64) {  // integer counters: kept as s32 when every value fits, else refused by name
+      std::vector<int64_t> values(static_cast<size_t>(t.numel()));
+      if (!in.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(entry.end - entry.begin)))
+        bad_file(path, "cannot read the data of tensor \"" + entry.name + "\"");
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (values[i] < INT32_MIN || values[i] > INT32_MAX)
+          bad_file(path, "tensor \"" + entry.name + "\" (I64) holds " + std::to_string(values[i]) +
+                             ", outside the 32-bit integers Lathe keeps it in");
+        t.data<int32_t>()[i] = static_cast<int32_t>(values[i]);
+      }
+    } else if (!in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(entry.end - entry.begin))) {
       bad_file(path, "cannot read the data of tensor \"" + entry.name + "\"");
+    }
     out.tensors.emplace_back(entry.name, std::move(t));
   }
   return out;

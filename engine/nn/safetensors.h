@@ -30,7 +30,8 @@ struct SafetensorsFile {
 
 /// Reads a file. Throws DataError naming the file and the problem when it is malformed: header
 /// too short or too long, not JSON, unknown dtype, offsets out of range or overlapping, shape not
-/// matching the byte count, metadata values that are not strings.
+/// matching the byte count, metadata values that are not strings. I64 tensors (PyTorch's
+/// BatchNorm num_batches_tracked) are read as s32 when every value fits, else refused.
 SafetensorsFile load_safetensors(const std::string& path);
 
 /// The safetensors spelling of a DType: "F32", "F64", "BF16", "F16", "I8", "I32", "U8".

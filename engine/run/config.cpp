@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/io/onnx/onnx_import.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/config_schema.h"
 #include "engine/run/cost_model.h"
@@ -249,6 +250,28 @@ void check_cross_fields(const json& out, Validator& val) {
       } catch (const ConfigError& e) {  // its message starts with the layer's JSON path
         val.problems.push_back(e.what());
         val.bad_paths.insert("model.layers");
+      }
+    }
+  }
+  if (ok("model.zoo") && ok("model.onnx")) {
+    const bool onnx = model.at("zoo") == "onnx";
+    const std::string file = model.at("onnx").get<std::string>();
+    if (onnx && file.empty())
+      val.problem("model.onnx", "required when model.zoo is \"onnx\": the .onnx file");
+    if (!onnx && !file.empty())
+      val.problem("model.onnx", "only used when model.zoo is \"onnx\" (model.zoo is " + model.at("zoo").dump() +
+                                    "); remove it or set model.zoo to \"onnx\"");
+    // The file is read and every node checked now, so an unsupported op stops the run before it
+    // starts; its input shape is checked against Fashion-MNIST's here, against other data at set-up.
+    if (onnx && !file.empty()) {
+      try {
+        const OnnxImport imported = import_onnx(file);
+        if (ok("data.dataset") && out.at("data").at("dataset") == "fashion-mnist") {
+          check_onnx_input(*imported.model, {1, 28, 28});
+          check_model_outputs(*imported.model, 10);
+        }
+      } catch (const Error& e) {  // ConfigError (unsupported) or DataError (unreadable file)
+        val.problem("model.onnx", e.what());
       }
     }
   }
@@ -519,7 +542,16 @@ json validate_config(const json& cfg) {
     throw ConfigError(std::string("config: expected a JSON object, got ") + json_type_name(cfg));
   Validator val;
   json out;
-  val.object(cfg, schema_tree(), "", out);
+  // {"model": {"onnx": "file.onnx"}} alone means model.zoo = "onnx".
+  if (cfg.contains("model") && cfg.at("model").is_object() && cfg.at("model").contains("onnx") &&
+      cfg.at("model").at("onnx").is_string() && !cfg.at("model").at("onnx").get<std::string>().empty() &&
+      !cfg.at("model").contains("zoo")) {
+    json with_zoo = cfg;
+    with_zoo["model"]["zoo"] = "onnx";
+    val.object(with_zoo, schema_tree(), "", out);
+  } else {
+    val.object(cfg, schema_tree(), "", out);
+  }
   check_cross_fields(out, val);
   if (!val.problems.empty()) {
     std::string msg;

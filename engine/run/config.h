@@ -41,7 +41,7 @@ nlohmann::json validate_config(const nlohmann::json& cfg);
 // ---- the typed config ----------------------------------------------------------------------------
 
 enum class DatasetKind { fashion_mnist, idx };
-enum class ModelZoo { mlp, cnn, teacher, student, custom };
+enum class ModelZoo { mlp, cnn, teacher, student, custom, onnx };
 enum class Precision { fp32, bf16, f16 };
 enum class OptimizerType { sgd, adamw };
 enum class ScheduleType { constant, step, cosine };
@@ -107,6 +107,7 @@ struct ModelConfig {
   ModelZoo zoo = ModelZoo::mlp;
   nlohmann::json layers = nlohmann::json::array();  ///< custom only; checked by the model builder
   std::string init_from;                            ///< safetensors file, empty = fresh init
+  std::string onnx;                                 ///< zoo=onnx: the .onnx file giving graph and weights
 };
 
 struct OptimizerConfig {
@@ -231,6 +232,7 @@ struct CostConfig {
 
 struct OutputConfig {
   std::string dir = "runs";
+  bool onnx = false;  ///< write the final model as model.onnx in the run folder
 };
 
 struct ExperimentConfig {

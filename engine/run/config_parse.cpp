@@ -15,7 +15,7 @@ using nlohmann::json;
 
 // Each enum's schema spellings, indexed by the enum value.
 constexpr std::array<std::string_view, 2> kDatasetNames{"fashion-mnist", "idx"};
-constexpr std::array<std::string_view, 5> kZooNames{"mlp", "cnn", "teacher", "student", "custom"};
+constexpr std::array<std::string_view, 6> kZooNames{"mlp", "cnn", "teacher", "student", "custom", "onnx"};
 constexpr std::array<std::string_view, 3> kPrecisionNames{"fp32", "bf16", "f16"};
 constexpr std::array<std::string_view, 2> kOptimizerNames{"sgd", "adamw"};
 constexpr std::array<std::string_view, 3> kScheduleNames{"constant", "step", "cosine"};
@@ -89,6 +89,7 @@ double default_learning_rate(ModelZoo zoo) {
     case ModelZoo::teacher:
       return 0.02;
     case ModelZoo::custom:
+    case ModelZoo::onnx:
       return 0.01;
   }
   return 0.01;
@@ -117,6 +118,7 @@ void parse_model(const json& m, ModelConfig& out) {
   out.zoo = parse_enum<ModelZoo>(m.at("zoo"), kZooNames, "model.zoo");
   out.layers = m.at("layers");
   out.init_from = m.at("init_from").get<std::string>();
+  out.onnx = m.at("onnx").get<std::string>();
 }
 
 /// train.*; the default learning rate depends on the model (`zoo`).
@@ -182,6 +184,7 @@ void parse_run_sections(const json& j, ExperimentConfig& c) {
   c.cost.restart_s = cost.at("restart_s").get<double>();
 
   c.output.dir = j.at("output").at("dir").get<std::string>();
+  c.output.onnx = j.at("output").at("onnx").get<bool>();
 }
 
 }  // namespace

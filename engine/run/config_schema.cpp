@@ -42,11 +42,14 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(number("data.augment.strength", 1.0, 0, 4, "Scales every augmentation at once; 0 = off"));
   s.push_back(integer("data.prefetch", 2, 1, 16, "Batches prepared ahead by the loader thread"));
   // --- model
-  s.push_back(enumeration("model.zoo", {"mlp", "cnn", "teacher", "student", "custom"},
-                          "Reference model, or custom (then model.layers describes it)"));
+  s.push_back(enumeration("model.zoo", {"mlp", "cnn", "teacher", "student", "custom", "onnx"},
+                          "Reference model, custom (then model.layers describes it) or onnx (model.onnx; "
+                          "implied when only model.onnx is given)"));
   s.push_back(field("model.layers", Kind::object_list, nlohmann::json::array(),
                     "Layers of a custom model, e.g. [{\"type\":\"linear\",\"out\":128},{\"type\":\"relu\"}]"));
   s.push_back(string("model.init_from", "", "Initialise the weights from this safetensors file"));
+  s.push_back(string("model.onnx", "",
+                     "An ONNX model file (opsets 11-17, NCHW) giving the graph and its weights (model.zoo = onnx)"));
   // --- train
   s.push_back(integer("train.epochs", 5, 1, 10000, "Passes over the training set"));
   s.push_back(integer("train.batch_size", 128, 1, 65536, "Samples per optimizer step (before grad_accum)"));
@@ -56,7 +59,7 @@ std::vector<FieldSpec> build_schema() {
                           "device has no bf16/f16 kernels; the run's precision event says which"));
   s.push_back(enumeration("train.optimizer.type", {"sgd", "adamw"}, "Optimizer"));
   s.push_back(number("train.optimizer.lr", nullptr, 0, 10,
-                     "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom)", true));
+                     "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom/onnx)", true));
   s.push_back(number("train.optimizer.momentum", 0.9, 0, 1, "SGD momentum", false, true));
   s.push_back(number("train.optimizer.weight_decay", 0.0, 0, kInf, "Weight decay (decoupled for adamw)"));
   s.push_back(boolean("train.optimizer.nesterov", false, "Nesterov momentum (sgd)"));
@@ -127,6 +130,8 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(number("cost.restart_s", 60, 0, kInf, "Seconds to get a new instance after an interruption"));
   // --- output
   s.push_back(string("output.dir", "runs", "Folder under which each run gets its own folder"));
+  s.push_back(boolean("output.onnx", false,
+                      "Also write the final f32 model (after pruning) as model.onnx in the run folder (opset 13)"));
   return s;
 }
 

@@ -14,6 +14,8 @@
 #include "engine/core/timing.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
+#include "engine/io/onnx/onnx_export.h"
+#include "engine/io/onnx/onnx_import.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
@@ -46,7 +48,18 @@ TrainTest load_data(const DataConfig& d) {
   return tt;
 }
 
-std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data) {
+std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data, std::optional<OnnxImport>& onnx) {
+  if (m.zoo == ModelZoo::onnx) {
+    onnx = import_onnx(m.onnx);
+    std::unique_ptr<Model> model = std::move(onnx->model);
+    try {
+      check_onnx_input(*model, {1, data.rows, data.cols});
+      check_model_outputs(*model, data.num_classes);
+    } catch (const ConfigError& e) {
+      throw ConfigError("model.onnx: " + m.onnx + ": " + e.what());
+    }
+    return model;
+  }
   if (m.zoo == ModelZoo::custom) {
     auto model = build_model_from_layers(m.layers, {1, data.rows, data.cols});
     check_model_outputs(*model, data.num_classes);
@@ -87,6 +100,7 @@ struct RunSetup {
   const InstancePrice* instance = nullptr;
   bool spot = false;
   PeakFlops peak;
+  std::optional<OnnxImport> onnx;              ///< model.zoo = onnx: the file's provenance and weights
   std::vector<std::unique_ptr<Stage>> stages;  ///< the enabled stages, in pipeline order, prepared
 };
 
@@ -97,9 +111,11 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
   s.backend = make_backend(std::string(enum_name(cfg.compute.backend)), options.device_index);
   Backend& be = *s.backend;
   s.data = load_data(cfg.data);
-  s.model = build_model(cfg.model, s.data.train);
+  s.model = build_model(cfg.model, s.data.train, s.onnx);
   Rng init_rng(cfg.seed);
   s.model->create_params(be, DType::f32, init_rng);
+  if (s.onnx)
+    load_onnx_weights(*s.model, be, *s.onnx);
   if (!cfg.model.init_from.empty())
     load_model_weights(*s.model, be, cfg.model.init_from);
   s.catalog.emplace(PriceCatalog::load(PriceCatalog::default_path()));
@@ -201,6 +217,12 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"total_steps", planned_steps(plan)},
                              {"train_steps", ctx.total_steps},
                              {"plan", plan_json(plan)}});
+  if (s.onnx)  // where the model came from: the file and the digest of the bytes that were read
+    ctx.sink.event("model_source", {{"format", "onnx"},
+                                    {"file", std::filesystem::absolute(s.onnx->path).string()},
+                                    {"sha256", s.onnx->sha256},
+                                    {"opset", s.onnx->opset},
+                                    {"notes", s.onnx->notes}});
   ctx.sink.sample("model/params", 0, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
   ctx.sink.sample("model/flops_per_sample", 0, ctx.wall_ms(), static_cast<double>(ctx.model->flops_per_sample()));
 }
@@ -214,6 +236,14 @@ void save_trained_model(StageContext& ctx) {
     ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_bytes()));
     ctx.sink.event("note", {{"text", "model/bytes is the f32 parameter size in memory: no model file was written"}});
   }
+}
+
+/// output.onnx: the model as it stands after every stage (pruned models dense with their zeros, or
+/// smaller when pruned structurally), f32, as model.onnx.
+void save_onnx_artifact(StageContext& ctx) {
+  const std::string path = ctx.run_dir + "/model.onnx";
+  const int64_t bytes = export_onnx(*ctx.model, ctx.be, path, {.metadata = {{"lathe_run", ctx.run_id}}});
+  ctx.sink.event("artifact", {{"kind", "onnx"}, {"path", path}, {"bytes", bytes}, {"precision", "f32"}});
 }
 
 }  // namespace
@@ -292,6 +322,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   }
   ctx.checkpoint = nullptr;
   stopped = stopped || ctx.stop_requested();
+  if (cfg.output.onnx && !stopped && !ctx.run_dir.empty())
+    save_onnx_artifact(ctx);
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());
 
   const bool noticed =

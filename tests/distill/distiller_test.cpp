@@ -198,6 +198,18 @@ TEST(DistillParsers, FeaturePairsAndTeacherSpecs) {
   EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("run:nope"), {}, "/nonexistent-runs"), DataError);
 }
 
+TEST(TeacherSource, ATeacherFromAnOnnxRunIsRefusedNamingTheFile) {
+  try {
+    build_model_from_section({{"zoo", "onnx"}, {"onnx", "/models/resnet.onnx"}}, {1, 28, 28});
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("distill.teacher: the teacher's model came from an ONNX file (model.onnx = "
+                                         "/models/resnet.onnx)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TeacherSource, RunReferencesGoThroughTheCallersResolver) {
   std::string asked;
   const RunResolver resolver = [&](const std::string& ref, const std::string& field) {

@@ -9,6 +9,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "engine/backend/cpu/reference_backend.h"
+#include "engine/nn/batchnorm2d.h"
+#include "engine/nn/model_io.h"
 #include "engine/nn/safetensors.h"
 
 namespace lathe {
@@ -155,6 +158,51 @@ TEST_F(Safetensors, ReadsHandBuiltFileWithAnyKeyOrder) {
   EXPECT_EQ(f.tensors[2].first, "e");
   EXPECT_EQ(f.tensors[2].second.numel(), 0);
   EXPECT_TRUE(f.metadata.empty());
+}
+
+TEST_F(Safetensors, ReadsPyTorchBatchNormFilesWithAnI64ScalarCounter) {
+  // As torch saves a BatchNorm2d(2): F32 vectors and num_batches_tracked as an I64 scalar (= 300).
+  const std::string header =
+      "{\"bn.weight\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+      "\"bn.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]},"
+      "\"bn.running_mean\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
+      "\"bn.running_var\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+      "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[32,40]}}";
+  const float v[8] = {1.5f, 2, 0.25f, -1, 3, 4, 0.5f, 2};
+  std::string data(reinterpret_cast<const char*>(v), sizeof v);
+  const int64_t count = 300;
+  data += std::string(reinterpret_cast<const char*>(&count), 8);
+  const std::string path = file("bn.safetensors");
+  write_bytes(path, image(header, data));
+
+  const SafetensorsFile f = load_safetensors(path);
+  ASSERT_EQ(f.tensors.back().first, "bn.num_batches_tracked");
+  EXPECT_EQ(f.tensors.back().second.dtype(), DType::s32);
+  EXPECT_EQ(f.tensors.back().second.at_flat(0), 300.0);
+
+  Model model({2, 4, 4});
+  model.add("bn", std::make_unique<BatchNorm2d>(2));
+  ReferenceBackend be;
+  Rng rng(0);
+  model.create_params(be, DType::f32, rng);
+  load_model_weights(model, be, path);  // the scalar [] counter into Lathe's [1]
+  for (const NamedBuffer& b : model.named_buffers()) {
+    if (b.name == "bn.num_batches_tracked")
+      EXPECT_EQ(b.buffer->value.at_flat(0), 300.0);
+    if (b.name == "bn.running_var")
+      EXPECT_EQ(b.buffer->value.at_flat(1), 2.0);
+  }
+
+  const int64_t huge = int64_t{1} << 40;  // does not fit the s32 Lathe keeps: refused by name
+  write_bytes(path, image(header, std::string(reinterpret_cast<const char*>(v), sizeof v) +
+                                      std::string(reinterpret_cast<const char*>(&huge), 8)));
+  try {
+    load_safetensors(path);
+    ADD_FAILURE() << "accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"bn.num_batches_tracked\" (I64) holds 1099511627776"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(Safetensors, OverwritesAtomicallyAndLeavesNoTemporaryFiles) {

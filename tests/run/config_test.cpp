@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "engine/backend/cpu/reference_backend.h"
 #include "engine/core/error.h"
+#include "engine/io/onnx/onnx_export.h"
+#include "engine/nn/zoo.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
 
@@ -440,6 +444,48 @@ TEST(ParseExperiment, FillsTheTypedStruct) {
   EXPECT_THROW(parse_experiment({{"train", {{"epochs", -1}}}}), ConfigError);
 }
 
+// A small valid ONNX classifier for 28x28 images (flatten, linear 10), written once per process.
+std::string tiny_onnx_file() {
+  static const std::string path = [] {
+    const std::string p = (fs::temp_directory_path() / ("lathe-config-test-" + std::to_string(::getpid()) + ".onnx"));
+    auto m =
+        build_model_from_layers(json::parse(R"([{"type": "flatten"}, {"type": "linear", "out": 10}])"), {1, 28, 28});
+    ReferenceBackend be;
+    Rng rng(0);
+    m->create_params(be, DType::f32, rng);
+    export_onnx(*m, be, p);
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove(fs::temp_directory_path() / ("lathe-config-test-" + std::to_string(::getpid()) + ".onnx"), ec);
+    });
+    return p;
+  }();
+  return path;
+}
+
+TEST(ValidateConfig, OnnxModelRules) {
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "onnx"}}}}), "model.onnx: required when model.zoo is \"onnx\"");
+  EXPECT_HAS(problems_of({{"model", {{"zoo", "mlp"}, {"onnx", tiny_onnx_file()}}}}),
+             "model.onnx: only used when model.zoo is \"onnx\"");
+  EXPECT_HAS(problems_of({{"model", {{"onnx", "/nonexistent/m.onnx"}}}}),
+             "model.onnx: /nonexistent/m.onnx: cannot open the ONNX file");
+  // model.onnx alone implies model.zoo = "onnx"; the file is imported and checked against the data.
+  const json ok = validate_config({{"model", {{"onnx", tiny_onnx_file()}}}});
+  EXPECT_EQ(ok["model"]["zoo"], "onnx");
+  EXPECT_EQ(parse_experiment(ok).model.onnx, tiny_onnx_file());
+  EXPECT_EQ(problems_of({{"model", {{"onnx", tiny_onnx_file()}}}, {"data", {{"dataset", "fashion-mnist"}}}}), "");
+  // A model for 3x8x8 images does not take Fashion-MNIST's 1x28x28: refused at validation.
+  const std::string rgb = (fs::temp_directory_path() / ("lathe-config-rgb-" + std::to_string(::getpid()) + ".onnx"));
+  auto m = build_model_from_layers(json::parse(R"([{"type": "flatten"}, {"type": "linear", "out": 10}])"), {3, 8, 8});
+  ReferenceBackend be;
+  Rng rng(0);
+  m->create_params(be, DType::f32, rng);
+  export_onnx(*m, be, rgb);
+  EXPECT_HAS(problems_of({{"model", {{"onnx", rgb}}}}),
+             "the ONNX model takes input [3, 8, 8] per sample, the dataset's images are [1, 28, 28]");
+  fs::remove(rgb);
+}
+
 TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
   // If someone adds a choice to the schema without an enum value, this fails.
   for (const FieldSpec& f : experiment_schema()) {
@@ -450,6 +496,8 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
       apply_override(cfg, f.path + "=" + choice);
       if (f.path == "model.zoo" && choice == "custom")
         cfg["model"]["layers"] = json::array({{{"type", "flatten"}}, {{"type", "linear"}, {"out", 10}}});
+      if (f.path == "model.zoo" && choice == "onnx")
+        cfg["model"]["onnx"] = tiny_onnx_file();
       if (f.path == "data.dataset" && choice == "idx")
         for (const char* k : {"train_images", "train_labels", "test_images", "test_labels"})
           cfg["data"][k] = "f";

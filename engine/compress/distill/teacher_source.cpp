@@ -110,6 +110,11 @@ SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& r
 
 std::unique_ptr<Model> build_model_from_section(const nlohmann::json& m, const Shape& image_shape) {
   const std::string zoo = m.value("zoo", std::string("custom"));
+  if (zoo == "onnx")  // the graph lives in the ONNX file, which this layer does not read
+    throw ConfigError("distill.teacher: the teacher's model came from an ONNX file (model.onnx = " +
+                      m.value("onnx", std::string("?")) +
+                      "); a saved teacher is rebuilt from model.zoo or model.layers only, ONNX teachers are not "
+                      "supported yet");
   if (zoo == "custom") {
     if (!m.contains("layers"))
       throw ConfigError("distill.teacher: a custom teacher needs model.layers in its config");

@@ -1,0 +1,101 @@
+// export-model: store -> config + weights artifact -> Model -> ONNX file.
+#include "app/cli_export_model.h"
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "app/cli_history.h"
+#include "engine/backend/cpu/reference_backend.h"
+#include "engine/compress/distill/teacher_source.h"
+#include "engine/data/idx_reader.h"
+#include "engine/io/onnx/onnx_export.h"
+#include "engine/io/onnx/onnx_import.h"
+#include "engine/nn/model_io.h"
+#include "engine/nn/model_resize.h"
+#include "engine/nn/safetensors.h"
+#include "engine/run/config.h"
+#include "engine/store/store.h"
+
+namespace lathe::cli {
+
+namespace {
+
+// Kinds of f32 weights a run records, the later in a run the more final.
+const std::vector<std::string> kF32Kinds = {"model", "model-f32", "pruned", "lowrank"};
+
+std::string kinds_text() {
+  std::string s;
+  for (const std::string& k : kF32Kinds)
+    s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+// The graph the run's (validated) config describes, for its images.
+std::unique_ptr<Model> run_graph(const nlohmann::json& cfg) {
+  const nlohmann::json& m = cfg.at("model");
+  if (m.at("zoo") == "onnx")
+    return import_onnx(m.at("onnx").get<std::string>()).model;
+  Shape image = {1, 28, 28};
+  const nlohmann::json& d = cfg.at("data");
+  if (d.at("dataset") == "idx") {
+    const IdxArray images = read_idx(d.at("train_images").get<std::string>(), 3);
+    image = {1, images.dims.at(1), images.dims.at(2)};
+  }
+  return build_model_from_section(m, image);
+}
+
+int cmd_export_model(const std::string& db, const std::string& ref, const std::string& format, const std::string& out,
+                     const std::string& artifact_kind) {
+  if (format != "onnx")
+    throw ConfigError("--format: \"" + format + "\" is not supported; allowed: onnx");
+  Store store = open_for_reading(db);
+  const std::string id = store.resolve_run(ref);
+  const RunRecord run = store.run(id);
+  if (run.config_json.empty())
+    throw DataError("run " + id + " has no recorded config");
+  const nlohmann::json cfg = validate_config(nlohmann::json::parse(run.config_json));
+  if (artifact_kind == "model-int8")
+    throw ConfigError("--artifact: INT8 (QDQ) export is not implemented yet; allowed: " + kinds_text());
+  if (!artifact_kind.empty() && std::find(kF32Kinds.begin(), kF32Kinds.end(), artifact_kind) == kF32Kinds.end())
+    throw ConfigError("--artifact: \"" + artifact_kind + "\" is not a kind of f32 weights; allowed: " + kinds_text());
+  const ArtifactRecord* chosen = nullptr;
+  const std::vector<ArtifactRecord> artifacts = store.artifacts(id);
+  for (const ArtifactRecord& a : artifacts) {  // in recording order: the last one is the most final
+    const bool wanted = artifact_kind.empty() ? std::find(kF32Kinds.begin(), kF32Kinds.end(), a.kind) != kF32Kinds.end()
+                                              : a.kind == artifact_kind;
+    if (wanted && a.path.size() > 12 && a.path.ends_with(".safetensors"))
+      chosen = &a;
+  }
+  if (!chosen)
+    throw DataError("run " + id + " recorded no " + (artifact_kind.empty() ? "f32 weights" : artifact_kind) +
+                    " artifact (" + kinds_text() + "); was train.save_model off?");
+  const SafetensorsFile weights = load_safetensors(chosen->path);
+  std::unique_ptr<Model> graph = run_graph(cfg);
+  std::unique_ptr<Model> model = resize_to_weights(*graph, weights.tensors, chosen->path);
+  ReferenceBackend be;
+  Rng rng(0);
+  model->create_params(be, DType::f32, rng);
+  load_named_tensors(*model, be, weights.tensors, chosen->path);
+  const int64_t bytes = export_onnx(
+      *model, be, out,
+      {.metadata = {{"lathe_run", id}, {"lathe_artifact", chosen->kind}, {"lathe_weights_sha256", chosen->sha256}}});
+  std::cout << "wrote " << out << " (" << bytes << " bytes, f32, from the " << chosen->kind << " weights "
+            << chosen->path << " of run " << id << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_export_model_command(CLI::App& app, const std::string& db, int& exit_code) {
+  static std::string ref, format = "onnx", out, artifact;
+  CLI::App* cmd = app.add_subcommand("export-model", "Write a run's final model for a deployment runtime (ONNX)");
+  cmd->add_option("run", ref, "Run id, id prefix or name")->required();
+  cmd->add_option("--format", format, "Output format (onnx)")->capture_default_str();
+  cmd->add_option("-o,--output", out, "The file to write")->required();
+  cmd->add_option("--artifact", artifact, "Which weights: " + kinds_text() + " (default: the run's last)");
+  cmd->callback([&] { exit_code = cmd_export_model(db, ref, format, out, artifact); });
+}
+
+}  // namespace lathe::cli

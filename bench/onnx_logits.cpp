@@ -1,0 +1,86 @@
+// Lathe's side of the ONNX Runtime comparison (bench/peers/onnx_check.py): imports an ONNX file
+// into Lathe, runs the Fashion-MNIST test set through it in evaluation mode, and writes the inputs
+// it fed (f32 [N, 1, 28, 28], normalised as training does) and its logits (f32 [N, K]) as raw
+// little-endian files, so the peer script runs ONNX Runtime on exactly the same numbers.
+//   onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR]
+// writes OUT_PREFIX.inputs.f32, OUT_PREFIX.logits.f32 and prints one JSON line (N, K, accuracy).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/backend/backend.h"
+#include "engine/data/dataset.h"
+#include "engine/data/loader.h"
+#include "engine/io/onnx/onnx_import.h"
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR]\n");
+    return 2;
+  }
+  std::string backend_name = "cpu", data_dir;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--backend")
+      backend_name = argv[i + 1];
+    else if (flag == "--data")
+      data_dir = argv[i + 1];
+  }
+  try {
+    auto be = lathe::make_backend(backend_name);
+    lathe::OnnxImport imported = lathe::import_onnx(argv[1]);
+    lathe::Model& model = *imported.model;
+    lathe::Rng rng(0);
+    model.create_params(*be, lathe::DType::f32, rng);
+    lathe::load_onnx_weights(model, *be, imported);
+    const lathe::TrainTest data = lathe::load_fashion_mnist(data_dir);
+    lathe::check_onnx_input(model, {1, data.test.rows, data.test.cols});
+    lathe::LoaderOptions opt;
+    opt.batch_size = 500;
+    opt.shuffle = false;
+    lathe::DataLoader loader(data.test, opt);
+    loader.start_epoch(0);
+    std::ofstream inputs(std::string(argv[2]) + ".inputs.f32", std::ios::binary);
+    std::ofstream logits(std::string(argv[2]) + ".logits.f32", std::ios::binary);
+    lathe::Batch batch;
+    int64_t n = 0, correct = 0, k = 0;
+    lathe::LayerContext ctx{*be, false};
+    while (loader.next(batch)) {
+      const lathe::Tensor x = batch.images.contiguous_copy();
+      inputs.write(static_cast<const char*>(x.raw()), static_cast<std::streamsize>(x.nbytes()));
+      lathe::Tensor x_dev = x;
+      if (!be->device().is_cpu()) {
+        x_dev = be->empty(x.shape(), lathe::DType::f32);
+        be->copy(x, x_dev);
+      }
+      const lathe::Tensor& y_dev = model.forward(ctx, x_dev);
+      lathe::Tensor y = lathe::Tensor::empty(y_dev.shape(), lathe::DType::f32);
+      be->copy(y_dev, y);
+      y = y.contiguous_copy();
+      logits.write(static_cast<const char*>(y.raw()), static_cast<std::streamsize>(y.nbytes()));
+      k = y.dim(1);
+      for (int64_t i = 0; i < y.dim(0); ++i) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < k; ++j)
+          if (y.get({i, j}) > y.get({i, best}))
+            best = j;
+        correct += best == static_cast<int64_t>(batch.labels.get({i}));
+      }
+      n += y.dim(0);
+    }
+    std::cout << nlohmann::json{{"n", n},
+                                {"k", k},
+                                {"accuracy", static_cast<double>(correct) / static_cast<double>(n)},
+                                {"backend", be->name()},
+                                {"sha256", imported.sha256},
+                                {"notes", imported.notes}}
+                     .dump()
+              << "\n";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "onnx_logits: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
