@@ -1,8 +1,11 @@
 // Training throughput of the zoo models on the CPU backend: forward + backward + SGD step on
 // pre-loaded Fashion-MNIST batches (the same protocol as bench/peers/torch_train.py), median of 3
-// timed repeats after a warm-up. Prints one JSON line per model with samples/s and MFU against the
-// SGEMM peak measured in the same process.
-//   train_throughput [--models mlp,cnn] [--steps 200] [--warmup 20] [--batch 128] [--threads N] [--backend cpu]
+// timed repeats after a warm-up. --precision bf16 computes the matmuls in bf16 with f32 master
+// weights (Model::set_compute_precision, what PyTorch's bf16 autocast does). Prints one JSON line per
+// model with samples/s and MFU (at most 1) against the peak for the data type the matmuls run at
+// (cpu_peak_flops: this run's measurement or the best recorded here, raised to what the run achieved).
+//   train_throughput [--models mlp,cnn] [--steps 200] [--warmup 20] [--batch 128] [--threads N]
+//                    [--precision f32|bf16] [--backend cpu]
 #include <omp.h>
 
 #include <algorithm>
@@ -19,10 +22,10 @@
 #include "engine/core/timing.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
+#include "engine/exec/batch_loop.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/telemetry.h"
-#include "engine/exec/batch_loop.h"
 
 #ifdef LATHE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
@@ -34,7 +37,7 @@ int main(int argc, char** argv) {
 #ifdef LATHE_HAVE_CUDA
   cuda::register_backend();
 #endif
-  std::string models = "mlp,cnn", backend_name = "cpu";
+  std::string models = "mlp,cnn", backend_name = "cpu", precision_name = "f32";
   int steps = 200, warmup = 20, batch = 128, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
@@ -48,6 +51,8 @@ int main(int argc, char** argv) {
       batch = std::stoi(v);
     else if (a == "--threads")
       threads = std::stoi(v);
+    else if (a == "--precision")
+      precision_name = v;
     else if (a == "--backend")
       backend_name = v;
     else {
@@ -61,7 +66,10 @@ int main(int argc, char** argv) {
   try {
     auto backend = make_backend(backend_name);
     const TrainTest data = load_fashion_mnist();
-    const PeakFlops peak = measure_cpu_peak_flops(threads);
+    const DType precision = dtype_from_name(precision_name);
+    if (precision != DType::f32 && precision != DType::bf16)
+      throw ConfigError("--precision " + precision_name + " (allowed: f32, bf16)");
+    PeakFlops peak = cpu_peak_flops(threads, precision);
 
     // Pre-load enough batches (as the PyTorch script does) so data preparation is not timed.
     LoaderOptions lo;
@@ -91,6 +99,7 @@ int main(int argc, char** argv) {
       auto model = build_zoo_model(name);
       Rng rng(0);
       model->create_params(*backend, DType::f32, rng);
+      model->set_compute_precision(precision);
       Sgd sgd(0.9, 0.0, false);
       const double lr = (name == "mlp" || name == "student") ? 0.05 : 0.02;
       auto params = model->named_params();
@@ -116,16 +125,18 @@ int main(int argc, char** argv) {
       std::sort(rates.begin(), rates.end());
       const double sps = rates[1];
       const double train_flops = 3.0 * static_cast<double>(model->flops_per_sample());
+      peak = raise_peak_to_achieved(peak, sps * train_flops, threads, precision);
       nlohmann::json j{{"peer", "lathe"},
                        {"model", name},
                        {"batch", batch},
                        {"threads", threads},
+                       {"precision", precision_name},
                        {"backend", backend->name()},
                        {"device", backend->device_name()},
                        {"samples_per_s", sps},
                        {"samples_per_s_runs", rates},
                        {"train_gflop_per_s", sps * train_flops / 1e9},
-                       {"mfu", sps * train_flops / peak.flops_per_s},
+                       {"mfu", mfu_fraction(sps * train_flops, peak.flops_per_s)},
                        {"peak_gflop_per_s", peak.flops_per_s / 1e9},
                        {"peak_how", peak.how}};
       std::cout << j.dump() << std::endl;

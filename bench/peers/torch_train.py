@@ -30,6 +30,8 @@ def parse_args():
     p.add_argument("--channels-last", choices=("auto", "on", "off"), default="auto",
                    help="conv models; auto = the faster of both in throughput mode, off in train mode")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--autocast", choices=("off", "bf16"), default="off",
+                   help="throughput: forward and loss under torch.autocast('cpu', bfloat16), backward outside")
     return p.parse_args()
 
 
@@ -50,11 +52,15 @@ def measure(args, x, y, channels_last):
     batches = [(fp.prepare_input(args.model, x[i * args.batch:(i + 1) * args.batch], channels_last),
                 y[i * args.batch:(i + 1) * args.batch]) for i in range(n_batches)]
 
+    autocast = args.autocast == "bf16"
+
     def run(steps, offset):
         for s in range(steps):
             xb, yb = batches[(offset + s) % n_batches]
             opt.zero_grad(set_to_none=True)
-            loss_fn(model(xb), yb).backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = loss_fn(model(xb), yb)
+            loss.backward()
             opt.step()
 
     run(args.warmup, 0)
@@ -74,6 +80,7 @@ def throughput(args, x, y):
     best = max(rates, key=rates.get)
     record = {"peer": "pytorch", "torch": torch.__version__, "model": args.model, "batch": args.batch,
               "threads": args.threads, "samples_per_s": round(rates[best], 1), "channels_last": best,
+              "autocast": args.autocast,
               "mkldnn": torch.backends.mkldnn.is_available(), "device": "cpu"}
     if len(rates) > 1:
         record["samples_per_s_by_channels_last"] = {str(k).lower(): round(v, 1) for k, v in rates.items()}

@@ -337,7 +337,7 @@ class TrainLoop {
                             {"achieved_flops_per_s", achieved}});
         m_ctx.peak_flops_per_s = achieved;
       }
-      sink.sample("device/mfu", step, ms, achieved / m_ctx.peak_flops_per_s);
+      sink.sample("device/mfu", step, ms, mfu_fraction(achieved, m_ctx.peak_flops_per_s));
     }
     if (m_hooks.on_log)
       m_hooks.on_log(sink, step, ms);

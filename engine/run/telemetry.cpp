@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/reference_backend.h"
+#include "engine/core/error.h"
 #include "engine/run/run_dir.h"
 
 namespace lathe {
@@ -103,6 +106,64 @@ PeakFlops measure_cpu_peak_flops(int threads) {
   return p;
 }
 
+PeakFlops measure_cpu_peak_ops(int threads, DType dtype) {
+  if (dtype == DType::f32)
+    return measure_cpu_peak_flops(threads);
+  LATHE_CHECK(dtype == DType::bf16 || dtype == DType::s8, "measure_cpu_peak_ops: dtype ", dtype_name(dtype),
+              " (allowed: f32, bf16, s8)");
+  using dnnl::memory;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  const bool bf16 = dtype == DType::bf16;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  std::string impl;
+  // Best time of `reps` n^3 products (the first call JIT-compiles and is not counted).
+  auto best_of = [&](int64_t n, int reps) {
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const memory::desc a_md({n, n}, bf16 ? dt::bf16 : dt::u8, tag::ab);
+    const memory::desc b_md({n, n}, bf16 ? dt::bf16 : dt::s8, tag::any);
+    const memory::desc c_md({n, n}, bf16 ? dt::f32 : dt::s32, tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+    impl = pd.impl_info_str();
+    memory a(a_md, eng), b(pd.weights_desc(), eng), c(c_md, eng);
+    std::memset(a.get_data_handle(), 0x3c, a_md.get_size());  // small values in either encoding
+    std::memset(b.get_data_handle(), 0x01, pd.weights_desc().get_size());
+    dnnl::matmul mm(pd);
+    double best = 1e30;
+    for (int rep = 0; rep < reps; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      mm.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+      strm.wait();
+      const double sec = seconds_since(t0);
+      if (rep > 0)
+        best = std::min(best, sec);
+    }
+    return best;
+  };
+  int64_t n = 512;
+  double best = 0;
+  try {
+    // A probe first: a CPU without native kernels for the type runs oneDNN's slow reference code,
+    // where a 2048^3 product would take seconds; there the probe's figure is the peak.
+    best = best_of(n, 3);
+    if (best < 0.02) {
+      n = 2048;
+      best = best_of(n, 5);
+    }
+  } catch (const dnnl::error& e) {
+    omp_set_num_threads(saved);
+    LATHE_FAIL("measure_cpu_peak_ops: oneDNN ", dtype_name(dtype), " matmul unavailable: ", e.what());
+  }
+  omp_set_num_threads(saved);
+  PeakFlops p;
+  p.flops_per_s = 2.0 * static_cast<double>(n) * n * n / best;
+  p.how = "measured: oneDNN " + std::string(bf16 ? "bf16" : "u8 x s8") + " matmul " + std::to_string(n) + "^3 (" +
+          impl + ") on " + std::to_string(threads) + " thread(s)";
+  return p;
+}
+
 namespace {
 std::string peak_cache_path() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
@@ -115,12 +176,15 @@ std::string peak_cache_path() {
 }
 }  // namespace
 
-PeakFlops cpu_peak_flops(int threads) {
-  PeakFlops now = measure_cpu_peak_flops(threads);
-  const std::string path = peak_cache_path();
-  if (path.empty())
-    return now;
-  const std::string key = cpu_model_name() + " x" + std::to_string(threads);
+namespace {
+std::string peak_key(int threads, DType dtype) {
+  std::string key = cpu_model_name() + " x" + std::to_string(threads);
+  if (dtype != DType::f32)
+    key += dtype == DType::s8 ? " int8" : " " + std::string(dtype_name(dtype));
+  return key;
+}
+
+nlohmann::json read_peak_cache(const std::string& path) {
   nlohmann::json cache = nlohmann::json::object();
   try {
     std::ifstream in(path);
@@ -131,7 +195,37 @@ PeakFlops cpu_peak_flops(int threads) {
   } catch (const std::exception&) {
     cache = nlohmann::json::object();  // a damaged cache is rebuilt
   }
-  const double best = cache.contains(key) && cache[key].is_number() ? cache[key].get<double>() : 0.0;
+  return cache;
+}
+
+double recorded_peak(const std::string& path, const std::string& key) {
+  if (path.empty())
+    return 0.0;
+  const nlohmann::json cache = read_peak_cache(path);
+  return cache.contains(key) && cache[key].is_number() ? cache[key].get<double>() : 0.0;
+}
+
+void record_peak(const std::string& path, const std::string& key, double flops_per_s) {
+  if (path.empty())
+    return;
+  try {
+    nlohmann::json cache = read_peak_cache(path);
+    if (cache.contains(key) && cache[key].is_number() && cache[key].get<double>() >= flops_per_s)
+      return;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    cache[key] = flops_per_s;
+    write_file_atomic(path, cache.dump(2) + "\n");
+  } catch (const std::exception&) {
+    // No writable cache: this run's measurement stands alone.
+  }
+}
+}  // namespace
+
+PeakFlops cpu_peak_flops(int threads, DType dtype) {
+  PeakFlops now = measure_cpu_peak_ops(threads, dtype);
+  const std::string path = peak_cache_path();
+  const std::string key = peak_key(threads, dtype);
+  const double best = recorded_peak(path, key);
   if (best > now.flops_per_s) {
     PeakFlops p;
     p.flops_per_s = best;
@@ -139,14 +233,25 @@ PeakFlops cpu_peak_flops(int threads) {
             " GFLOP/s > " + std::to_string(static_cast<int64_t>(now.flops_per_s / 1e9)) + " now)";
     return p;
   }
-  try {
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    cache[key] = now.flops_per_s;
-    write_file_atomic(path, cache.dump(2) + "\n");
-  } catch (const std::exception&) {
-    // No writable cache: this run's measurement stands alone.
-  }
+  record_peak(path, key, now.flops_per_s);
   return now;
+}
+
+PeakFlops raise_peak_to_achieved(const PeakFlops& peak, double achieved, int threads, DType dtype) {
+  if (!(achieved > peak.flops_per_s))
+    return peak;
+  record_peak(peak_cache_path(), peak_key(threads, dtype), achieved);
+  PeakFlops p;
+  p.flops_per_s = achieved;
+  p.how = peak.how + "; raised to the " + std::to_string(static_cast<int64_t>(achieved / 1e9)) +
+          " GFLOP/s a run achieved (the peak cannot be lower)";
+  return p;
+}
+
+double mfu_fraction(double achieved, double peak) {
+  if (!(peak > 0) || !(achieved > 0))
+    return 0.0;
+  return std::min(1.0, achieved / peak);
 }
 
 }  // namespace lathe

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/core/dtype.h"
+
 namespace lathe {
 
 class CpuUtilMeter {
@@ -51,10 +53,25 @@ struct PeakFlops {
 /// Measures f32 peak on this CPU with `threads` threads: the best of a few large SGEMMs (~0.3 s).
 PeakFlops measure_cpu_peak_flops(int threads);
 
+/// Measures the dense-matmul peak at `dtype` with `threads` threads, as operations (2 x multiply-
+/// adds) per second: f32 is the SGEMM above; bf16 a oneDNN bf16 x bf16 -> f32 matmul (AMX/AVX512-BF16);
+/// s8 a oneDNN u8 x s8 -> s32 matmul (AMX/VNNI). Best of a few 2048^3 products. Throws for other dtypes.
+PeakFlops measure_cpu_peak_ops(int threads, DType dtype);
+
 /// The peak used for MFU: this run's measurement or, when higher, the best one recorded on this
-/// machine for the same CPU model and thread count (a measurement taken while other work shares
-/// the cores comes out low, which would inflate MFU). Records in $XDG_CACHE_HOME/lathe/peak_flops.json
-/// (default ~/.cache/lathe); without a writable cache it is this run's measurement alone.
-PeakFlops cpu_peak_flops(int threads);
+/// machine for the same CPU model, thread count and dtype (a measurement taken while other work
+/// shares the cores comes out low, which would inflate MFU). Records in
+/// $XDG_CACHE_HOME/lathe/peak_flops.json (default ~/.cache/lathe; keys "<cpu> x<threads>" for f32, as
+/// before, and "<cpu> x<threads> bf16" / "... int8"); without a writable cache it is this run's
+/// measurement alone. `how` says which was used.
+PeakFlops cpu_peak_flops(int threads, DType dtype = DType::f32);
+
+/// A run achieved `achieved` ops/s at `dtype`: the peak can be no lower. Returns `peak` unchanged
+/// when it is higher; else the achieved rate (recorded as the best for this CPU, thread count and
+/// dtype, so later runs start from it) with `how` saying so.
+PeakFlops raise_peak_to_achieved(const PeakFlops& peak, double achieved, int threads, DType dtype = DType::f32);
+
+/// achieved / peak, clamped to [0, 1] (0 for an unknown peak): what reports and the GUI show as MFU.
+double mfu_fraction(double achieved, double peak);
 
 }  // namespace lathe

@@ -23,6 +23,7 @@
 #include "engine/run/phase_plan.h"
 #include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
+#include "engine/run/stage_precision.h"
 #include "engine/run/stage_registry.h"
 #include "engine/run/telemetry.h"
 #include "engine/run/train_checkpoint.h"
@@ -101,6 +102,7 @@ struct RunSetup {
   bool spot = false;
   PeakFlops peak;
   std::optional<OnnxImport> onnx;              ///< model.zoo = onnx: the file's provenance and weights
+  DType peak_dtype = DType::f32;  // the data type the peak (and so device/mfu) is for
   std::vector<std::unique_ptr<Stage>> stages;  ///< the enabled stages, in pipeline order, prepared
 };
 
@@ -123,9 +125,17 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
   s.spot = cfg.cost.pricing == Pricing::spot;
 
   if (be.device().is_cpu()) {
-    s.peak = cpu_peak_flops(s.threads);
-    if (const double floor = options.recorded_peak_flops ? options.recorded_peak_flops(be.device_name(), s.threads) : 0;
-        floor > s.peak.flops_per_s)
+    // MFU is against the peak of the data type the matmuls run at: bf16 where the CPU computes bf16
+    // natively (a bf16 run against the f32 peak would read above 1), else f32.
+    const DType precision = compute_dtype(cfg.train.precision);
+    const bool native_bf16 = precision == DType::bf16 && precision_path(be, precision)["linear"] == "native";
+    s.peak_dtype = native_bf16 ? DType::bf16 : DType::f32;
+    s.peak = cpu_peak_flops(s.threads, s.peak_dtype);
+    // The run store's records are f32 runs' peaks.
+    const double floor = options.recorded_peak_flops && !native_bf16
+                             ? options.recorded_peak_flops(be.device_name(), s.threads)
+                             : 0;
+    if (floor > s.peak.flops_per_s)
       s.peak = {floor, s.peak.how + "; using the best recorded in the run store for this CPU and thread count"};
   } else {
     s.peak.flops_per_s = s.instance->peak_flops("fp32");
@@ -210,6 +220,7 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"dataset", ctx.data.train.source},
                              {"peak_flops_per_s", s.peak.flops_per_s},
                              {"peak_flops_how", s.peak.how},
+                             {"peak_flops_dtype", std::string(dtype_name(s.peak_dtype))},
                              {"instance", s.instance->name},
                              {"price_usd_per_hour", s.instance->usd_per_hour(s.spot)},
                              {"price_source", s.spot ? s.instance->spot_source : s.instance->source},

@@ -364,6 +364,22 @@ TEST_P(OpParity, QuantizeMaxPoolAndRelu) {
     be().int8_maxpool2d(pp, q, pg);
     expect_close(down(pg), pw, 0, 0, "int8 maxpool2d");
 
+    // The cnn's 2x2 stride-2 window (the cpu backend's fast path), on an odd 7 x 5 input (the last
+    // row and column are dropped) and on 32 channels (whole vectors).
+    for (const Shape& shape : {Shape{2, 4, 7, 5}, Shape{3, 32, 8, 6}}) {
+      Rng r2(11);
+      const Tensor x2 = random_tensor(shape, r2, DType::f32, MemoryFormat::channels_last, -1, 2);
+      const QuantParams p2 = params_of(x2, is_signed, false);
+      const Tensor q2 = quantize(x2, p2);
+      const PoolParams pp2{2, 2, 2, 2, 0, 0};
+      const Shape out2{shape[0], shape[1], shape[2] / 2, shape[3] / 2};
+      Tensor w2 = Tensor::empty(out2, q2.dtype(), Device::cpu(), MemoryFormat::channels_last);
+      ref().int8_maxpool2d(pp2, q2, w2);
+      Tensor g2 = be().empty(out2, q2.dtype(), MemoryFormat::channels_last);
+      be().int8_maxpool2d(pp2, up(q2), g2);
+      expect_close(down(g2), w2, 0, 0, "int8 maxpool2d 2x2 s2 " + shape_str(shape));
+    }
+
     ref().int8_relu(pw, p.zero_point[0]);
     be().int8_relu(pg, p.zero_point[0]);
     expect_close(down(pg), pw, 0, 0, "int8 relu");

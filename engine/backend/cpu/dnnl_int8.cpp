@@ -1,7 +1,8 @@
 // The cpu backend's INT8 linear and conv2d: oneDNN 2.x int8 matmul and convolution, s8 weights x
 // u8/s8 activations -> s32 -> requantized to s8/u8 (or f32 for the last layer) with per-output-
 // channel output scales, fused bias and ReLU; the arithmetic of formats/int8_layer_data.h, bit for
-// bit with the reference backend's integer loops. Primitives are cached per input shape.
+// bit with the reference backend's integer loops. Primitives are cached per input shape. Also the
+// backend's int8 max pooling (int8_pool.h: a 2x2 stride-2 fast path).
 //
 // oneDNN 2.x attributes used: set_output_scales(mask 1 << 1, s_x s_w[o] / s_y), runtime zero points
 // for src and dst (only when non-zero), an eltwise ReLU post-op; bias passed in f32 accumulator
@@ -18,6 +19,7 @@
 #include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/backend/cpu/dnnl_util.h"
 #include "engine/backend/cpu/int8_cpu.h"
+#include "engine/backend/cpu/int8_pool.h"
 
 namespace lathe {
 
@@ -248,6 +250,10 @@ Tensor DnnlInt8Kernel::run_conv(const Tensor& src) {
 
 std::unique_ptr<Int8Kernel> DnnlBackend::make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv) {
   return std::make_unique<DnnlInt8Kernel>(layer, conv);
+}
+
+void DnnlBackend::int8_maxpool2d_impl(const PoolParams& p, const Tensor& src, Tensor& dst) {
+  int8_maxpool2d_fast_into(src, p, dst);
 }
 
 }  // namespace lathe

@@ -35,6 +35,26 @@ void maxpool_nhwc(const T* src, T* dst, int64_t N, int64_t C, int64_t H, int64_t
   }
 }
 
+/// 2x2, stride 2, no padding: out[c] = max of the four taps, channels innermost (vpmaxub/vpmaxsb).
+template <typename T>
+void maxpool_2x2_nhwc(const T* src, T* dst, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+#pragma omp parallel for schedule(static) if (N * OH * OW * C > 262144)
+  for (int64_t row = 0; row < N * OH; ++row) {
+    const int64_t n = row / OH, oh = row % OH;
+    const T* r0 = src + (n * H + 2 * oh) * W * C;
+    const T* r1 = r0 + W * C;
+    T* out = dst + row * OW * C;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const T* a = r0 + 2 * ow * C;
+      const T* b = r1 + 2 * ow * C;
+      T* o = out + ow * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c)
+        o[c] = std::max(std::max(a[c], a[C + c]), std::max(b[c], b[C + c]));
+    }
+  }
+}
+
 }  // namespace
 
 Tensor int8_maxpool2d(const Tensor& src, const PoolParams& p) {
@@ -54,6 +74,20 @@ void int8_maxpool2d_into(const Tensor& src, const PoolParams& p, Tensor& dst) {
     maxpool_nhwc(static_cast<const int8_t*>(src.raw()), static_cast<int8_t*>(dst.raw()), N, C, H, W, OH, OW, p);
   else
     maxpool_nhwc(static_cast<const uint8_t*>(src.raw()), static_cast<uint8_t*>(dst.raw()), N, C, H, W, OH, OW, p);
+}
+
+void int8_maxpool2d_fast_into(const Tensor& src, const PoolParams& p, Tensor& dst) {
+  const int64_t N = src.dim(0), C = src.dim(1), H = src.dim(2), W = src.dim(3), OH = dst.dim(2), OW = dst.dim(3);
+  const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+                          p.pad_w == 0 && 2 * OH <= H && 2 * OW <= W;
+  if (!two_by_two || !src.is_channels_last() || !dst.is_channels_last() || !src.is_dense() || !dst.is_dense()) {
+    int8_maxpool2d_into(src, p, dst);
+    return;
+  }
+  if (src.dtype() == DType::s8)
+    maxpool_2x2_nhwc(static_cast<const int8_t*>(src.raw()), static_cast<int8_t*>(dst.raw()), N, C, H, W, OH, OW);
+  else
+    maxpool_2x2_nhwc(static_cast<const uint8_t*>(src.raw()), static_cast<uint8_t*>(dst.raw()), N, C, H, W, OH, OW);
 }
 
 void int8_relu_inplace(Tensor& t, int32_t zero_point) {

@@ -16,6 +16,12 @@ Tensor int8_maxpool2d(const Tensor& src, const PoolParams& p);
 /// The same into dst [N, C, OH, OW] channels-last host (shapes checked by the caller: op_contract.h).
 void int8_maxpool2d_into(const Tensor& src, const PoolParams& p, Tensor& dst);
 
+/// The cpu backend's int8_maxpool2d: the 2x2 stride-2 unpadded window (every pooling of the zoo's
+/// conv nets) as four whole rows of channels maxed at once, no bounds checks, the output written
+/// once; any other window goes to int8_maxpool2d_into. The same integers as int8_maxpool2d_into
+/// (the reference backend's), which the op-parity test checks.
+void int8_maxpool2d_fast_into(const Tensor& src, const PoolParams& p, Tensor& dst);
+
 /// max(q, zero_point) elementwise: ReLU on a quantized tensor (dense host s8/u8), in place.
 void int8_relu_inplace(Tensor& t, int32_t zero_point);
 
