@@ -121,10 +121,10 @@ std::vector<RunGroup> group_runs(const std::vector<RunFacts>& runs, const GroupB
         k.emplace_back(want, it == r.params.end() ? "(absent)" : it->second);
       }
     } else {
-      for (const auto& [key, value] : r.params)
+      for (const auto& param : r.params)  // a pair, not a binding: clang 14 cannot capture bindings
         if (std::none_of(by.without.begin(), by.without.end(),
-                         [&](const std::string& w) { return key_matches(key, w); }))
-          k.emplace_back(key, value);
+                         [&](const std::string& w) { return key_matches(param.first, w); }))
+          k.emplace_back(param.first, param.second);
       std::sort(k.begin(), k.end());
     }
     keys.push_back(std::move(k));
