@@ -244,20 +244,9 @@ def main():
             cmd_sets += ["--set", s]
         t0 = time.time()
         log = os.path.join(a.out, "logs", "teacher.jsonl")
-        started = finished = None
-        with open(log, "w") as out:
-            proc = subprocess.Popen([a.cli, "run", cfg_path, "--json", "--db", a.db] + cmd_sets, stdout=subprocess.PIPE,
-                                    text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-            for line in proc.stdout:
-                out.write(line)
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                started = obj if obj.get("event") == "started" else started
-                finished = obj if obj.get("event") == "finished" else finished
-            if proc.wait() != 0 or finished is None:
-                sys.exit(f"teacher run failed; see {log}")
+        started, finished = run_cli(a.cli, cfg_path, a.db, log, cmd_sets)
+        if finished.get("event") != "finished":  # a cancelled teacher is no teacher
+            sys.exit(f"teacher run failed; see {log}")
         teacher_file = os.path.join(a.runs_dir, started["run_id"], "model.safetensors")
         with open(tmeta, "w") as f:
             json.dump({"file": teacher_file, "run_id": started["run_id"], "wall_s": time.time() - t0,
