@@ -345,6 +345,33 @@ TEST_P(OpParity, Int8Conv2d) {
     }
 }
 
+// The model input's quantize step: a batch large enough to be split between threads, an odd tail,
+// values exactly halfway between two integers (round half to even), NaN, infinities and values
+// far outside the range; contiguous [N, 1, H, W] into channels-last (the same bytes for C = 1).
+TEST_P(OpParity, QuantizeBatchExactlyWithTiesAndSpecials) {
+  Rng rng(21);
+  const Shape shape{3, 1, 97, 263};
+  const Tensor clean = random_tensor(shape, rng, DType::f32, MemoryFormat::contiguous, -1, 2);
+  for (bool is_signed : {false, true}) {
+    const QuantParams p = params_of(clean, is_signed, /*symmetric=*/is_signed);
+    Tensor x = Tensor::empty(shape, DType::f32, Device::cpu());
+    clean.copy_to(x);
+    float* v = static_cast<float*>(x.raw());
+    for (int64_t i = 0; i < x.numel(); i += 7)
+      v[i] = static_cast<float>((static_cast<double>(i % 41) - 20.5) * p.scale[0]);  // ties
+    v[1] = std::nanf("");
+    v[2] = INFINITY;
+    v[3] = -INFINITY;
+    v[4] = 1e30f;
+    v[5] = -1e30f;
+    Tensor want = Tensor::empty(shape, p.storage_dtype(), Device::cpu(), MemoryFormat::channels_last);
+    ref().quantize(x, p, want);
+    Tensor q = be().empty(shape, p.storage_dtype(), MemoryFormat::channels_last);
+    be().quantize(up(x), p, q);
+    expect_close(down(q), want, 0, 0, std::string("quantize batch ") + (is_signed ? "s8" : "u8"));
+  }
+}
+
 TEST_P(OpParity, QuantizeMaxPoolAndRelu) {
   Rng rng(5);
   const Tensor x = random_tensor({2, 4, 7, 5}, rng, DType::f32, MemoryFormat::channels_last, -1, 2);

@@ -30,6 +30,8 @@ class DnnlBackend final : public ReferenceBackend {
   // compressed execution (reference: reference_compressed.cpp; cpu: dnnl_int8.cpp, cpu_sparse.cpp)
   std::unique_ptr<Int8Kernel> make_int8_kernel_impl(const Int8LayerData& layer, const ConvParams* conv) override;
   void int8_maxpool2d_impl(const PoolParams& p, const Tensor& src, Tensor& dst) override;
+  /// Parallel and vectorised (quantize_kernels.h) when src and dst hold their elements in one order.
+  void quantize_impl(const Tensor& src, const QuantParams& params, Tensor& dst) override;
   std::unique_ptr<SparseMatmulKernel> make_sparse_matmul_impl(const CsrMatrix& a,
                                                               const SparseMatmulOptions& options) override;
   void linear_forward_impl(const Tensor& src, const Tensor& weights, const Tensor* bias, Tensor& dst,

@@ -20,6 +20,7 @@
 #include "engine/backend/cpu/dnnl_util.h"
 #include "engine/backend/cpu/int8_cpu.h"
 #include "engine/backend/cpu/int8_pool.h"
+#include "engine/backend/cpu/quantize_kernels.h"
 
 namespace lathe {
 
@@ -254,6 +255,28 @@ std::unique_ptr<Int8Kernel> DnnlBackend::make_int8_kernel_impl(const Int8LayerDa
 
 void DnnlBackend::int8_maxpool2d_impl(const PoolParams& p, const Tensor& src, Tensor& dst) {
   int8_maxpool2d_fast_into(src, p, dst);
+}
+
+namespace {
+
+/// Both dense with their elements in the same memory order: equal strides on every dimension longer
+/// than 1 (a [N, 1, H, W] tensor is the same bytes contiguous and channels-last).
+bool same_element_order(const Tensor& a, const Tensor& b) {
+  if (!a.is_dense() || !b.is_dense() || a.shape() != b.shape())
+    return false;
+  for (size_t d = 0; d < a.shape().size(); ++d)
+    if (a.dim(d) > 1 && a.strides()[d] != b.strides()[d])
+      return false;
+  return true;
+}
+
+}  // namespace
+
+void DnnlBackend::quantize_impl(const Tensor& src, const QuantParams& params, Tensor& dst) {
+  if (params.scale.size() != 1 || src.dtype() != DType::f32 || !same_element_order(src, dst))
+    return ReferenceBackend::quantize_impl(src, params, dst);
+  cpu::quantize_per_tensor(static_cast<const float*>(src.raw()), dst.raw(), params.is_signed, src.numel(),
+                           params.scale[0], params.zero_point[0], params.qmin(), params.qmax());
 }
 
 }  // namespace lathe
