@@ -41,17 +41,29 @@ class Int8Kernel {
   /// What ran the last forward ("brg:avx512_core_vnni", "reference loops", "cuBLASLt int8 GEMM").
   virtual std::string implementation() const = 0;
 
+  /// Takes the integer max pooling `pool` that follows this conv into the kernel, where the backend's
+  /// kernel can (true): forward then returns the pooled tensor, the same integers as this kernel's
+  /// output through Backend::int8_maxpool2d (pooling commutes with the monotone requantization, so
+  /// a kernel may pool accumulators and requantize a quarter of them). False changes nothing.
+  bool fuse_maxpool(const PoolParams& pool);
+  /// The pooling fused in by fuse_maxpool, if any.
+  const PoolParams* fused_maxpool() const { return m_pool_fused ? &m_pool : nullptr; }
+
  protected:
   /// Checks the layer against the contract (op_contract.h); `device` is where src and dst live.
   Int8Kernel(const Int8LayerData& layer, const ConvParams* conv, Device device);
-  /// src already checked against the contract; N > 0.
+  /// src already checked against the contract; N > 0. With a fused pooling: the pooled output.
   virtual Tensor run(const Tensor& src) = 0;
+  /// Whether this kernel can pool as fuse_maxpool describes (default: no).
+  virtual bool can_fuse_maxpool(const PoolParams&) const { return false; }
 
  private:
   Int8LayerData m_layer;
   bool m_is_conv;
   ConvParams m_conv;
   Device m_device;
+  PoolParams m_pool;
+  bool m_pool_fused = false;
 };
 
 /// The CPU CSR kernels' instruction sets (make_sparse_matmul's cpu_isa; other backends ignore it).

@@ -191,6 +191,14 @@ Int8Kernel::Int8Kernel(const Int8LayerData& layer, const ConvParams* conv, Devic
   contract::int8_layer(layer, conv);
 }
 
+bool Int8Kernel::fuse_maxpool(const PoolParams& pool) {
+  if (!m_is_conv || m_pool_fused || !m_layer.config.dst || !can_fuse_maxpool(pool))
+    return false;
+  m_pool = pool;
+  m_pool_fused = true;
+  return true;
+}
+
 Tensor Int8Kernel::forward(const Tensor& src) {
   contract::int8_forward(*this, src, m_device);
   if (src.dim(0) == 0) {
@@ -198,9 +206,13 @@ Tensor Int8Kernel::forward(const Tensor& src) {
     if (!m_is_conv)
       return Tensor::empty({0, O}, m_layer.dst_dtype(), m_device);
     const Tensor& w = m_layer.weights_q;
-    return Tensor::empty({0, O, conv_out_size(src.dim(2), w.dim(2), m_conv.stride_h, m_conv.pad_h),
-                          conv_out_size(src.dim(3), w.dim(3), m_conv.stride_w, m_conv.pad_w)},
-                         m_layer.dst_dtype(), m_device, MemoryFormat::channels_last);
+    int64_t oh = conv_out_size(src.dim(2), w.dim(2), m_conv.stride_h, m_conv.pad_h);
+    int64_t ow = conv_out_size(src.dim(3), w.dim(3), m_conv.stride_w, m_conv.pad_w);
+    if (m_pool_fused) {
+      oh = conv_out_size(oh, m_pool.kernel_h, m_pool.stride_h, m_pool.pad_h);
+      ow = conv_out_size(ow, m_pool.kernel_w, m_pool.stride_w, m_pool.pad_w);
+    }
+    return Tensor::empty({0, O, oh, ow}, m_layer.dst_dtype(), m_device, MemoryFormat::channels_last);
   }
   return run(src);
 }

@@ -345,6 +345,76 @@ TEST_P(OpParity, Int8Conv2d) {
     }
 }
 
+// A single input channel (a first conv): every border of 3x3 and 2x4 windows with padding, strides
+// 1 and 2, u8 and s8 sources with non-zero zero points (the padding must add nothing), ReLU or not,
+// s8 and u8 outputs, 16 and 48 output channels; equal to the reference to the bit.
+TEST_P(OpParity, Int8Conv2dOneInputChannelExactly) {
+  Rng rng(44);
+  struct Case {
+    int64_t O, KH, KW;
+    ConvParams p;
+  };
+  for (const Case& c : {Case{32, 3, 3, {1, 1, 1, 1}}, Case{16, 2, 4, {2, 1, 1, 2}}, Case{48, 3, 3, {2, 2, 0, 0}}})
+    for (bool is_signed : {false, true})
+      for (bool relu : {false, true}) {
+        const Tensor x = random_tensor({5, 1, 11, 9}, rng, DType::f32, MemoryFormat::channels_last, -1, 2);
+        const Tensor w = random_tensor({c.O, 1, c.KH, c.KW}, rng), b = random_tensor({c.O}, rng);
+        const QuantParams sp = params_of(x, is_signed, /*symmetric=*/false);
+        Int8LayerConfig cfg;
+        cfg.src = sp;
+        cfg.post = relu ? PostOp::relu : PostOp::none;
+        cfg.dst = make_quant_params(relu ? 0.0 : -2.0, 2.0, 8, false, /*is_signed=*/!relu);
+        const Int8LayerData L = make_int8_layer(w, &b, cfg);
+        const Tensor q = quantize(x, sp);
+        const Tensor want = ref().make_int8_kernel(L, &c.p)->forward(q);
+        const Tensor got = down(be().make_int8_kernel(L, &c.p)->forward(up(q)));
+        expect_close(got, want, 0, 0,
+                     "int8 conv2d c1 O=" + std::to_string(c.O) + " k" + std::to_string(c.KH) + "x" +
+                         std::to_string(c.KW) + (is_signed ? " s8" : " u8") + (relu ? " relu" : ""));
+      }
+}
+
+// The first conv with the 2x2 max pooling after it fused in, where the backend's kernel can (the cpu
+// backend's int8_conv_c1.h on VNNI CPUs): the same integers as the reference conv followed by the
+// reference integer pooling (odd output sizes drop their last row / column, as the pooling does),
+// for 3x3 and 2x4 windows, strides 1 and 2; an empty batch keeps the pooled shape.
+TEST_P(OpParity, Int8Conv2dOneInputChannelWithMaxPoolFused) {
+  Rng rng(45);
+  const PoolParams pool{2, 2, 2, 2, 0, 0};
+  struct Case {
+    int64_t O, KH, KW;
+    ConvParams p;
+    bool relu;
+  };
+  for (const Case& c : {Case{32, 3, 3, {1, 1, 1, 1}, true}, Case{16, 2, 4, {1, 2, 0, 1}, false},
+                        Case{48, 3, 3, {2, 2, 1, 1}, true}})
+    for (bool is_signed : {false, true}) {
+      const Tensor x = random_tensor({6, 1, 11, 9}, rng, DType::f32, MemoryFormat::channels_last, -1, 2);
+      const Tensor w = random_tensor({c.O, 1, c.KH, c.KW}, rng), b = random_tensor({c.O}, rng);
+      Int8LayerConfig cfg;
+      cfg.src = params_of(x, is_signed, /*symmetric=*/false);
+      cfg.post = c.relu ? PostOp::relu : PostOp::none;
+      cfg.dst = make_quant_params(c.relu ? 0.0 : -2.0, 2.0, 8, false, /*is_signed=*/is_signed);
+      const Int8LayerData L = make_int8_layer(w, &b, cfg);
+      const Tensor q = quantize(x, cfg.src);
+      auto kernel = be().make_int8_kernel(L, &c.p);
+      if (!kernel->fuse_maxpool(pool))
+        GTEST_SKIP() << GetParam() << " backend's kernel " << kernel->implementation() << " does not fuse pooling";
+      ASSERT_NE(kernel->fused_maxpool(), nullptr);
+      const Tensor conv = ref().make_int8_kernel(L, &c.p)->forward(q);
+      const Shape pooled{6, c.O, conv.dim(2) / 2, conv.dim(3) / 2};
+      Tensor want = Tensor::empty(pooled, conv.dtype(), Device::cpu(), MemoryFormat::channels_last);
+      ref().int8_maxpool2d(pool, conv, want);
+      const Tensor got = down(kernel->forward(up(q)));
+      expect_close(got, want, 0, 0,
+                   "int8 conv2d c1 + maxpool O=" + std::to_string(c.O) + " k" + std::to_string(c.KH) + "x" +
+                       std::to_string(c.KW) + (is_signed ? " s8" : " u8"));
+      const Tensor none =
+          kernel->forward(up(Tensor::empty({0, 1, 11, 9}, q.dtype(), Device::cpu(), MemoryFormat::channels_last)));
+      EXPECT_EQ(none.shape(), (Shape{0, c.O, pooled[2], pooled[3]}));
+    }
+}
+
 // The model input's quantize step: a batch large enough to be split between threads, an odd tail,
 // values exactly halfway between two integers (round half to even), NaN, infinities and values
 // far outside the range; contiguous [N, 1, H, W] into channels-last (the same bytes for C = 1).

@@ -2,7 +2,9 @@
 // u8/s8 activations -> s32 -> requantized to s8/u8 (or f32 for the last layer) with per-output-
 // channel output scales, fused bias and ReLU; the arithmetic of formats/int8_layer_data.h, bit for
 // bit with the reference backend's integer loops. Primitives are cached per input shape. Also the
-// backend's int8 max pooling (int8_pool.h: a 2x2 stride-2 fast path).
+// backend's int8 max pooling (int8_pool.h: a 2x2 stride-2 fast path). A single-input-channel conv
+// with the pooling after it fused in (Int8Kernel::fuse_maxpool) runs Lathe's own kernel instead
+// (int8_conv_c1.h: oneDNN's kernels vectorise over input channels, and there is one).
 //
 // oneDNN 2.x attributes used: set_output_scales(mask 1 << 1, s_x s_w[o] / s_y), runtime zero points
 // for src and dst (only when non-zero), an eltwise ReLU post-op; bias passed in f32 accumulator
@@ -18,6 +20,7 @@
 
 #include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/int8_conv_c1.h"
 #include "engine/backend/cpu/int8_cpu.h"
 #include "engine/backend/cpu/int8_pool.h"
 #include "engine/backend/cpu/quantize_kernels.h"
@@ -158,15 +161,26 @@ class DnnlInt8Kernel final : public Int8Kernel {
       : Int8Kernel(layer, conv, Device::cpu()),
         m_rt(layer, conv ? memory::desc({layer.out_channels()}, dt::f32, tag::a)
                          : memory::desc({1, layer.out_channels()}, dt::f32, tag::ab)) {}
-  std::string implementation() const override { return m_rt.last_impl; }
+  std::string implementation() const override { return m_c1 ? "lathe:avx512_vnni_conv_c1+maxpool" : m_rt.last_impl; }
 
  protected:
-  Tensor run(const Tensor& src) override { return is_conv() ? run_conv(src) : run_linear(src); }
+  Tensor run(const Tensor& src) override {
+    if (const PoolParams* pool = fused_maxpool()) {
+      if (!m_c1)
+        m_c1 = std::make_unique<cpu::Int8ConvC1Pool>(layer(), conv_params(), *pool);
+      return m_c1->run(src);
+    }
+    return is_conv() ? run_conv(src) : run_linear(src);
+  }
+  bool can_fuse_maxpool(const PoolParams& pool) const override {
+    return is_conv() && cpu::int8_conv_c1_pool_applies(layer(), &conv_params(), pool);
+  }
 
  private:
   Tensor run_linear(const Tensor& src);
   Tensor run_conv(const Tensor& src);
   Int8Runtime m_rt;
+  std::unique_ptr<cpu::Int8ConvC1Pool> m_c1;  // set by the first forward after fuse_maxpool
 };
 
 Tensor DnnlInt8Kernel::run_linear(const Tensor& src) {
