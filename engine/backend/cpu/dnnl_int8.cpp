@@ -161,7 +161,9 @@ class DnnlInt8Kernel final : public Int8Kernel {
       : Int8Kernel(layer, conv, Device::cpu()),
         m_rt(layer, conv ? memory::desc({layer.out_channels()}, dt::f32, tag::a)
                          : memory::desc({1, layer.out_channels()}, dt::f32, tag::ab)) {}
-  std::string implementation() const override { return m_c1 ? "lathe:avx512_vnni_conv_c1+maxpool" : m_rt.last_impl; }
+  std::string implementation() const override {
+    return fused_maxpool() ? "lathe:avx512_vnni_conv_c1+maxpool" : m_rt.last_impl;
+  }
 
  protected:
   Tensor run(const Tensor& src) override {

@@ -134,6 +134,19 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
     plan_dynamic(options);
   else
     plan_static(acts, options);
+  fuse_poolings();
+}
+
+void Int8Model::fuse_poolings() {
+  for (size_t i = 0; i + 1 < m_steps.size(); ++i) {
+    Step& conv = *m_steps[i];
+    Step& pool = *m_steps[i + 1];
+    if (conv.kind != Kind::int8_conv || pool.kind != Kind::int8_maxpool || !conv.kernel->fuse_maxpool(pool.pool))
+      continue;
+    pool.pool_fused = true;
+    conv.text += " + max pooling fused in (" + conv.kernel->implementation() + ")";
+    pool.text += " (fused into the conv above)";
+  }
 }
 
 Int8Model::Step& Int8Model::add_step(Kind k, std::string node, std::string text) {
@@ -449,6 +462,8 @@ Tensor Int8Model::run_step(Step& s, Tensor x, LayerContext& ctx) {
     case Kind::int8_linear:
       return s.kernel->forward(x);
     case Kind::int8_maxpool: {
+      if (s.pool_fused)
+        return x;
       const PoolParams& p = s.pool;
       const Shape out{x.dim(0), x.dim(1), conv_out_size(x.dim(2), p.kernel_h, p.stride_h, p.pad_h),
                       conv_out_size(x.dim(3), p.kernel_w, p.stride_w, p.pad_w)};

@@ -132,7 +132,8 @@ class Int8Model {
     std::unique_ptr<Int8Kernel> kernel;  // int8_conv / int8_linear, prepared on the plan's backend
     Tensor bias;                         // f32 bias of an INT8 layer, for saving
     PoolParams pool;
-    bool relu = false;  // dynamic_rescale
+    bool pool_fused = false;  // int8_maxpool: the conv step before pools inside its kernel; this passes on
+    bool relu = false;        // dynamic_rescale
     std::string text;
     double seconds = 0;  // accumulated while profiling
   };
@@ -150,6 +151,9 @@ class Int8Model {
   // The static plan, node by node (the constructor's seams).
   struct Planner;
   void plan_static(const ActivationParams& acts, const Int8ModelOptions& options);
+  /// Hands each pooling that directly follows an int8 conv to the conv's kernel where the backend's
+  /// kernel can pool (Int8Kernel::fuse_maxpool); the steps stay in the plan, for tools that read it.
+  void fuse_poolings();
   /// Quantizes a Linear/Conv2d's host weights into Int8LayerData and prepares it on m_be.
   Step& add_int8_layer(Step::Kind kind, size_t node, const Int8LayerConfig& cfg, bool hwc_flat, const Shape& hwc_of);
   Step& add_step(Step::Kind kind, std::string node, std::string text);
