@@ -218,5 +218,30 @@ TEST(Int8Graph, TapsAndRefusals) {
   EXPECT_EQ(q.forward(images_of(test)).shape(), (Shape{8, 10}));
 }
 
+// A ReLU on a value a dropout passes through while the dropout's input also feeds an Add: the ReLU
+// must not clamp the shared integers in place (the Add would read them clamped). Dropout is the
+// identity at inference, so the graph without it gives the same INT8 logits.
+TEST(Int8Graph, ReluAfterDropoutLeavesTheSharedValueAlone) {
+  auto build = [](Backend& be, bool dropout) {
+    auto m = std::make_unique<Model>(Shape{1, 6, 6});
+    m->add("c", std::make_unique<Conv2d>(1, 3, 3, 1, 1));
+    if (dropout)
+      m->add("d", std::make_unique<Dropout>(0.5, 1));
+    m->add("r", std::make_unique<ReLU>());
+    m->add("a", std::make_unique<Add>(), {"c", "r"});
+    m->add("f", std::make_unique<Flatten>());
+    m->add("fc", std::make_unique<Linear>(3 * 6 * 6, 10));
+    Rng rng(51);
+    m->create_params(be, DType::f32, rng);
+    return m;
+  };
+  ReferenceBackend be;
+  auto with = build(be, true), without = build(be, false);
+  const Dataset calib = random_images(32, 6, 52);
+  const Tensor x = images_of(random_images(8, 6, 53));
+  Int8Model qa(*with, be, calibrate_minmax(*with, be, calib)), qb(*without, be, calibrate_minmax(*without, be, calib));
+  EXPECT_EQ(test::mismatches(qa.forward(x), qb.forward(x)), 0) << qa.plan() << "\nvs\n" << qb.plan();
+}
+
 }  // namespace
 }  // namespace lathe

@@ -112,6 +112,16 @@ struct Int8Model::GraphPlanner {
     return v.q = s.out_slot;
   }
 
+  /// Whether another node's value lives in the same slot (a dropout aliases its input): an
+  /// in-place step on it would change what that node's readers see.
+  bool shared(const std::string& name) {
+    const Value& v = values.at(name);
+    for (const auto& [other, w] : values)
+      if (other != name && w.q == v.q)
+        return true;
+    return false;
+  }
+
   Shape out_shape_of(size_t i) {
     std::vector<Shape> in;
     for (size_t k = 0; k < model().node_inputs(i).size(); ++k) {
@@ -205,7 +215,8 @@ struct Int8Model::GraphPlanner {
     const bool quantized_only = in.q >= 0 && in.f32 < 0;
     if (kind == "dropout") {  // identity at inference
       values[name] = in;
-    } else if (kind == "relu" && quantized_only && consumers[model().node_inputs(i)[0]].size() == 1) {
+    } else if (kind == "relu" && quantized_only && consumers[model().node_inputs(i)[0]].size() == 1 &&
+               !shared(in_name)) {
       Step& s = step(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + dtype_word(in.qp), {in.q});
       s.params = in.qp;
       values[name] = Value::q_at(in.shape, s.out_slot, in.qp);
