@@ -2,9 +2,13 @@
 // into Lathe, runs the Fashion-MNIST test set through it in evaluation mode, and writes the inputs
 // it fed (f32 [N, 1, 28, 28], normalised as training does) and its logits (f32 [N, K]) as raw
 // little-endian files, so the peer script runs ONNX Runtime on exactly the same numbers.
-//   onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR]
+// With --int8 FILE (a run's model_int8.safetensors, MODEL.onnx then the run's f32 model.onnx) the
+// logits are Lathe's INT8 model's: rebuilt from the f32 weights with the file's activation
+// parameters (int8_onnx.h), its s8 weights checked identical to the file's.
+//   onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR] [--int8 FILE]
 // writes OUT_PREFIX.inputs.f32, OUT_PREFIX.logits.f32 and prints one JSON line (N, K, accuracy).
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,19 +18,23 @@
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/io/onnx/onnx_import.h"
+#include "engine/run/int8_onnx.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR]\n");
+    std::fprintf(stderr,
+                 "usage: onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR] [--int8 FILE]\n");
     return 2;
   }
-  std::string backend_name = "cpu", data_dir;
+  std::string backend_name = "cpu", data_dir, int8_file;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--backend")
       backend_name = argv[i + 1];
     else if (flag == "--data")
       data_dir = argv[i + 1];
+    else if (flag == "--int8")
+      int8_file = argv[i + 1];
   }
   try {
     auto be = lathe::make_backend(backend_name);
@@ -35,6 +43,22 @@ int main(int argc, char** argv) {
     lathe::Rng rng(0);
     model.create_params(*be, lathe::DType::f32, rng);
     lathe::load_onnx_weights(model, *be, imported);
+    std::unique_ptr<lathe::Int8Model> int8;
+    bool int8_identical = false;
+    if (!int8_file.empty()) {
+      const lathe::SafetensorsFile file = lathe::load_safetensors(int8_file);
+      lathe::Int8ModelOptions options;
+      const lathe::ActivationParams acts = lathe::qdq_activation_params(file, int8_file, &options);
+      int8 = std::make_unique<lathe::Int8Model>(model, *be, acts, options);
+      std::map<std::string, lathe::Tensor> saved;
+      for (const auto& [name, t] : file.tensors)
+        saved[name] = t;
+      int8_identical = true;
+      for (const auto& [name, t] : int8->state_tensors())
+        if (name.ends_with(".weight") && t.dtype() == lathe::DType::s8)
+          int8_identical = int8_identical && saved.count(name) && saved[name].nbytes() == t.nbytes() &&
+                           std::memcmp(saved[name].raw(), t.contiguous_copy().raw(), t.nbytes()) == 0;
+    }
     const lathe::TrainTest data = lathe::load_fashion_mnist(data_dir);
     lathe::check_onnx_input(model, {1, data.test.rows, data.test.cols});
     lathe::LoaderOptions opt;
@@ -55,7 +79,7 @@ int main(int argc, char** argv) {
         x_dev = be->empty(x.shape(), lathe::DType::f32);
         be->copy(x, x_dev);
       }
-      const lathe::Tensor& y_dev = model.forward(ctx, x_dev);
+      const lathe::Tensor y_dev = int8 ? int8->forward(x_dev) : model.forward(ctx, x_dev);
       lathe::Tensor y = lathe::Tensor::empty(y_dev.shape(), lathe::DType::f32);
       be->copy(y_dev, y);
       y = y.contiguous_copy();
@@ -75,7 +99,9 @@ int main(int argc, char** argv) {
                                 {"accuracy", static_cast<double>(correct) / static_cast<double>(n)},
                                 {"backend", be->name()},
                                 {"sha256", imported.sha256},
-                                {"notes", imported.notes}}
+                                {"notes", imported.notes},
+                                {"int8", !int8_file.empty()},
+                                {"int8_weights_identical_to_file", int8_identical}}
                      .dump()
               << "\n";
   } catch (const std::exception& e) {

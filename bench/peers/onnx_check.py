@@ -7,6 +7,10 @@
 #    max(|lathe|, 1e-3)), "rel_to_max_logit" (max |ort - lathe| over max |lathe|), "top1_agreement",
 #    "lathe_accuracy", "ort_accuracy"}
 #   onnx_check.py --lathe build/bench/onnx_logits FILE.onnx [FILE.onnx ...] [--data DIR]
+# An INT8 QDQ file is given as QDQ.onnx@F32.onnx@model_int8.safetensors (the run's model_int8.onnx,
+# model.onnx and INT8 file): ONNX Runtime runs the QDQ graph, Lathe its INT8 model rebuilt from the
+# f32 file and the INT8 file's activation parameters (onnx_logits --int8), s8 weights checked
+# identical to the file's ("int8_weights_identical").
 import argparse
 import gzip
 import json
@@ -34,11 +38,15 @@ def test_labels(data_dir):
     return np.frombuffer(raw, dtype=np.uint8, offset=8).astype(np.int64)
 
 
-def check(path, lathe_bin, data_dir, labels):
+def check(spec, lathe_bin, data_dir, labels):
+    path, lathe_file, int8 = spec, spec, None
+    if "@" in spec:
+        path, lathe_file, int8 = spec.split("@")
     onnx.checker.check_model(onnx.load(path))
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "out")
-        proc = subprocess.run([lathe_bin, path, prefix, "--data", data_dir], capture_output=True, text=True)
+        cmd = [lathe_bin, lathe_file, prefix, "--data", data_dir] + (["--int8", int8] if int8 else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{lathe_bin} failed on {path}: {proc.stderr.strip()}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -66,6 +74,8 @@ def check(path, lathe_bin, data_dir, labels):
         "lathe_accuracy": float((lathe_top == labels[:n]).mean()),
         "ort_accuracy": float((ort_top == labels[:n]).mean()),
         "lathe_backend": info["backend"],
+        "lathe_int8": bool(int8),
+        "int8_weights_identical": info.get("int8_weights_identical_to_file") if int8 else None,
         "onnxruntime": ort.__version__,
     }
 

@@ -5,12 +5,14 @@
 #include <chrono>
 
 #include "engine/compress/quant/calibration_set.h"
+#include "engine/compress/quant/int8_graph.h"
 #include "engine/compress/quant/int8_host_model.h"
 #include "engine/compress/quant/int8_model.h"
 #include "engine/compress/quant/mixed_precision_search.h"
 #include "engine/compress/quant/qat.h"
 #include "engine/core/error.h"
 #include "engine/core/timing.h"
+#include "engine/run/int8_onnx.h"
 #include "engine/run/latency.h"
 #include "engine/run/stage_registry.h"
 
@@ -265,6 +267,21 @@ Int8Placement place_int8(StageContext& ctx, const Int8ModelOptions& mo) {
   return at;
 }
 
+/// output.onnx on a quantizing run: the INT8 model as QDQ ONNX (model_int8.onnx) beside the f32
+/// model.onnx the trainer writes; a dynamic plan has no fixed activation scales and says so instead.
+void save_int8_onnx(StageContext& ctx, const Int8Model& best, Model& f32, Backend& be) {
+  if (best.dynamic()) {
+    ctx.sink.event("note", {{"text",
+                             "output.onnx: no INT8 ONNX file for ptq-dynamic (activation scales are taken per "
+                             "batch); model.onnx is the f32 model"}});
+    return;
+  }
+  const std::string path = ctx.run_dir + "/model_int8.onnx";
+  const int64_t bytes = export_onnx_qdq(f32, be, qdq_plan_of(best), path,
+                                        {.metadata = {{"lathe_run", ctx.run_id}, {"lathe_precision", "int8-qdq"}}});
+  ctx.sink.event("artifact", {{"kind", "onnx-int8"}, {"path", path}, {"bytes", bytes}, {"precision", "int8 (QDQ)"}});
+}
+
 }  // namespace
 
 void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& backend) {
@@ -278,6 +295,17 @@ void prepare_quantize_stage(const ExperimentConfig& cfg, Model& model, Backend& 
     throw ConfigError("quant.mode qat: fake quantization runs on host tensors only; set compute.backend to cpu, got " +
                       backend.name());
   int8_activation_taps(model);  // throws ConfigError naming a node the executor does not cover
+  if (mode == QuantMode::qat || mode == QuantMode::ptq_dynamic) {
+    // QAT fake-quantizes the f32 layers as they are (a folded BatchNorm would change the weights it
+    // sees) and the dynamic plan is sequential: both cover chains of the classic layers only.
+    bool graph = !is_chain(model);
+    for (size_t i = 0; i < model.size(); ++i)
+      graph = graph || model.layer(i).kind() == "batchnorm2d" || model.layer(i).kind() == "add";
+    if (graph)
+      throw ConfigError(std::string("quant.mode ") + std::string(enum_name(mode)) +
+                        ": covers sequential models without batchnorm2d or add; this model has them (allowed for it: "
+                        "ptq-static)");
+  }
 }
 
 void run_quantize_stage(StageContext& ctx, QatResumeState* qat_state) {
@@ -368,8 +396,14 @@ void run_quantize_stage(StageContext& ctx, QatResumeState* qat_state) {
   if (!ctx.run_dir.empty()) {
     f32_bytes = save_model_artifact(ctx, "model_f32.safetensors", "model-f32");
     const std::string path = ctx.run_dir + "/model_int8.safetensors";
-    int8_bytes = best->save(path, {{"lathe_run", ctx.run_id}, {"calibration", std::string(enum_name(qc.calibration))}});
+    std::map<std::string, std::string> meta{{"lathe_run", ctx.run_id},
+                                            {"calibration", std::string(enum_name(qc.calibration))}};
+    if (!best->dynamic())
+      meta["qdq"] = qdq_plan_metadata(*best);  // lets export-model write the QDQ graph later
+    int8_bytes = best->save(path, meta);
     ctx.sink.event("artifact", {{"kind", "model-int8"}, {"path", path}, {"bytes", int8_bytes}});
+    if (ctx.cfg.output.onnx)
+      save_int8_onnx(ctx, *best, *at.model, *at.be);
   } else {
     f32_bytes = model.param_bytes();
     int8_bytes = best->serialized_bytes();

@@ -3,8 +3,11 @@
 // Pareto front the runs worked out by hand.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
 #include <set>
 
+#include "engine/store/run_writer.h"
 #include "engine/store/store.h"
 #include "gui_test_util.h"
 #include "widgets/ui/compare_view.h"
@@ -228,6 +231,49 @@ TEST(GuiCompare, TooFewRunsSaysWhatToDo) {
   EXPECT_TRUE(d.error.contains("Pick 2 to 100 runs")) << d.error.toStdString();
   const CompareData unknown = load_compare_data(dir.qdb(), {"nope1", "nope2"});
   EXPECT_FALSE(unknown.error.isEmpty());
+}
+
+// Issue 18 item 5: the config table says where each model came from (an ONNX file with its sha256,
+// or the zoo) and where it went (its ONNX export with the sha256 the store computed from the bytes:
+// hashlib.sha256(b"onnx bytes")), and marks the provenance rows that differ.
+TEST(GuiCompare, ProvenanceRowsNameTheSourceFileAndTheExports) {
+  test::GuiTempDir dir;
+  std::string imported;
+  {
+    RunWriter w(dir.db());
+    RunInfo info;
+    info.name = "from-onnx";
+    info.config = {{"name", "from-onnx"}, {"model", {{"zoo", "onnx"}, {"onnx", "/data/resnet.onnx"}}}};
+    info.backend = "cpu";
+    imported = w.begin_run(info);
+    w.event("model_source", {{"format", "onnx"}, {"file", "/data/resnet.onnx"}, {"sha256", "feedbeef"}, {"opset", 17}});
+    const std::string exported = dir.db() + ".model.onnx";
+    std::ofstream(exported) << "onnx bytes";
+    w.event("artifact", {{"kind", "onnx"}, {"path", exported}, {"bytes", 10}});
+    w.finish(RunStatus::finished);
+  }
+  const std::string zoo = test::write_run(dir.db(), "zoo", config(0, 1, 0.02), {{"test/accuracy", {0.5}}});
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({QString::fromStdString(imported), QString::fromStdString(zoo)});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  ASSERT_TRUE(view.onlyDifferences()->isChecked());
+  std::map<std::string, std::pair<QString, QString>> rows;
+  QTableWidget* t = view.configTable();
+  for (int r = 0; r < t->rowCount(); ++r)
+    rows[t->item(r, 0)->text().toStdString()] = {t->item(r, 1)->text(), t->item(r, 2)->text()};
+  ASSERT_TRUE(rows.count("provenance.from"));
+  EXPECT_EQ(rows["provenance.from"].first, "ONNX model (opset 17): /data/resnet.onnx (sha256 feedbeef)");
+  EXPECT_EQ(rows["provenance.from"].second, "zoo model cnn (initialised by the run)");
+  ASSERT_TRUE(rows.count("provenance.to.1"));
+  EXPECT_NE(rows["provenance.to.1"].first.indexOf(
+                "ONNX f32: " + QString::fromStdString(dir.db()) +
+                ".model.onnx (sha256 c1650a9961b22b18b7919016db749eb46e2f14ad9da48dd02aa586fe8a335978)"),
+            -1)
+      << rows["provenance.to.1"].first.toStdString();
+  EXPECT_EQ(rows["provenance.to.1"].second, "(absent)");
 }
 
 }  // namespace lathe::ui

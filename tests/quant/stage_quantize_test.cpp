@@ -115,9 +115,32 @@ TEST_F(QuantizeStageRun, DynamicNeedsNoCalibration) {
   EXPECT_EQ(load_safetensors(file).metadata.at("activations"), "dynamic (symmetric, per batch)");
 }
 
+// Issue 18 item 4: a pre-activation residual block with BatchNorms (one foldable, one after a conv
+// that also feeds the Add, one after the Add) goes through static PTQ to the end with the usual
+// metrics, and output.onnx writes its QDQ file beside the f32 one.
+TEST_F(QuantizeStageRun, ResidualBatchNormModelRunsPtqAndExportsQdq) {
+  const RunSummary s = run_experiment(
+      config_from(tiny({"quant.mode=ptq-static", "output.onnx=true", "model.zoo=custom",
+                        R"(model.layers=[{"type":"conv2d","out":4,"padding":1,"name":"stem"},)"
+                        R"({"type":"batchnorm2d","name":"bn1"},{"type":"relu"},)"
+                        R"({"type":"conv2d","out":4,"padding":1,"name":"c1"},{"type":"batchnorm2d","name":"bn2"},)"
+                        R"({"type":"relu"},{"type":"conv2d","out":4,"padding":1,"name":"c2"},)"
+                        R"({"type":"add","inputs":["stem","c2"],"name":"add"},{"type":"batchnorm2d"},)"
+                        R"({"type":"relu"},{"type":"maxpool2d"},{"type":"flatten"},{"type":"linear","out":10}])"})),
+      {});
+  ASSERT_EQ(s.status, "finished");
+  const auto& m = s.final_metrics;
+  for (const char* k : {"quant/test_accuracy", "quant/accuracy_drop", "model/int8_bytes", "quant/speedup_b1"})
+    EXPECT_TRUE(m.count(k)) << "missing " << k;
+  EXPECT_NEAR(m.at("quant/test_accuracy"), m.at("quant/f32_test_accuracy"), 0.05);
+  EXPECT_EQ(m.at("model/bytes"), static_cast<double>(fs::file_size(s.run_dir + "/model_int8.safetensors")));
+  EXPECT_TRUE(fs::exists(s.run_dir + "/model_int8.onnx"));
+  EXPECT_TRUE(fs::exists(s.run_dir + "/model.onnx"));
+}
+
 TEST_F(QuantizeStageRun, RefusesWhatItCannotDoBeforeAnythingIsWritten) {
-  // Batch norm has no INT8 executor (the stage names the node rather than running anything).
-  EXPECT_THROW(run_experiment(config_from(tiny({"quant.mode=ptq-static", "model.zoo=custom",
+  // QAT fake-quantizes unfolded layers: a BatchNorm model is refused before anything runs.
+  EXPECT_THROW(run_experiment(config_from(tiny({"quant.mode=qat", "model.zoo=custom",
                                                 R"(model.layers=[{"type":"conv2d","out":4},{"type":"batchnorm2d"},)"
                                                 R"({"type":"flatten"},{"type":"linear","out":10}])"})),
                               {}),

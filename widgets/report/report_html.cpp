@@ -488,6 +488,7 @@ std::string build_report_html(const ReportData& data, const std::vector<ChartIma
   if (standalone && !data.group_by.empty())  // the PDF has the groups table, not their charts
     write_charts(out, data, render_group_charts(data, flavor), flavor, "Group charts");
   write_charts(out, data, charts, flavor);
+  html::write_provenance(out, data);
   html::write_config(out, data, !standalone && !charts.empty());
   html::write_events(out, data);
   html::write_artifacts(out, data);

@@ -45,5 +45,9 @@ constexpr const char* kErrorTint = "#fdecea";
 void write_config(std::string& out, const ReportData& data, bool new_page);
 void write_events(std::string& out, const ReportData& data);
 void write_artifacts(std::string& out, const ReportData& data);
+/// Where each run's model came from (the imported ONNX file and its sha256, from the run's
+/// model_source event, or the zoo/config model) and where it went (the model files the run wrote:
+/// weights and ONNX exports, each with the sha256 the store recorded).
+void write_provenance(std::string& out, const ReportData& data);
 
 }  // namespace lathe::report::html

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "engine/store/provenance.h"
 #include "widgets/report/report_events.h"
 #include "widgets/report/report_html_parts.h"
 #include "widgets/report/report_text.h"
@@ -137,6 +138,28 @@ void write_events(std::string& out, const ReportData& data) {
     cells.push_back(error ? "<span class=\"error\">" + esc(describe_event(*it.event)) + "</span>"
                           : esc(describe_event(*it.event)));
     t.row(cells, error ? kErrorTint : "");
+  }
+}
+
+void write_provenance(std::string& out, const ReportData& data) {
+  out += section("Provenance");
+  std::vector<std::string> headers;
+  if (data.comparison())
+    headers.push_back("Run");
+  headers.insert(headers.end(), {"", "What", "File", "SHA-256"});
+  Table t(out, headers, std::vector<bool>(headers.size(), false));
+  auto mono = [](const std::string& s) { return "<span class=\"mono\">" + esc(s.empty() ? "-" : s) + "</span>"; };
+  for (size_t i = 0; i < data.runs.size(); ++i) {
+    const ReportRun& r = data.runs[i];
+    auto row = [&](const std::string& dir, const std::string& what, const std::string& file, const std::string& sha) {
+      std::vector<std::string> cells;
+      if (data.comparison())
+        cells.push_back(run_label_cell(data, i));
+      cells.insert(cells.end(), {esc(dir), esc(what), mono(file), mono(sha)});
+      t.row(cells);
+    };
+    for (const ProvenanceRow& p : run_provenance(r.events, r.artifacts, r.params))
+      row(p.incoming ? "from" : "to", p.what, p.file, p.sha256);
   }
 }
 

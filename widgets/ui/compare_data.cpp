@@ -45,6 +45,7 @@ CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, 
     for (const std::string& id : ids) {
       out.runs.push_back(store.run(id));
       out.params.push_back(store.params(id));
+      out.provenance.push_back(run_provenance(store.events(id), store.artifacts(id), out.params.back()));
       out.summaries.push_back(store.summaries(id));
     }
     out.diff = store.diff_configs(ids);

@@ -1,6 +1,7 @@
 // CompareData: everything the compare view shows about 2-100 runs, read from the store in one go
 // (on a worker thread, with its own connection): run rows, config diff and flattened configs,
-// metric summaries and downsampled (min/max preserving) curves of every metric.
+// metric summaries, where each run's model came from and went (provenance.h), and downsampled
+// (min/max preserving) curves of every metric.
 #pragma once
 
 #include <QString>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/store/provenance.h"
 #include "engine/store/store_types.h"
 
 namespace lathe::ui {
@@ -21,8 +23,9 @@ struct CompareData {
   ConfigDiff diff;
   std::vector<std::vector<std::pair<std::string, std::string>>> params;  ///< per run, sorted by key
   std::vector<std::vector<MetricSummary>> summaries;                     ///< per run, sorted by metric
-  std::map<std::string, std::vector<std::vector<Point>>> curves;         ///< metric -> per run
-  QString error;                                                         ///< non-empty: nothing else is valid
+  std::vector<std::vector<ProvenanceRow>> provenance;             ///< per run: where its model came from and went
+  std::map<std::string, std::vector<std::vector<Point>>> curves;  ///< metric -> per run
+  QString error;                                                  ///< non-empty: nothing else is valid
 
   std::vector<std::string> metricNames() const;
   const MetricSummary* summary(size_t run, const std::string& metric) const;

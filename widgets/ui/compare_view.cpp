@@ -6,7 +6,9 @@
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -219,6 +221,21 @@ void CompareView::fillConfig() {
   std::set<std::string> differing;
   for (const auto& row : m_data.diff.differing)
     differing.insert(row.key);
+  // Where each model came from and went, as rows beside the config (provenance.from, provenance.to.N).
+  for (size_t i = 0; i < n && i < m_data.provenance.size(); ++i) {
+    int k = 0;
+    for (const ProvenanceRow& p : m_data.provenance[i]) {
+      const std::string key = p.incoming ? "provenance.from" : "provenance.to." + std::to_string(++k);
+      auto& row = rows[key];
+      row.resize(n, QString("(absent)"));
+      row[i] = QString::fromStdString(p.what + (p.file.empty() ? "" : ": " + p.file) +
+                                      (p.sha256.empty() ? "" : " (sha256 " + p.sha256 + ")"));
+    }
+  }
+  for (const auto& [key, values] : rows)
+    if (key.rfind("provenance.", 0) == 0 &&
+        std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) != values.end())
+      differing.insert(key);
   m_config->setRowCount(0);
   for (const auto& [key, values] : rows) {
     const bool differs = differing.count(key) > 0;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "engine/compress/quant/int8_graph.h"
 #include "engine/core/timing.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/linear.h"
@@ -27,21 +28,26 @@ bool is_passthrough(const std::string& kind) {
   return kind == "maxpool2d" || kind == "flatten" || kind == "dropout" || kind == "relu";
 }
 
-/// Checks the model is a chain of supported layers.
+/// Graphs (int8_graph_plan.cpp) are planned over value slots; chains of the original layer kinds
+/// keep the sequential plan.
+bool needs_graph_plan(Model& model) {
+  if (!is_chain(model))
+    return true;
+  for (size_t i = 0; i < model.size(); ++i)
+    if (model.layer(i).kind() == "batchnorm2d" || model.layer(i).kind() == "add")
+      return true;
+  return false;
+}
+
+/// Checks every node is a layer kind the executor covers.
 void check_supported(const Model& model) {
   LATHE_CHECK(model.size() > 0, "INT8 model: empty model");
   for (size_t i = 0; i < model.size(); ++i) {
-    const std::vector<int>& in = model.node_inputs(i);
-    const int want = i == 0 ? Model::kModelInput : static_cast<int>(i) - 1;
-    if (in.size() != 1 || in[0] != want)
-      throw ConfigError("quant: node '" + model.node_name(i) +
-                        "' does not read the node before it; the INT8 executor runs sequential models only "
-                        "(no residual branches)");
     const std::string kind = const_cast<Model&>(model).layer(i).kind();
-    if (!is_compute(kind) && !is_passthrough(kind))
+    if (!is_compute(kind) && !is_passthrough(kind) && kind != "batchnorm2d" && kind != "add")
       throw ConfigError("quant: node '" + model.node_name(i) + "' is a " + kind +
                         ", which the INT8 executor does not cover (allowed: conv2d, linear, relu, maxpool2d, flatten, "
-                        "dropout)");
+                        "dropout, batchnorm2d, add)");
   }
 }
 
@@ -113,6 +119,13 @@ std::vector<std::string> int8_activation_taps(const Model& model_in) {
   Model& model = const_cast<Model&>(model_in);
   check_supported(model);
   std::vector<std::string> taps{kInputTap};
+  if (needs_graph_plan(model)) {  // any node's value may be quantized, except what the Model fuses away
+    const std::vector<std::vector<int>> consumers = node_consumers(model);
+    for (size_t i = 0; i + 1 < model.size(); ++i)
+      if (relu_fused_by_model(model, consumers, i) < 0)
+        taps.push_back(model.node_name(i));
+    return taps;
+  }
   for (size_t i = 0; i + 1 < model.size(); ++i)
     if (!(is_compute(model.layer(i).kind()) && fused_by_model(model, i)))
       taps.push_back(model.node_name(i));
@@ -130,10 +143,17 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
     if (i < 0 || !is_compute(model.layer(i).kind()))
       throw ConfigError("quant: keep-f32 layer '" + name + "' is not a linear or conv2d node of the model");
   }
-  if (options.dynamic_activations)
+  if (needs_graph_plan(model)) {
+    if (options.dynamic_activations)
+      throw ConfigError(
+          "quant.mode ptq-dynamic: the dynamic plan covers sequential models without batchnorm2d or add; this model "
+          "has them (use ptq-static)");
+    plan_graph(acts, options);
+  } else if (options.dynamic_activations) {
     plan_dynamic(options);
-  else
+  } else {
     plan_static(acts, options);
+  }
   fuse_poolings();
 }
 
@@ -141,7 +161,9 @@ void Int8Model::fuse_poolings() {
   for (size_t i = 0; i + 1 < m_steps.size(); ++i) {
     Step& conv = *m_steps[i];
     Step& pool = *m_steps[i + 1];
-    if (conv.kind != Kind::int8_conv || pool.kind != Kind::int8_maxpool || !conv.kernel->fuse_maxpool(pool.pool))
+    // chain plans only: in a graph plan (slots) another node may read the conv's full-size output
+    if (conv.kind != Kind::int8_conv || pool.kind != Kind::int8_maxpool || conv.out_slot >= 0 ||
+        !pool.in_slots.empty() || !conv.kernel->fuse_maxpool(pool.pool))
       continue;
     pool.pool_fused = true;
     conv.text += " + max pooling fused in (" + conv.kernel->implementation() + ")";
@@ -170,7 +192,12 @@ Int8Model::Step& Int8Model::add_int8_layer(Kind kind, size_t node, const Int8Lay
     b = host_copy(params[1]->value, m_be);
   if (kind == Kind::int8_linear && hwc_flat)
     w = permute_chw_to_hwc(w, hwc_of[0], hwc_of[1], hwc_of[2]);
-  Step& s = add_step(kind, name, "");
+  return add_int8_layer(kind, node, cfg, std::move(w), std::move(b));
+}
+
+Int8Model::Step& Int8Model::add_int8_layer(Kind kind, size_t node, const Int8LayerConfig& cfg, Tensor w, Tensor b) {
+  Layer& layer = m_model.layer(node);
+  Step& s = add_step(kind, m_model.node_name(node), "");
   const Int8LayerData data =
       make_int8_layer(w, b.defined() && !m_dynamic ? &b : nullptr, cfg);  // dynamic: bias in the rescale
   if (kind == Kind::int8_conv) {
@@ -250,6 +277,7 @@ struct Int8Model::Planner {
       Step& q = m.add_step(Kind::quantize, name, "");
       q.params = need(acts, producer);
       q.to_channels_last = kind == "conv2d";
+      q.out_node = producer;
       q.text = std::string("quantize '") + producer + "' f32 -> " + dtype_word(q.params);
       cur = q.params;
       quantized = true;
@@ -266,6 +294,8 @@ struct Int8Model::Planner {
     Step& s = m.add_int8_layer(kind == "conv2d" ? Kind::int8_conv : Kind::int8_linear, i, cfg,
                                kind == "linear" && hwc_flat, hwc_of);
     s.out_node = out_name;
+    if (kind == "linear" && hwc_flat)
+      s.hwc_of = hwc_of;
     s.text = "int8 " + layer.describe() + (relu ? "+relu" : "") + " '" + name + "' " + dtype_word(cur) + " -> " +
              (quantized_out ? dtype_word(*cfg.dst) : "f32") + (hwc_flat ? " (weights in H,W,C order)" : "");
     hwc_flat = false;
@@ -414,6 +444,8 @@ Tensor Int8Model::forward(const Tensor& images) {
     x = x.view(want);
   }
   LayerContext ctx{m_be, false, 0};
+  if (m_result_slot >= 0)
+    return forward_graph(x, ctx);
   for (const auto& sp : m_steps) {
     Step& s = *sp;
     const auto t0 = m_profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -486,6 +518,8 @@ Tensor Int8Model::run_step(Step& s, Tensor x, LayerContext& ctx) {
     case Kind::dynamic_rescale:
       dynamic_rescale(s, x);
       return x;
+    case Kind::int8_add:
+      LATHE_FAIL("Int8Model: an add step runs in a graph plan only");
     case Kind::f32_layer:
     case Kind::f32_relu: {
       Layer& layer = m_model.layer(s.index);
@@ -547,6 +581,9 @@ std::vector<std::pair<std::string, Tensor>> Int8Model::state_tensors() const {
     } else if (s.kind == Kind::f32_layer) {
       for (Param* p : m_model.layer(s.index).params())
         t.emplace_back(s.node + "." + p->name, host_copy(p->value, m_be));
+      for (Buffer* b : m_model.layer(s.index).buffers())  // a BatchNorm's running statistics
+        if (b->value.dtype() == DType::f32)
+          t.emplace_back(s.node + "." + b->name, host_copy(b->value, m_be));
     }
   }
   return t;

@@ -1,9 +1,9 @@
-// Int8Model: real INT8 inference for a trained sequential Model (mlp, cnn, custom layer lists
-// without residual branches or batch norm). Each Linear/Conv2d (with the ReLU after it fused)
-// runs as s8 weights x u8/s8 activations -> s32 -> requantized output on the backend's INT8
-// kernel (Backend::make_int8_kernel: oneDNN on cpu, cuBLASLt on cuda, loops on reference); activations
-// stay quantized between consecutive INT8 layers, through max-pooling (on the integers), ReLU,
-// dropout (identity at inference) and flatten; the last layer writes f32 logits.
+// Int8Model: real INT8 inference for a trained Model (mlp, cnn, custom layer lists, and graphs with
+// BatchNorm and residual Add such as an ONNX-imported ResNet: see "Graphs" below). Each Linear/Conv2d (with the ReLU
+// after it fused) runs as s8 weights x u8/s8 activations -> s32 -> requantized output on the backend's INT8 kernel
+// (Backend::make_int8_kernel: oneDNN on cpu, cuBLASLt on cuda, loops on reference); activations stay quantized between
+// consecutive INT8 layers, through max-pooling (on the integers), ReLU, dropout (identity at inference) and flatten;
+// the last layer writes f32 logits.
 //
 // Plan, per node in order (the model must be a chain: each node reads the one before):
 //   f32 input  --quantize(ranges["input"])-->  u8 (asymmetric)  --int8 conv+ReLU-->  u8 (ranges of
@@ -15,6 +15,25 @@
 // Activation parameters are per tensor, keyed by the name of the node whose output they quantize
 // (kInputTap for the model input); a value is requantized only at an INT8 layer's output or when it
 // enters INT8 from f32, so max-pool/flatten/dropout outputs reuse their producer's parameters.
+//
+// Graphs (a node reading anything but the node before it, or a batchnorm2d anywhere) are planned
+// node by node over value slots (int8_graph_plan.cpp), each node's value kept quantized, f32 or
+// both (a dequantize made once, on demand):
+//   - conv2d whose only reader is a batchnorm2d: the BatchNorm is folded into its weights in f32
+//     before quantization (int8_graph.h); the INT8 conv's output is the BatchNorm node's value;
+//   - a ReLU that is the only reader of an INT8 layer (or of its folded BatchNorm) is fused into it;
+//   - every other batchnorm2d (after an Add, or after a conv that also feeds a residual branch, as
+//     in a pre-activation block) runs as an f32 step on the dequantized value, and the value is
+//     quantized again with its own calibrated range where INT8 resumes;
+//   - add: dequantize-add-quantize, q = sat(round((s_a (q_a - z_a) + s_b (q_b - z_b)) / s_y) + z_y)
+//     with the Add node's calibrated output parameters, one f32 pass on the host. Chosen over
+//     requantizing both inputs to s_y and adding integers because that rounds twice (each input,
+//     then nothing) where this rounds once, exactly as the fake-quantized f32 reference (and an
+//     ONNX QDQ graph: DequantizeLinear x2 -> Add -> QuantizeLinear) does, at the same cost; an
+//     Add that is the model's output stays f32;
+//   - relu on a quantized value clamps at the zero point (in place only when it is the value's only
+//     reader), max pooling runs on the integers, flatten before an INT8 linear is the (H, W, C) view.
+// Every INT8 layer's output is quantized (with its output node's range) except the model's output.
 #pragma once
 
 #include <map>
@@ -121,7 +140,8 @@ class Int8Model {
       f32_layer,
       f32_relu,
       dynamic_quantize,  // quantize with a symmetric range from the batch (params: dtype, bits)
-      dynamic_rescale    // f32 y = s_x y + bias, then ReLU when `relu`
+      dynamic_rescale,   // f32 y = s_x y + bias, then ReLU when `relu`
+      int8_add           // graphs: dequantize-add-quantize of two quantized values (params_a, params_b -> params)
     };
     Kind kind;
     std::string node;  // node name (the group's first node for INT8 layers)
@@ -136,6 +156,12 @@ class Int8Model {
     bool relu = false;        // dynamic_rescale
     std::string text;
     double seconds = 0;  // accumulated while profiling
+    // Graph plans only (a chain plan leaves them empty / -1: each step reads the one before).
+    std::vector<int> in_slots;       // the value slots the step reads
+    int out_slot = -1;               // the slot its output is kept in
+    QuantParams params_a, params_b;  // int8_add: its inputs' parameters
+    std::string folded_bn;           // int8_conv: the batchnorm2d node folded into its weights
+    Shape hwc_of;                    // int8_linear after flatten_q: the [C, H, W] its columns were permuted from
   };
 
   /// The plan in execution order (see the header comment).
@@ -148,6 +174,13 @@ class Int8Model {
  private:
   /// The plan of dynamic_activations (see Int8ModelOptions).
   void plan_dynamic(const Int8ModelOptions& options);
+  // The graph plan over value slots (int8_graph_plan.cpp; see "Graphs" in the header comment).
+  struct GraphPlanner;
+  void plan_graph(const ActivationParams& acts, const Int8ModelOptions& options);
+  /// Runs a graph plan's steps over value slots (forward()'s body for graphs).
+  Tensor forward_graph(Tensor x, LayerContext& ctx);
+  /// The add step of a graph plan: a, b quantized alike (same shape and layout), dst a new tensor.
+  Tensor int8_add(const Step& s, const Tensor& a, const Tensor& b);
   // The static plan, node by node (the constructor's seams).
   struct Planner;
   void plan_static(const ActivationParams& acts, const Int8ModelOptions& options);
@@ -156,6 +189,8 @@ class Int8Model {
   void fuse_poolings();
   /// Quantizes a Linear/Conv2d's host weights into Int8LayerData and prepares it on m_be.
   Step& add_int8_layer(Step::Kind kind, size_t node, const Int8LayerConfig& cfg, bool hwc_flat, const Shape& hwc_of);
+  /// The same with the host f32 weights and bias given (a BatchNorm folded into them, or permuted).
+  Step& add_int8_layer(Step::Kind kind, size_t node, const Int8LayerConfig& cfg, Tensor w, Tensor b);
   Step& add_step(Step::Kind kind, std::string node, std::string text);
   /// Runs one step on x (forward()'s body).
   Tensor run_step(Step& s, Tensor x, LayerContext& ctx);
@@ -168,6 +203,8 @@ class Int8Model {
   bool m_dynamic = false;
   float m_batch_scale = 1;  // dynamic: the scale the last dynamic quantize step chose
   bool m_profiling = false;
+  int m_slots = 0;         // graph plans: the number of value slots (slot 0 is the model input)
+  int m_result_slot = -1;  // graph plans: the slot of the f32 logits; -1 for a chain plan
 };
 
 }  // namespace lathe

@@ -137,6 +137,23 @@ void fill_onnx_float_tensor(const std::string& name, const Tensor& host, onnx::T
   out->set_raw_data(std::move(raw));
 }
 
+void fill_onnx_int8_tensor(const std::string& name, const Tensor& host, onnx::TensorProto* out) {
+  LATHE_CHECK(host.device().is_cpu() && (host.dtype() == DType::s8 || host.dtype() == DType::u8), "ONNX export: ", name,
+              " must be a host s8/u8 tensor, got ", host.describe());
+  out->set_name(name);
+  out->set_data_type(host.dtype() == DType::s8 ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+  for (int64_t d : host.shape())
+    out->add_dims(d);
+  std::string raw(static_cast<size_t>(host.numel()), '\0');
+  if (host.is_contiguous()) {
+    std::memcpy(raw.data(), host.raw(), raw.size());
+  } else {
+    for (int64_t i = 0; i < host.numel(); ++i)
+      raw[static_cast<size_t>(i)] = static_cast<char>(static_cast<int64_t>(host.at_flat(i)));
+  }
+  out->set_raw_data(std::move(raw));
+}
+
 const onnx::AttributeProto* onnx_attribute(const onnx::NodeProto& node, const std::string& name) {
   for (const onnx::AttributeProto& a : node.attribute())
     if (a.name() == name)

@@ -37,6 +37,10 @@ const onnx::AttributeProto* onnx_attribute(const onnx::NodeProto& node, const st
 /// The graph export_onnx writes: input "input" [N, ...input_shape], output named after the last
 /// node, weights copied from `backend`. ConfigError naming the node for a layer with no ONNX form
 /// (e.g. a sparse executor).
-onnx::ModelProto model_to_onnx(Model& model, Backend& backend, const OnnxExportOptions& options = {});
+onnx::ModelProto model_to_onnx(Model& model, Backend& backend, const OnnxExportOptions& options = {},
+                               const QdqPlan* qdq = nullptr);
+
+/// Fills `out` with an INT8 (s8 tensor) or UINT8/INT8 (zero point) initializer from host values.
+void fill_onnx_int8_tensor(const std::string& name, const Tensor& host, onnx::TensorProto* out);
 
 }  // namespace lathe
