@@ -80,7 +80,7 @@ void print_sweeps(const Store& store, bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const SweepRecord& s : sweeps)
-      out.push_back({{"id", s.id}, {"name", s.name}, {"status", s.status}, {"total", s.total},
+      out.push_back({{"id", s.id}, {"name", s.name}, {"status", s.status}, {"state", sweep_state(s)}, {"total", s.total},
                      {"finished", s.finished}, {"failed", s.failed}, {"running", s.running},
                      {"slurm_job", s.slurm_job}, {"folder", s.folder}});
     std::cout << out.dump(2) << "\n";
@@ -90,7 +90,7 @@ void print_sweeps(const Store& store, bool json) {
     std::cout << "no sweeps in " << store.path() << "\n";
   for (const SweepRecord& s : sweeps)
     std::cout << s.id << "  " << s.name << "  " << s.finished << "/" << s.total << " finished"
-              << (s.failed ? "  " + std::to_string(s.failed) + " failed" : "") << "  " << s.status
+              << (s.failed ? "  " + std::to_string(s.failed) + " failed" : "") << "  " << sweep_state(s)
               << (s.slurm_job.empty() ? "" : "  slurm job " + s.slurm_job) << "\n";
 }
 
@@ -124,7 +124,6 @@ int run_sweep_members(const std::string& db, const std::string& sweep_id, int jo
   const auto t0 = std::chrono::steady_clock::now();
   std::map<pid_t, Child> active;
   size_t next = 0;
-  int failed = 0;
   bool told_to_stop = false;
   while (next < todo.size() || !active.empty()) {
     if (g_sweep_stop.load() && !told_to_stop) {
@@ -161,7 +160,6 @@ int run_sweep_members(const std::string& db, const std::string& sweep_id, int jo
     set_sweep_member(store, sweep_id, c.index, c.run_id,
                      ok ? MemberState::finished
                         : (run && run->status != RunStatus::failed ? MemberState::cancelled : MemberState::failed));
-    failed += !ok;
     const SweepRecord now = find_sweep(store, sweep_id);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (json)
@@ -192,7 +190,6 @@ int run_sweep_members(const std::string& db, const std::string& sweep_id, int jo
     std::fprintf(stderr, "lathe: sweep %s %s: %d/%d runs finished%s\n", sweep_id.c_str(), final_status.c_str(),
                  end.finished, end.total,
                  end.finished == end.total ? "" : ("; `lathe-cli sweep --resume " + sweep_id + "` runs the rest").c_str());
-  (void)failed;
   return end.finished == end.total ? 0 : stopped ? 130 : 1;
 }
 
