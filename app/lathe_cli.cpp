@@ -3,7 +3,8 @@
 // what is allowed), then trains with a progress bar (or JSON lines), recording the run in the store
 // (--db, default ~/.local/share/lathe/lathe.db) and in runs/<id>/. list/show/compare/export/delete
 // read the store and `report` writes HTML/PDF/CSV reports of runs (app/cli_history.cpp); `repair`
-// re-imports samples a locked store kept out (app/cli_repair.cpp).
+// re-imports samples a locked store kept out (app/cli_repair.cpp); `sweep` runs, resumes and submits
+// sweeps (app/cli_sweep.cpp, app/cli_slurm.cpp) and `import` merges other stores (app/cli_import.cpp).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +26,8 @@
 #include "app/cli_repair.h"
 #include "app/cli_scaling.h"
 #include "app/cli_supervisor.h"
+#include "app/cli_import.h"
+#include "app/cli_sweep.h"
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
@@ -364,7 +367,7 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
     lathe::cli::SupervisorSetup sup;
     sup.db = db;
-    sup.run_id = lathe::make_run_id();
+    sup.run_id = child.run_id.empty() ? lathe::make_run_id() : child.run_id;  // a sweep member's planned id
     sup.json = json;
     sup.run_args = {"--db", db, "run", config_path};
     for (const std::string& s : sets)
@@ -538,6 +541,8 @@ int main(int argc, char** argv) {
   lathe::cli::add_devices_command(app, exit_code);
   lathe::cli::add_scaling_command(app, db, exit_code);
   lathe::cli::add_export_model_command(app, db, exit_code);
+  lathe::cli::add_sweep_command(app, db, exit_code);
+  lathe::cli::add_import_command(app, db, exit_code);
 
   // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {

@@ -9,6 +9,7 @@ pkgs=(
   libonnx-dev libprotobuf-dev
   qt6-base-dev libqcustomplot-dev libgloo-dev libhiredis-dev redis-server
   poppler-utils
+  slurmctld slurmd slurm-client munge
   xvfb xauth
   dataset-fashion-mnist
   python3 python3-venv python3-numpy

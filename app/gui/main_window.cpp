@@ -5,6 +5,7 @@
 #include <QFileDialog>
 #include <QGroupBox>
 #include <QMessageBox>
+#include <QProcess>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QToolBar>
@@ -25,6 +26,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   resize(1480, 900);
   m_queue = new ui::RunQueue(m_opt.cliPath, m_opt.dbPath, this);
   m_feed = new ui::LiveFeed(m_opt.dbPath, 200, 250'000, 20'000, this);
+  m_importer = new ui::FolderImporter(m_opt.dbPath, this);
 
   auto* split = new QSplitter(this);
   auto* designerSplit = new QSplitter(Qt::Vertical, split);
@@ -108,6 +110,19 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   connect(m_feed, &ui::LiveFeed::runsChanged, this, &MainWindow::onRunsChanged);
   connect(m_feed, &ui::LiveFeed::failed, this, [this](const QString& t) { statusBar()->showMessage(t, 10000); });
   connect(m_browser, &ui::RunBrowser::watchRun, this, &MainWindow::watch);
+  connect(m_importer, &ui::FolderImporter::imported, this, [this](int added, int updated, qint64 samples) {
+    if (added + updated == 0 && samples == 0)
+      return;
+    statusBar()->showMessage(QString("Imported from %1: %2 new runs, %3 updated, %4 samples")
+                                 .arg(m_importer->folder())
+                                 .arg(added)
+                                 .arg(updated)
+                                 .arg(samples),
+                             5000);
+    m_browser->reload();
+  });
+  connect(m_importer, &ui::FolderImporter::failed, this,
+          [this](const QString& t) { statusBar()->showMessage(t, 10000); });
   connect(m_browser, &ui::RunBrowser::showRun, this, &MainWindow::showOverview);
   connect(m_browser, &ui::RunBrowser::compareRuns, this, &MainWindow::compareRuns);
   connect(m_browser, &ui::RunBrowser::exportRuns, this, &MainWindow::exportRuns);
@@ -152,10 +167,45 @@ void MainWindow::buildToolbar() {
       ids << m_feed->watched();
     exportRuns(ids);
   });
+  bar->addSeparator();
+  m_watchFolderAction = bar->addAction("Watch folder...", this, [this]() {
+    const QString dir = QFileDialog::getExistingDirectory(this, "A Slurm sweep's shared folder (--out)");
+    if (!dir.isEmpty())
+      watchFolder(dir);
+  });
+  m_watchFolderAction->setToolTip(
+      "Import the per-task stores of a sweep submitted with lathe-cli sweep --slurm --out FOLDER, now and every 3 s");
+  m_cancelSweepAction = bar->addAction("Cancel sweep", this, [this]() {
+    cancelSweep(m_browser->sweepFilter()->currentData().toString());
+  });
+  m_cancelSweepAction->setToolTip("Cancel the Slurm sweep chosen in the Runs tab's sweep filter (scancel)");
   m_runAction->setShortcut(QKeySequence("Ctrl+R"));
   m_stopAction->setToolTip("Stop the running experiment (SIGTERM: it finishes the step and saves)");
   m_sweepAction->setToolTip("Queue one run per value of one or two knobs");
   m_exportAction->setToolTip("Report of the selected runs (HTML, PDF or CSV)");
+}
+
+void MainWindow::watchFolder(const QString& folder) {
+  m_importer->watch(folder);
+  statusBar()->showMessage("Importing " + folder + " every 3 s", 5000);
+}
+
+void MainWindow::cancelSweep(const QString& sweepId) {
+  if (sweepId.isEmpty()) {
+    statusBar()->showMessage("Choose the sweep to cancel in the Runs tab's sweep filter first", 8000);
+    return;
+  }
+  auto* proc = new QProcess(this);
+  proc->setProcessChannelMode(QProcess::MergedChannels);
+  connect(proc, &QProcess::finished, this, [this, proc, sweepId](int code, QProcess::ExitStatus) {
+    const QString out = QString::fromUtf8(proc->readAll()).trimmed();
+    statusBar()->showMessage(code == 0 ? "Sweep " + sweepId + " cancelled" : "Cancel failed: " + out, 10000);
+    if (code != 0 && m_interactive)
+      QMessageBox::warning(this, "Cancel sweep", out);
+    m_browser->reload();
+    proc->deleteLater();
+  });
+  proc->start(m_opt.cliPath, {"--db", m_opt.dbPath, "sweep", "--cancel", sweepId});
 }
 
 void MainWindow::updateActions() {
@@ -211,14 +261,19 @@ void MainWindow::sweep() {
     return;
   try {
     // Each run is named by its values ("mlp-fashion lr=0.02"), so the runs of a sweep tell apart.
-    const std::vector<ui::SweepRun> runs = ui::plan_sweep(base, dialog.axes());
+    // Stored as a sweep first (definition, members, planned run ids): the Runs tab shows its
+    // progress and filters to its runs; `lathe-cli sweep --resume` can finish it.
+    std::vector<ui::SweepRun> runs = ui::plan_sweep(base, dialog.axes());
+    const std::string sweepId = ui::store_sweep(m_opt.dbPath.toStdString(), base, dialog.axes(), runs);
     for (const ui::SweepRun& run : runs) {
       QStringList list;
       for (const auto& s : run.sets)
         list << QString::fromStdString(s);
-      m_queue->enqueue(run.config, list, QString::fromStdString(run.name));
+      m_queue->enqueue(run.config, list, QString::fromStdString(run.name), QString::fromStdString(run.run_id));
     }
-    statusBar()->showMessage(QString("Queued %1 runs").arg(runs.size()), 5000);
+    m_browser->reload();
+    statusBar()->showMessage(
+        QString("Queued sweep %1: %2 runs").arg(QString::fromStdString(sweepId)).arg(runs.size()), 5000);
     showTab("live");
   } catch (const Error& e) {
     QMessageBox::warning(this, "Sweep", QString::fromUtf8(e.what()));

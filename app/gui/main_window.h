@@ -1,6 +1,7 @@
 // MainWindow: wires the widgets into the app. Left: the experiment designer with Run / Sweep /
 // Stop. Right: Live (charts of the watched run and the run queue), Runs (the history browser),
-// Compare. Status bar: messages, the active run's progress with ETA, the store path. Runs are
+// Compare; Watch folder... follows a Slurm sweep's shared folder (FolderImporter), Cancel sweep
+// scancels it. Status bar: messages, the active run's progress with ETA, the store path. Runs are
 // lathe-cli children (RunQueue); everything shown comes from the store (LiveFeed, RunBrowser,
 // CompareView), so a run started from a terminal shows up the same way.
 #pragma once
@@ -14,6 +15,7 @@
 #include "widgets/ui/compare_view.h"
 #include "widgets/ui/cost_panel.h"
 #include "widgets/ui/designer_panel.h"
+#include "widgets/ui/folder_importer.h"
 #include "widgets/ui/queue_list.h"
 #include "widgets/ui/run_browser.h"
 #include "widgets/ui/run_progress.h"
@@ -46,6 +48,7 @@ class MainWindow : public QMainWindow {
   ui::RunQueue* queue() const { return m_queue; }
   ui::RunProgress* progress() const { return m_progress; }
   ui::LiveFeed* feed() const { return m_feed; }
+  ui::FolderImporter* importer() const { return m_importer; }
   QTabWidget* tabs() const { return m_tabs; }
   /// The Overview tab's run overview and the one the Live tab shows when its run ends (nullptr
   /// without the report library).
@@ -69,6 +72,10 @@ class MainWindow : public QMainWindow {
   void follow(const QString& runId);
   void compareRuns(const QStringList& runIds);
   void exportRuns(const QStringList& runIds);
+  /// Imports a Slurm sweep's shared folder now and every 3 s (new runs and samples appear live).
+  void watchFolder(const QString& folder);
+  /// `lathe-cli sweep --cancel ID` (scancel of its job) for the sweep chosen in the Runs tab.
+  void cancelSweep(const QString& sweepId);
 
  private:
   void buildToolbar();
@@ -90,7 +97,8 @@ class MainWindow : public QMainWindow {
   RunOverview* m_overview = nullptr;
   RunOverview* m_liveOverview = nullptr;
   QLabel* m_storeLabel;
-  QAction *m_runAction, *m_sweepAction, *m_stopAction, *m_exportAction;
+  QAction *m_runAction, *m_sweepAction, *m_stopAction, *m_exportAction, *m_watchFolderAction, *m_cancelSweepAction;
+  ui::FolderImporter* m_importer;
   bool m_interactive = true;
 };
 

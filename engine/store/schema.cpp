@@ -1,4 +1,4 @@
-// Migrations v1 and v2 and the runner that applies them. Never edit a shipped migration: add the
+// Migrations v1 to v6 and the runner that applies them. Never edit a shipped migration: add the
 // next one. Timestamps are Unix milliseconds; runs.rid is the compact integer key every other table
 // uses, runs.id the public text id.
 #include "engine/store/schema.h"
@@ -252,6 +252,34 @@ CREATE INDEX tags_by_tag ON run_tags(tag, run);
 
 void apply_v5(sql::Db& db) { db.exec(kV5); }
 
+// ---- v6: sweeps and their members ------------------------------------------------------------------
+
+// A sweep's members are planned up front (their configs), so its progress is queryable before any
+// run exists; run_id is '' until a member starts and changes when a killed member is restarted.
+// slurm_job / folder are set for a sweep submitted to Slurm (each task writes its own store file
+// in that folder; `lathe-cli import` merges them).
+const char* const kV6 = R"sql(
+CREATE TABLE sweeps(
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  definition TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  status TEXT NOT NULL CHECK(status IN ('pending','running','finished','failed','cancelled','submitted')),
+  slurm_job TEXT NOT NULL DEFAULT '',
+  folder TEXT NOT NULL DEFAULT '');
+CREATE TABLE sweep_members(
+  sweep TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  config TEXT NOT NULL,
+  run_id TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL CHECK(state IN ('pending','running','finished','failed','cancelled')),
+  PRIMARY KEY(sweep, idx)) WITHOUT ROWID;
+CREATE INDEX sweep_members_by_run ON sweep_members(run_id);
+)sql";
+
+void apply_v6(sql::Db& db) { db.exec(kV6); }
+
 struct Migration {
   int version;
   const char* description;
@@ -264,6 +292,7 @@ constexpr Migration kMigrations[] = {
     {3, "the incomplete run status (samples left in metrics.jsonl for lathe-cli repair)", apply_v3},
     {4, "metric directions from the declared rule (bytes, latency, cost... lower is better)", apply_v4},
     {5, "notes and tags on runs", apply_v5},
+    {6, "sweeps and their members", apply_v6},
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion);
 

@@ -3,7 +3,7 @@
 // liveness (pid, heartbeat), metric directions, full summaries with the steps of min/max, the
 // sample_blocks pyramid for downsampling, telemetry, and the indexes the queries need; v3 allows the
 // `incomplete` run status (RunStatus::incomplete); v4 re-derives metric directions; v5 adds notes
-// (runs.note) and tags (run_tags). A file
+// (runs.note) and tags (run_tags); v6 adds sweeps and sweep_members (sweep_store.h). A file
 // written by a newer lathe is refused rather than guessed at.
 #pragma once
 
@@ -12,7 +12,7 @@
 namespace lathe::store_detail {
 
 /// The version this code writes and reads.
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 /// Per-connection settings: WAL (persistent in the file), synchronous=NORMAL (a commit survives a
 /// process crash; a power loss may drop the last commits but never corrupts), foreign keys off

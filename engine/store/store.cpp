@@ -395,6 +395,10 @@ RunPage Store::list_runs(const RunQuery& q) const {
     where.add(" AND r.rid IN (SELECT run FROM run_tags WHERE tag = ?)");
     where.arg(tag);
   }
+  if (!q.sweep.empty()) {
+    where.add(" AND r.id IN (SELECT run_id FROM sweep_members WHERE sweep = ?)");
+    where.arg(q.sweep);
+  }
   if (!q.search.empty()) {
     // instr on lower(): a plain substring (LIKE would treat % and _ in the text as wildcards).
     where.add(

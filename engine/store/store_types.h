@@ -95,6 +95,7 @@ struct RunQuery {
   std::string name_glob;            ///< shell glob on runs.name (`*`, `?`, `[..]`, case-sensitive); empty: any
   std::vector<std::pair<std::string, std::string>> params;  ///< flattened config key == value
   std::vector<std::string> tags;                            ///< runs carrying every one of these tags
+  std::string sweep;  ///< the runs of this sweep id (sweep_members); empty: any
   /// Case-insensitive substring of the run's id, name, note or one of its tags; empty: any.
   std::string search;
   enum class Sort { created, started, name, status, metric_last, metric_best };

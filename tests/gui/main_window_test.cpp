@@ -13,6 +13,8 @@
 #include "app/gui/run_overview.h"
 #include "engine/run/config.h"
 #include "engine/store/store.h"
+#include "engine/store/sweep_store.h"
+#include "widgets/ui/sweep.h"
 #include "gui_test_util.h"
 
 namespace lathe::app {
@@ -134,6 +136,36 @@ TEST(GuiMainWindow, PruneInt8RunEndsWithItsOverviewAndWholePipelineProgress) {
     test::wait_until([]() { return false; }, 300);
     w.grab().save(qEnvironmentVariable("LATHE_KEEP_OVERVIEW"), "PNG");
   }
+}
+
+// What the Sweep action does after its dialog: the runs stored as a sweep with planned ids, queued
+// with --run-id; each member becomes the run with its planned id and the sweep reads 2/2 finished.
+TEST(GuiMainWindow, StoredSweepRunsUnderItsPlannedIds) {
+  if (!test::fashion_mnist_present())
+    GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+  test::GuiTempDir dir;
+  MainWindow w(options(dir));
+  w.setInteractive(false);
+  const nlohmann::json base = tiny_config(dir, 1, 256);
+  const std::vector<ui::SweepAxis> axes = {{"seed", {"1", "2"}}};
+  std::vector<ui::SweepRun> runs = ui::plan_sweep(base, axes);
+  const std::string sweep_id = ui::store_sweep(dir.db(), base, axes, runs);
+  for (const ui::SweepRun& run : runs)
+    w.queue()->enqueue(run.config, {QString::fromStdString(run.sets[0])}, QString::fromStdString(run.name),
+                       QString::fromStdString(run.run_id));
+  ASSERT_TRUE(w.queue()->waitIdle(240000));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const ui::QueuedRun& e = w.queue()->entries()[i];
+    ASSERT_EQ(e.state, ui::QueuedRun::State::finished) << e.stderrTail.toStdString();
+    EXPECT_EQ(e.runId.toStdString(), runs[i].run_id);
+  }
+  Store s = Store::open(dir.db());
+  for (const SweepMemberRecord& m : sweep_members(s, sweep_id))
+    EXPECT_EQ(m.state, MemberState::finished) << m.index;
+  w.browser()->reload();
+  ASSERT_TRUE(test::wait_until([&]() { return w.browser()->sweepFilter()->count() == 2; }, 5000));
+  EXPECT_TRUE(w.browser()->sweepFilter()->itemText(1).endsWith("2/2  finished"))
+      << w.browser()->sweepFilter()->itemText(1).toStdString();
 }
 
 TEST(GuiMainWindow, StopCancelsAndFailuresAreReported) {

@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <QPushButton>
+#include <array>
+#include <filesystem>
 
 #include "engine/run/config.h"
 #include "engine/store/store.h"
+#include "engine/store/sweep_store.h"
 #include "gui_test_util.h"
+#include "widgets/ui/folder_importer.h"
 #include "widgets/ui/run_browser.h"
 #include "widgets/ui/sweep_dialog.h"
 
@@ -80,6 +84,92 @@ TEST(GuiSweepDialog, RefusesABadValueAtTheField) {
   dialog.setAxes({{"train.optimizer.lr", {"0.02"}}, {"quant.calibration", {"minmax", "bogus"}}});
   EXPECT_FALSE(dialog.acceptable());
   EXPECT_TRUE(dialog.valueError(2).contains("bogus")) << dialog.valueError(2).toStdString();
+}
+
+}  // namespace lathe::ui
+
+namespace lathe::ui {
+
+// The Sweep dialog's runs become a stored sweep (members with planned run ids); the run browser
+// lists it with its progress and filters to its runs.
+TEST(GuiStoredSweep, BrowserShowsProgressAndFiltersToTheSweep) {
+  test::GuiTempDir dir;
+  const nlohmann::json base = {{"name", "mlp-fashion"}, {"model", {{"zoo", "mlp"}}}};
+  const std::vector<SweepAxis> axes = {{"train.optimizer.lr", {"0.02", "0.05", "0.1"}}};
+  std::vector<SweepRun> runs = plan_sweep(base, axes);
+  const std::string sweep_id = store_sweep(dir.db(), base, axes, runs);
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_NE(runs[0].run_id, runs[1].run_id);
+  {
+    Store s = Store::open(dir.db());
+    for (int i = 0; i < 2; ++i) {  // two of the three ran and finished
+      RunInfo info;
+      info.id = runs[i].run_id;
+      info.name = runs[i].name;
+      s.create_run(info, RunStatus::finished);
+    }
+    const std::vector<SweepMemberRecord> members = sweep_members(s, sweep_id);
+    ASSERT_EQ(members.size(), 3u);
+    EXPECT_EQ(nlohmann::json::parse(members[2].config_json)["train"]["optimizer"]["lr"], 0.1);
+    EXPECT_EQ(members[2].state, MemberState::pending);
+  }
+  test::write_run(dir.db(), "plain", {{"model", {{"zoo", "cnn"}}}}, {});
+
+  RunBrowser browser(dir.qdb());
+  RunTableModel* model = browser.model();
+  ASSERT_TRUE(test::wait_until([&]() { return model->total() == 3 && !model->loading(); }, 10000));
+  QComboBox* sweeps = browser.sweepFilter();
+  ASSERT_EQ(sweeps->count(), 2);
+  EXPECT_EQ(sweeps->itemText(1), "mlp-fashion  2/3  running");
+  EXPECT_EQ(sweeps->itemData(1).toString().toStdString(), sweep_id);
+  sweeps->setCurrentIndex(1);
+  ASSERT_TRUE(test::wait_until([&]() { return model->total() == 2 && !model->loading(); }, 10000));
+  QStringList names;
+  for (int r = 0; r < model->rowCount(); ++r)
+    names << model->data(model->index(r, 0), Qt::DisplayRole).toString();
+  names.sort();
+  EXPECT_EQ(names, (QStringList{"mlp-fashion lr=0.02", "mlp-fashion lr=0.05"}));
+  browser.showSweep("");
+  ASSERT_TRUE(test::wait_until([&]() { return model->total() == 3 && !model->loading(); }, 10000));
+}
+
+}  // namespace lathe::ui
+
+namespace lathe::ui {
+
+// A Slurm sweep's folder of per-task stores, followed by the GUI: the first import brings the runs
+// and every sample, the next adds nothing, a task store that gains a run is picked up.
+TEST(GuiFolderImporter, ImportsNewRunsOnceAndFollowsTheFolder) {
+  test::GuiTempDir dir;
+  const std::filesystem::path shared = std::filesystem::path(dir.db()).parent_path() / "shared" / "stores";
+  std::filesystem::create_directories(shared);
+  test::write_run((shared / "member-0.db").string(), "m0", {{"seed", 0}}, {{"test/accuracy", {0.5, 0.6, 0.7}}});
+  test::write_run((shared / "member-1.db").string(), "m1", {{"seed", 1}}, {{"test/accuracy", {0.4, 0.5}}});
+  FolderImporter importer(dir.qdb());
+  std::vector<std::array<qint64, 3>> got;
+  QObject::connect(&importer, &FolderImporter::imported,
+                   [&](int added, int updated, qint64 samples) { got.push_back({added, updated, samples}); });
+  importer.watch(QString::fromStdString(shared.parent_path().string()), 60'000);
+  ASSERT_TRUE(test::wait_until([&]() { return got.size() == 1; }, 10000));
+  EXPECT_EQ(got[0][0], 2);
+  EXPECT_EQ(got[0][2], 5);
+  ASSERT_TRUE(importer.importNow());
+  ASSERT_TRUE(test::wait_until([&]() { return got.size() == 2; }, 10000));
+  EXPECT_EQ(got[1], (std::array<qint64, 3>{0, 0, 0}));
+  test::write_run((shared / "member-2.db").string(), "m2", {{"seed", 2}}, {{"test/accuracy", {0.9}}});
+  ASSERT_TRUE(importer.importNow());
+  ASSERT_TRUE(test::wait_until([&]() { return got.size() == 3; }, 10000));
+  EXPECT_EQ(got[2][0], 1);
+  EXPECT_EQ(got[2][2], 1);
+  Store s = Store::open(dir.db(), Store::read_only_options());
+  EXPECT_EQ(s.list_runs().total, 3);
+  RunQuery q;
+  q.name_glob = "m0";
+  const RunPage page = s.list_runs(q);
+  ASSERT_EQ(page.total, 1);
+  ASSERT_NE(page.runs[0].metric("test/accuracy"), nullptr);
+  EXPECT_DOUBLE_EQ(page.runs[0].metric("test/accuracy")->last, 0.7);
+  EXPECT_EQ(page.runs[0].metric("test/accuracy")->count, 3);
 }
 
 }  // namespace lathe::ui

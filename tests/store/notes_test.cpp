@@ -98,7 +98,7 @@ TEST(StoreNotes, V4StoreMigratesAndDeleteDropsTags) {
     raw.exec("INSERT INTO runs(rid, id, name, status, created_ms) VALUES(3, 'v4run', 'old', 'finished', 5)");
   }
   Store s = Store::open(dir.db());
-  EXPECT_EQ(s.schema_version(), 5);
+  EXPECT_EQ(s.schema_version(), store_detail::kSchemaVersion);
   EXPECT_EQ(s.run("v4run").note, "");
   s.add_tags("v4run", {"kept"});
   EXPECT_EQ(s.run("v4run").tags, (std::vector<std::string>{"kept"}));

@@ -27,10 +27,10 @@ TEST(Schema, NewStoreIsCurrentAndUsesWal) {
   EXPECT_EQ(s.db().query_text("PRAGMA journal_mode").value_or(""), "wal");
   EXPECT_EQ(s.db().query_int("PRAGMA synchronous").value_or(-1), 1);  // NORMAL
   for (const char* table : {"runs", "params", "metric_keys", "samples", "metric_summary", "telemetry", "events",
-                            "artifacts", "sample_blocks", "schema_version", "run_tags"})
+                            "artifacts", "sample_blocks", "schema_version", "run_tags", "sweeps", "sweep_members"})
     EXPECT_EQ(s.db().query_int(std::string("SELECT count(*) FROM sqlite_schema WHERE name='") + table + "'"), 1)
         << table;
-  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 5);  // v1 to v5 applied in order
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 6);  // v1 to v6 applied in order
   // samples is keyed (run, metric, step) without a rowid.
   EXPECT_NE(s.db().query_text("SELECT sql FROM sqlite_schema WHERE name='samples'")->find("WITHOUT ROWID"),
             std::string::npos);
@@ -40,8 +40,8 @@ TEST(Schema, OpeningAgainChangesNothing) {
   StoreDir dir;
   { Store::open(dir.db()); }
   Store s = Store::open(dir.db());
-  EXPECT_EQ(s.schema_version(), 5);
-  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 5);
+  EXPECT_EQ(s.schema_version(), 6);
+  EXPECT_EQ(s.db().query_int("SELECT count(*) FROM schema_version"), 6);
 }
 
 /// A v1 file as lathe v1 would have left it, with data typed in by hand.

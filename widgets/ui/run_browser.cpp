@@ -1,6 +1,7 @@
 // RunBrowser (see run_browser.h).
 #include "widgets/ui/run_browser.h"
 
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QInputDialog>
@@ -12,6 +13,7 @@
 
 #include "engine/core/error.h"
 #include "engine/store/store.h"
+#include "engine/store/sweep_store.h"
 #include "widgets/ui/compare_data.h"
 #include "widgets/ui/resume_check.h"
 
@@ -27,6 +29,10 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_statusFilter = new QComboBox(this);
   m_statusFilter->setObjectName("statusFilter");
   m_statusFilter->addItems({"any status", "running", "finished", "failed", "cancelled", "interrupted", "queued"});
+  m_sweepFilter = new QComboBox(this);
+  m_sweepFilter->setObjectName("sweepFilter");
+  m_sweepFilter->setToolTip("Show the runs of one sweep; each sweep with its progress (finished of total) and state");
+  m_sweepFilter->addItem("all runs", QString());
   m_paramFilter = new QLineEdit(this);
   m_paramFilter->setObjectName("paramFilter");
   m_paramFilter->setPlaceholderText("params: model.zoo=cnn train.epochs=5");
@@ -42,6 +48,7 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_pageLabel->setObjectName("pageLabel");
   filters->addWidget(m_nameFilter, 1);
   filters->addWidget(m_statusFilter);
+  filters->addWidget(m_sweepFilter);
   filters->addWidget(m_paramFilter, 2);
   filters->addWidget(m_search, 2);
   filters->addWidget(m_prev);
@@ -119,6 +126,10 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
       QMessageBox::warning(this, "Tags", err);
   });
   connect(m_statusFilter, &QComboBox::currentIndexChanged, this, &RunBrowser::applyFilters);
+  connect(m_sweepFilter, &QComboBox::currentIndexChanged, this, [this]() {
+    if (!m_loadingSweeps)
+      applyFilters();
+  });
   connect(m_prev, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() - m_model->pageSize()); });
   connect(m_next, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() + m_model->pageSize()); });
   connect(m_model, &RunTableModel::loaded, this, &RunBrowser::updatePager);
@@ -173,7 +184,53 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   reload();
 }
 
-void RunBrowser::reload() { m_model->reload(); }
+void RunBrowser::reload() {
+  reloadSweeps();
+  m_model->reload();
+}
+
+void RunBrowser::reloadSweeps() {
+  std::vector<SweepRecord> sweeps;
+  try {
+    Store::OpenOptions opt;
+    opt.reap_stale = false;
+    if (QFileInfo::exists(m_db))
+      sweeps = list_sweeps(Store::open(m_db.toStdString(), opt));
+  } catch (const std::exception& e) {
+    emit message(QString("Sweeps: ") + e.what());
+  }
+  const QString chosen = m_sweepFilter->currentData().toString();
+  m_loadingSweeps = true;
+  m_sweepFilter->clear();
+  m_sweepFilter->addItem("all runs", QString());
+  for (const SweepRecord& s : sweeps) {
+    m_sweepFilter->addItem(QString("%1  %2/%3  %4")
+                               .arg(QString::fromStdString(s.name))
+                               .arg(s.finished)
+                               .arg(s.total)
+                               .arg(QString::fromStdString(sweep_state(s))),
+                           QString::fromStdString(s.id));
+    m_sweepFilter->setItemData(m_sweepFilter->count() - 1,
+                               QString("sweep %1: %2 of %3 runs finished, %4 failed or stopped, %5 running")
+                                   .arg(QString::fromStdString(s.id))
+                                   .arg(s.finished)
+                                   .arg(s.total)
+                                   .arg(s.failed)
+                                   .arg(s.running),
+                               Qt::ToolTipRole);
+  }
+  const int keep = m_sweepFilter->findData(chosen);
+  m_sweepFilter->setCurrentIndex(keep < 0 ? 0 : keep);
+  m_loadingSweeps = false;
+  if (keep < 0 && !chosen.isEmpty())
+    applyFilters();  // the chosen sweep is gone
+}
+
+void RunBrowser::showSweep(const QString& sweepId) {
+  reloadSweeps();
+  const int i = m_sweepFilter->findData(sweepId);
+  m_sweepFilter->setCurrentIndex(i < 0 ? 0 : i);
+}
 
 void RunBrowser::applyFilters() {
   RunQuery& q = m_model->query();
@@ -181,6 +238,7 @@ void RunBrowser::applyFilters() {
   q.statuses.clear();
   if (m_statusFilter->currentIndex() > 0)
     q.statuses.push_back(parse_status(m_statusFilter->currentText().toStdString()));
+  q.sweep = m_sweepFilter->currentData().toString().toStdString();
   q.params.clear();
   q.tags.clear();
   QStringList words;

@@ -1,5 +1,5 @@
-// RunBrowser: the run history table (RunTableModel) with a name filter, status filter, param
-// filter (key=value), paging, and the actions on the selected runs: watch live, compare, open the
+// RunBrowser: the run history table (RunTableModel) with a name filter, status filter, sweep
+// filter (each sweep with its progress), param filter (key=value), paging, and the actions on the selected runs: watch live, compare, open the
 // config in the designer, re-run, resume (interrupted or cancelled runs with a checkpoint; also on
 // the table's context menu), export, delete. Actions that need the app (designer, queue,
 // report) are signals; delete is done here after a confirmation.
@@ -39,6 +39,11 @@ class RunBrowser : public QWidget {
   QString editTags(const QStringList& runIds, const QStringList& add, const QStringList& remove);
   /// The search box: words are searched in id, name, note and tags; "tag:x" keeps runs tagged x.
   QLineEdit* searchBox() const { return m_search; }
+  /// The sweep filter: "all runs", then every sweep of the store ("name  finished/total  state",
+  /// the sweep id as item data); choosing one shows only its runs. Re-read by reload().
+  QComboBox* sweepFilter() const { return m_sweepFilter; }
+  /// Re-reads the sweeps and shows the runs of `sweepId` ("" : all runs).
+  void showSweep(const QString& sweepId);
 
  public slots:
   void reload();
@@ -59,12 +64,15 @@ class RunBrowser : public QWidget {
   void applyFilters();
   void updatePager(qint64 total, const QString& error);
   void updateButtons();
+  void reloadSweeps();
 
   QString m_db;
   RunTableModel* m_model;
   QTableView* m_table;
   QLineEdit *m_nameFilter, *m_paramFilter, *m_search;
   QComboBox* m_statusFilter;
+  QComboBox* m_sweepFilter;
+  bool m_loadingSweeps = false;
   QLabel* m_pageLabel;
   QPushButton *m_prev, *m_next, *m_watch, *m_compare, *m_open, *m_rerun, *m_resume, *m_export, *m_delete, *m_note,
       *m_tags;

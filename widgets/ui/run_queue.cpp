@@ -36,10 +36,11 @@ RunQueue::~RunQueue() {
   }
 }
 
-int RunQueue::enqueue(const nlohmann::json& config, const QStringList& sets, const QString& label) {
+int RunQueue::enqueue(const nlohmann::json& config, const QStringList& sets, const QString& label, const QString& runId) {
   QueuedRun e;
   e.id = m_nextId++;
   e.sets = sets;
+  e.runId = runId;
   const QString name = QString::fromStdString(config.value("name", std::string("experiment")));
   e.label = label.isEmpty() ? (sets.isEmpty() ? name : name + " [" + sets.join(", ") + "]") : label;
   e.configPath = m_configs.filePath(QString("run-%1.json").arg(e.id));
@@ -113,6 +114,8 @@ void RunQueue::startNext() {
     args << "resume" << next->runId << "--json";
   else
     args << "run" << next->configPath << "--json";
+  if (!next->resume && !next->runId.isEmpty())
+    args << "--run-id" << next->runId;
   for (const QString& s : next->sets)
     args << "--set" << s;
   m_process = new QProcess(this);
@@ -133,8 +136,10 @@ void RunQueue::startNext() {
   });
   if (next->resume)  // the run exists already: the Live tab can follow it from the start
     connect(m_process, &QProcess::started, this, [this]() {
-      if (const QueuedRun* e = entry(m_currentId))
+      if (QueuedRun* e = entry(m_currentId)) {
+        e->announced = true;
         emit runStarted(e->runId, e->label);
+      }
     });
   emit changed();
   m_process->start();
@@ -152,8 +157,10 @@ void RunQueue::onStdout() {
     if (j.is_discarded() || j.value("event", std::string()) != "started")
       continue;
     QueuedRun* e = entry(m_currentId);
-    if (e && e->runId.isEmpty()) {
-      e->runId = QString::fromStdString(j.value("run_id", std::string()));
+    if (e && !e->announced) {
+      e->announced = true;
+      if (e->runId.isEmpty())
+        e->runId = QString::fromStdString(j.value("run_id", std::string()));
       emit runStarted(e->runId, e->label);
       emit changed();
     }

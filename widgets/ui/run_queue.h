@@ -24,7 +24,9 @@ struct QueuedRun {
   QStringList sets;     ///< --set assignments (a sweep point)
   bool resume = false;  ///< `lathe-cli resume runId` instead of `run configPath`
   State state = State::queued;
-  QString runId;  ///< from the child's "started" event (a resume entry: the run it continues)
+  QString runId;  ///< from the child's "started" event (a resume entry: the run it continues; a
+                  ///< stored sweep's member: given at enqueue)
+  bool announced = false;  ///< runStarted was emitted for it
   int exitCode = 0;
   QString stderrTail;
 };
@@ -37,8 +39,10 @@ class RunQueue : public QObject {
   ~RunQueue() override;
 
   /// Queues `config` (written to a file now) with optional --set assignments; starts it when the
-  /// queue is idle. Returns the entry id.
-  int enqueue(const nlohmann::json& config, const QStringList& sets = {}, const QString& label = {});
+  /// queue is idle. `runId`: the id the run gets (`--run-id`, a stored sweep's member planned
+  /// ahead); "" : the child makes one. Returns the entry id.
+  int enqueue(const nlohmann::json& config, const QStringList& sets = {}, const QString& label = {},
+              const QString& runId = {});
   /// Queues `lathe-cli resume runId` (an interrupted or cancelled run with a checkpoint); runStarted
   /// is emitted with that id when the child starts. Returns the entry id.
   int enqueueResume(const QString& runId, const QString& label = {});

@@ -1,11 +1,15 @@
 // Sweep expansion and validator-message splitting (see sweep.h).
 #include "widgets/ui/sweep.h"
 
+#include <set>
 #include <sstream>
 
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
+#include "engine/run/sweep_definition.h"
+#include "engine/store/store.h"
+#include "engine/store/sweep_store.h"
 
 namespace lathe::ui {
 
@@ -59,16 +63,7 @@ std::string leaf(const std::string& path) {
 }  // namespace
 
 std::string sweep_run_name(const std::string& base, const std::vector<std::string>& sets) {
-  std::string name = base;
-  for (const std::string& set : sets) {
-    const size_t eq = set.find('=');
-    const std::string path = set.substr(0, eq), value = eq == std::string::npos ? "" : set.substr(eq + 1);
-    int same_leaf = 0;
-    for (const std::string& other : sets)
-      same_leaf += leaf(other.substr(0, other.find('='))) == leaf(path);
-    name += (name.empty() ? "" : " ") + (same_leaf > 1 ? path : leaf(path)) + "=" + value;
-  }
-  return name;
+  return sweep_member_name(base, sets);
 }
 
 std::vector<SweepRun> plan_sweep(const nlohmann::json& base, const std::vector<SweepAxis>& axes) {
@@ -83,6 +78,36 @@ std::vector<SweepRun> plan_sweep(const nlohmann::json& base, const std::vector<S
     out.push_back(std::move(run));
   }
   return out;
+}
+
+std::string store_sweep(const std::string& db_path, const nlohmann::json& base, const std::vector<SweepAxis>& axes,
+                        std::vector<SweepRun>& runs) {
+  nlohmann::json grid = nlohmann::json::object();
+  for (const SweepAxis& axis : axes)
+    if (!axis.knob.empty())
+      grid[axis.knob] = axis.values;
+  std::vector<NewSweepMember> members;
+  for (const SweepRun& run : runs) {
+    nlohmann::json config = run.config;
+    for (const std::string& s : run.sets)
+      apply_override(config, s);
+    members.push_back({run.name, config});
+  }
+  Store store = Store::open(db_path);
+  const std::string name = base.is_object() ? base.value("name", std::string("sweep")) : "sweep";
+  const std::string id =
+      create_sweep(store, name, {{"definition", {{"config", base}, {"grid", grid}}}, {"set", nlohmann::json::array()},
+                                 {"base_config", base}},
+                   members);
+  std::set<std::string> taken;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    do
+      runs[i].run_id = new_run_id(store);
+    while (!taken.insert(runs[i].run_id).second);
+    set_sweep_member(store, id, static_cast<int>(i), runs[i].run_id, MemberState::running);
+  }
+  set_sweep_status(store, id, "running");
+  return id;
 }
 
 std::vector<std::pair<std::string, std::string>> sweep_name_knobs(const std::string& name) {

@@ -29,9 +29,17 @@ struct SweepRun {
   nlohmann::json config;
   std::vector<std::string> sets;
   std::string name;
+  std::string run_id;  ///< the run id planned for it by store_sweep() ("" before)
 };
 /// expand_sweep() of `axes`, each run's config named sweep_run_name(base's name, its sets).
 std::vector<SweepRun> plan_sweep(const nlohmann::json& base, const std::vector<SweepAxis>& axes);
+
+/// Stores `runs` (plan_sweep of `axes` over `base`) as a sweep in the store at `db_path`: its
+/// definition ({"config": base, "grid": {knob: [values]}}), one member per run with its config
+/// (the --set list applied) and a run id planned now (filled into each run's run_id), so the run
+/// browser shows the sweep's progress as the queue runs them with `--run-id`. Returns the sweep id.
+std::string store_sweep(const std::string& db_path, const nlohmann::json& base, const std::vector<SweepAxis>& axes,
+                        std::vector<SweepRun>& runs);
 
 /// The knob=value tokens of a sweep run's name ("mlp-fashion lr=0.02" -> {{"lr", "0.02"}}).
 std::vector<std::pair<std::string, std::string>> sweep_name_knobs(const std::string& name);
