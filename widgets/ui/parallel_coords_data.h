@@ -24,7 +24,8 @@ struct ParallelRuns {
   QString error;                     ///< non-empty: nothing else is valid
 };
 
-/// Reads every run `query` matches (its offset and limit are ignored). Never throws.
+/// Reads every run `query` matches (its offset, limit and with_metrics are ignored: every run, every
+/// metric). Never throws.
 ParallelRuns load_parallel_runs(const QString& dbPath, RunQuery query);
 
 /// The axis choices of a metric: "last <metric>" and "best <metric>" (its summaries).

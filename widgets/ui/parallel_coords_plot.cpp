@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 namespace lathe::ui {
 namespace {
@@ -53,37 +54,66 @@ class ParallelLines : public QCPLayerable {
     const ParallelCoordsModel* model = *m_model;
     if (!model || model->axisCount() < 2)
       return;
-    const size_t axes = model->axisCount();
+    const QRect rect = parentPlot()->axisRect()->rect();
+    const QCPRange xr = parentPlot()->xAxis->range(), yr = parentPlot()->yAxis->range();
+    if (m_stale || rect != m_rect || xr != m_xRange || yr != m_yRange)
+      buildLines(*model);
+    m_rect = rect;
+    m_xRange = xr;
+    m_yRange = yr;
+    for (size_t g = 0; g < m_lines.size(); ++g) {
+      if (m_lines[g].isEmpty())
+        continue;
+      painter->setPen(m_pens[g]);
+      painter->drawLines(m_lines[g]);
+    }
+  }
+
+ public:
+  /// The groups or the model changed: the segments are built again at the next draw.
+  void markStale() { m_stale = true; }
+
+ private:
+  /// Each group's segments in whole pixels, each distinct segment once: runs of a sweep share
+  /// their knob values, so between two knob axes thousands of runs draw the same few segments.
+  void buildLines(const ParallelCoordsModel& model) {
+    const size_t axes = model.axisCount();
     QCPAxis* xAxis = parentPlot()->xAxis;
     QCPAxis* yAxis = parentPlot()->yAxis;
-    std::vector<double> px(axes);
+    std::vector<int> px(axes);
     std::vector<const double*> norm(axes);
     for (size_t a = 0; a < axes; ++a) {
-      px[a] = xAxis->coordToPixel(static_cast<double>(a));
-      norm[a] = model->axis(a).normalized.data();
+      px[a] = static_cast<int>(std::lround(xAxis->coordToPixel(static_cast<double>(a))));
+      norm[a] = model.axis(a).normalized.data();
     }
-    const double y0 = yAxis->coordToPixel(0), y1 = yAxis->coordToPixel(1), dy = y1 - y0;
+    const double y0 = yAxis->coordToPixel(0), dy = yAxis->coordToPixel(1) - y0;
+    m_lines.assign(m_groups.size(), {});
+    std::unordered_set<uint64_t> seen;
     for (size_t g = 0; g < m_groups.size(); ++g) {
-      if (m_groups[g].empty())
-        continue;
-      m_lines.clear();
-      m_lines.reserve(static_cast<int>(m_groups[g].size() * (axes - 1)));
+      seen.clear();
+      QVector<QLine>& lines = m_lines[g];
       for (uint32_t r : m_groups[g])
         for (size_t a = 0; a + 1 < axes; ++a) {
           const double ta = norm[a][r], tb = norm[a + 1][r];
           if (std::isnan(ta) || std::isnan(tb))
             continue;
-          m_lines.append(QLineF(px[a], y0 + ta * dy, px[a + 1], y0 + tb * dy));
+          const int ya = static_cast<int>(std::lround(y0 + ta * dy)), yb = static_cast<int>(std::lround(y0 + tb * dy));
+          const uint64_t key = (static_cast<uint64_t>(a) << 40) | (static_cast<uint64_t>(ya & 0xfffff) << 20) |
+                               static_cast<uint64_t>(yb & 0xfffff);
+          if (seen.insert(key).second)
+            lines.append(QLine(px[a], ya, px[a + 1], yb));
         }
-      painter->setPen(m_pens[g]);
-      painter->drawLines(m_lines);
     }
+    m_stale = false;
   }
 
  private:
   const ParallelCoordsModel* const* m_model;  ///< the plot's model pointer, which may change
   std::vector<QPen> m_pens;
-  QVector<QLineF> m_lines;  ///< scratch, kept between frames
+  std::vector<QVector<QLine>> m_lines;  ///< per group, kept while nothing changes
+  bool m_stale = true;
+  QRect m_rect;
+  QCPRange m_xRange, m_yRange;
 };
 
 ParallelCoordsPlot::ParallelCoordsPlot(QWidget* parent) : QCustomPlot(parent) {
@@ -129,6 +159,7 @@ void ParallelCoordsPlot::fillGroups() {
   std::vector<std::vector<uint32_t>>& groups = m_lines->m_groups;
   for (auto& g : groups)
     g.clear();
+  m_lines->markStale();
   if (!m_model || m_model->axisCount() == 0)
     return;
   const size_t runs = m_model->runCount();
@@ -146,6 +177,7 @@ void ParallelCoordsPlot::fillGroups() {
   for (size_t r : m_highlighted)
     if (r < runs)
       groups.back().push_back(static_cast<uint32_t>(r));
+  m_lines->markStale();
 }
 
 void ParallelCoordsPlot::placeAxisItems() {
