@@ -134,8 +134,9 @@ TEST(GuiParallelPanel, BrushingSelectsRunsInTheTableAndTheTableHighlightsBack) {
         {"name", "pc"},
         {"seed", i},
         {"train", {{"optimizer", {{"name", i % 2 ? "sgd" : "adamw"}, {"lr", 0.001 * (i + 1)}}}}}};
-    ids.push_back(test::write_run(dir.db(), "pc lr=" + std::to_string(i), cfg,
-                                  {{"test/accuracy", {0.1, 0.5 + 0.05 * i}}, {"train/loss", {1.0 / (i + 1)}}}));
+    ids.push_back(test::write_run(
+        dir.db(), "pc lr=" + std::to_string(i), cfg,
+        {{"test/accuracy", {0.1, 0.5 + 0.05 * i}}, {"train/loss", {1.0 / (i + 1)}}, {"study/custom", {double(i)}}}));
   }
   RunBrowser browser(dir.qdb());
   ASSERT_TRUE(
@@ -151,6 +152,9 @@ TEST(GuiParallelPanel, BrushingSelectsRunsInTheTableAndTheTableHighlightsBack) {
   EXPECT_NE(std::find(knobs.begin(), knobs.end(), "train.optimizer.lr"), knobs.end());
   EXPECT_NE(std::find(knobs.begin(), knobs.end(), "train.optimizer.name"), knobs.end());
   EXPECT_EQ(std::find(knobs.begin(), knobs.end(), "name"), knobs.end());  // the same in every run
+  // Every metric, not only the run table's columns (its query asks for those alone).
+  const std::vector<std::string>& metrics = panel->runs().metrics;
+  EXPECT_NE(std::find(metrics.begin(), metrics.end(), "study/custom"), metrics.end());
   panel->setAxes({"train.optimizer.lr", "train.optimizer.name", "last test/accuracy"});
   EXPECT_THROW(panel->setAxes({"no.such.key"}), std::invalid_argument);
   ASSERT_EQ(panel->axes().size(), 3u);

@@ -17,7 +17,7 @@ ParallelRuns load_parallel_runs(const QString& dbPath, RunQuery query) {
     Store store = Store::open(dbPath.toStdString(), Store::read_only_options());
     query.offset = 0;
     query.limit = 0;             // every run of the filter
-    query.with_metrics.clear();  // every metric (the run table asks only for its columns')
+    query.with_metrics.clear();  // every metric (the run table asks only for its columns)
     const RunPage page = store.list_runs(query);
     std::map<std::string, std::set<std::string>> distinct;
     std::set<std::string> metrics;
