@@ -80,9 +80,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
   const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");
   const QCommandLineOption size("size", "Window size WxH", "size", "1480x900");
-  cli.addOptions(
-      {db, shot, config, tab, run, stopAfter, watch, compare, overview, comparePage, scatter, parallel, wait, waitIdle,
-       size});
+  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, overview, comparePage, scatter, parallel, wait,
+                  waitIdle, size});
   cli.process(app);
 
   lathe::app::WindowOptions opt;

@@ -47,8 +47,9 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   m_logX->setObjectName("logX");
   m_logY = new QCheckBox("Log y", this);
   m_logY->setObjectName("logY");
-  m_logY->setToolTip("Log axes on every chart (points <= 0 are left out and counted in the chart's corner); "
-                     "right-click a chart for its own options, a fixed y range and PNG / SVG export");
+  m_logY->setToolTip(
+      "Log axes on every chart (points <= 0 are left out and counted in the chart's corner); "
+      "right-click a chart for its own options, a fixed y range and PNG / SVG export");
   m_logX->setToolTip(m_logY->toolTip());
   controls->addWidget(m_logX);
   controls->addWidget(m_logY);

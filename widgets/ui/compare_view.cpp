@@ -371,7 +371,9 @@ void CompareView::drawCurves() {
       // a one-point series is visible and a few-point one is not mistaken for a dense curve.
       if (x.size() <= kMarkedPoints || !monotonic)
         g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i),
-                                           !monotonic ? 4 : x.size() == 1 ? 7 : 5));
+                                           !monotonic      ? 4
+                                           : x.size() == 1 ? 7
+                                                           : 5));
     }
   m_curves->xAxis->setLabel(QString::fromStdString(xMetric));
   m_curves->yAxis->setLabel(QString::fromStdString(metric));

@@ -24,7 +24,7 @@ namespace lathe::ui {
 struct XMapping {
   enum class Mode { step, epoch, wall, dollars, metric };
   Mode mode = Mode::step;
-  std::string metric;  ///< Mode::metric: the metric whose values are the x axis
+  std::string metric;        ///< Mode::metric: the metric whose values are the x axis
   double stepsPerEpoch = 0;  ///< from the run's started event and train.epochs; 0: unknown
   double usdPerHour = 0;     ///< price x instances; 0: unknown
   /// The x of a sample (Mode::metric: its step; the chart pairs the metrics itself).

@@ -2,14 +2,14 @@
 #include "widgets/ui/run_browser.h"
 
 #include <QHBoxLayout>
-#include <QSet>
-#include <QSplitter>
 #include <QHeaderView>
 #include <QInputDialog>
 #include <QItemSelectionModel>
 #include <QMenu>
 #include <QMessageBox>
 #include <QRegularExpression>
+#include <QSet>
+#include <QSplitter>
 #include <QVBoxLayout>
 
 #include "engine/core/error.h"
@@ -88,8 +88,9 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_parallelButton = new QPushButton("Parallel coordinates", this);
   m_parallelButton->setObjectName("parallelButton");
   m_parallelButton->setCheckable(true);
-  m_parallelButton->setToolTip("Every run of the filter (all pages) as a line over chosen knobs and metrics; "
-                               "brush an axis to select runs");
+  m_parallelButton->setToolTip(
+      "Every run of the filter (all pages) as a line over chosen knobs and metrics; "
+      "brush an axis to select runs");
   for (QPushButton* b :
        {m_watch, m_compare, m_open, m_rerun, m_resume, m_export, m_note, m_tags, m_delete, m_parallelButton})
     actions->addWidget(b);
