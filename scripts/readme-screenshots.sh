@@ -46,4 +46,5 @@ shot --screenshot "$out/lathe-main.png" --watch "$pruned" --tab live --wait-ms 1
 shot --screenshot "$out/lathe-sweep-compare.png" --compare "$sweep" --compare-page curves
 shot --screenshot "$out/lathe-compare.png" --compare "$pruned,$sweep" --compare-page scatter \
   --scatter model/bytes,test/accuracy
-echo "readme-screenshots: wrote $out/lathe-{overview,main,sweep-compare,compare}.png"
+shot --screenshot "$out/lathe-parallel.png" --parallel default  # every run, the knobs that differ
+echo "readme-screenshots: wrote $out/lathe-{overview,main,sweep-compare,compare,parallel}.png"

@@ -1,7 +1,7 @@
 // lathe: the desktop app. `lathe [CONFIG.json] [--db STORE]` opens the designer on CONFIG (default
 // experiments/default.json). `--screenshot FILE` renders the main window to a PNG and exits (works
-// with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare, --overview, --scatter and --tab script
-// what the screenshot shows (used for README screenshots and the Xvfb check).
+// with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare, --overview, --scatter,
+// --parallel and --tab script what the screenshot shows (used for README screenshots and the Xvfb check).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -72,11 +72,16 @@ int main(int argc, char** argv) {
       "config");
   const QCommandLineOption scatter(
       "scatter", "Compare scatter axes (with --compare-page groups: the groups' scatter): X,Y metric names", "x,y");
+  const QCommandLineOption parallel(
+      "parallel",
+      "Runs tab with parallel coordinates of every run: comma-separated axes (knob keys, \"last METRIC\", "
+      "\"best METRIC\"), or \"default\"",
+      "axes");
   const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
   const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");
   const QCommandLineOption size("size", "Window size WxH", "size", "1480x900");
-  cli.addOptions(
-      {db, shot, config, tab, run, stopAfter, watch, compare, overview, comparePage, scatter, wait, waitIdle, size});
+  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, overview, comparePage, scatter, parallel, wait,
+                  waitIdle, size});
   cli.process(app);
 
   lathe::app::WindowOptions opt;
@@ -110,6 +115,25 @@ int main(int argc, char** argv) {
         cli.value(comparePage) == "groups")  // the groups' scatter, once loaded
       QObject::connect(window.compare(), &lathe::ui::CompareView::loaded, window.compare(),
                        [&window, axes]() { window.compare()->groupPanel()->setScatterAxes(axes[0], axes[1]); });
+  }
+  if (cli.isSet(parallel)) {
+    window.showTab("runs");
+    const QStringList axes = cli.value(parallel).split(',', Qt::SkipEmptyParts);
+    lathe::ui::ParallelCoordsPanel* panel = window.browser()->parallelPanel();
+    if (axes != QStringList{"default"})
+      QObject::connect(panel, &lathe::ui::ParallelCoordsPanel::loaded, panel, [panel, axes](const QString& error) {
+        if (!error.isEmpty())
+          return;
+        std::vector<std::string> names;
+        for (const QString& a : axes)
+          names.push_back(a.trimmed().toStdString());
+        try {
+          panel->setAxes(names);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "lathe: --parallel: %s\n", e.what());
+        }
+      });
+    window.browser()->parallelButton()->setChecked(true);
   }
   if (cli.isSet(run) && !window.runCurrent(!screenshot)) {
     std::fprintf(stderr, "lathe: the experiment is not valid:\n%s\n",

@@ -13,6 +13,9 @@
 namespace lathe::ui {
 namespace {
 
+/// Step, Epoch, Wall time, Dollars: the chooser's first items; the run's metrics follow.
+constexpr int kFixedModes = 4;
+
 QString settingsKey(const QString& preset) { return "liveCharts/" + (preset.isEmpty() ? QString("(none)") : preset); }
 
 /// The rank of "dist/rank<i>/<what>", or -1 for any other metric.
@@ -40,6 +43,16 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   m_xMode->setObjectName("xAxisMode");
   m_xMode->addItems({"Step", "Epoch", "Wall time", "Dollars"});
   controls->addWidget(m_xMode);
+  m_logX = new QCheckBox("Log x", this);
+  m_logX->setObjectName("logX");
+  m_logY = new QCheckBox("Log y", this);
+  m_logY->setObjectName("logY");
+  m_logY->setToolTip(
+      "Log axes on every chart (points <= 0 are left out and counted in the chart's corner); "
+      "right-click a chart for its own options, a fixed y range and PNG / SVG export");
+  m_logX->setToolTip(m_logY->toolTip());
+  controls->addWidget(m_logX);
+  controls->addWidget(m_logY);
   controls->addWidget(new QLabel("Smoothing:", this));
   m_smooth = new QSlider(Qt::Horizontal, this);
   m_smooth->setObjectName("smoothing");
@@ -95,8 +108,16 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   m_fixedCharts = m_charts.size();
   column->addLayout(grid, 1);
 
-  connect(m_xMode, &QComboBox::currentIndexChanged, this,
-          [this](int index) { setXMode(static_cast<XMapping::Mode>(index)); });
+  connect(m_xMode, &QComboBox::currentIndexChanged, this, [this](int index) {
+    if (index < 0)
+      return;
+    if (index < kFixedModes)
+      setXMode(static_cast<XMapping::Mode>(index));
+    else
+      setXMetric(m_xMode->itemText(index));
+  });
+  connect(m_logX, &QCheckBox::toggled, this, [this]() { setLogAxes(m_logX->isChecked(), m_logY->isChecked()); });
+  connect(m_logY, &QCheckBox::toggled, this, [this]() { setLogAxes(m_logX->isChecked(), m_logY->isChecked()); });
   connect(m_smooth, &QSlider::valueChanged, this, [this](int v) { setSmoothing(v / 100.0); });
   setSmoothing(0.6);
   m_replotTimer.setInterval(33);
@@ -141,15 +162,11 @@ LiveChart* ChartPanel::makeAddedChart(const QString& metric) {
     return existing;
   auto* chart = new LiveChart(metric, {metric}, this);
   chart->setMinimumSize(260, 170);
-  chart->setXMapping(m_map);
-  chart->setSmoothing(m_smooth->value() / 100.0);
-  for (const MarkerSpec& m : m_markers)
-    chart->addMarker(m.step, m.wallMs, m.label);
-  chart->setContextMenuPolicy(Qt::CustomContextMenu);
-  connect(chart, &QWidget::customContextMenuRequested, this, [this, metric, chart](const QPoint& at) {
-    QMenu menu;
-    menu.addAction("Remove chart " + metric, this, [this, metric]() { removeChart(metric); });
-    menu.exec(chart->mapToGlobal(at));
+  prepareLateChart(chart);
+  connect(chart, &LiveChart::contextMenuBuilt, this, [this, metric](QMenu* menu) {
+    menu->addSeparator();
+    menu->addAction("Remove chart " + metric, this, [this, metric]() { removeChart(metric); })
+        ->setObjectName("removeChart");
   });
   m_charts.push_back(chart);
   auto it = m_unshown.find(metric.toStdString());
@@ -210,10 +227,7 @@ void ChartPanel::ensureRankCharts(const TailBatch& batch) {
       "hide; dist/rank<i>/util: each CPU rank's busy share of its own threads");
   for (LiveChart* c : {rateChart, shareChart}) {
     c->setMinimumSize(260, 170);
-    c->setXMapping(m_map);
-    c->setSmoothing(m_smooth->value() / 100.0);
-    for (const MarkerSpec& m : m_markers)
-      c->addMarker(m.step, m.wallMs, m.label);
+    prepareLateChart(c);
     // Points that came before the charts (an added chart may not hold them: it is not one of these).
     for (const QString& metric : c->metrics())
       if (auto it = m_unshown.find(metric.toStdString()); it != m_unshown.end()) {
@@ -242,7 +256,81 @@ void ChartPanel::dropRankCharts() {
   }
 }
 
+void ChartPanel::prepareLateChart(LiveChart* chart) {
+  chart->setXMapping(m_map);
+  if (m_map.mode == XMapping::Mode::metric)
+    chart->setXMetricPoints(xMetricPoints());
+  chart->setSmoothing(m_smooth->value() / 100.0);
+  PlotOptions o;
+  o.logX = m_logX->isChecked();
+  o.logY = m_logY->isChecked();
+  chart->setPlotOptions(o);
+  for (const MarkerSpec& m : m_markers)
+    chart->addMarker(m.step, m.wallMs, m.label);
+}
+
+std::vector<Point> ChartPanel::xMetricPoints() const {
+  if (LiveChart* c = chartFor(m_map.metric)) {
+    std::vector<Point> out = c->points(m_map.metric);
+    for (Point& p : out)  // as stored, like the batches that follow (a chart may show MiB)
+      p.value *= c->valueDivisor();
+    return out;
+  }
+  auto it = m_unshown.find(m_map.metric);
+  return it == m_unshown.end() ? std::vector<Point>{} : it->second;
+}
+
+void ChartPanel::noteMetric(const std::string& metric) {
+  const QString name = QString::fromStdString(metric);
+  if (m_xMode->findText(name) < 0)
+    m_xMode->addItem(name);
+}
+
+QStringList ChartPanel::xAxisChoices() const {
+  QStringList out;
+  for (int i = 0; i < m_xMode->count(); ++i)
+    out << m_xMode->itemText(i);
+  return out;
+}
+
+void ChartPanel::setXMetric(const QString& metric) {
+  noteMetric(metric.toStdString());
+  m_map.mode = XMapping::Mode::metric;
+  m_map.metric = metric.toStdString();
+  const int index = m_xMode->findText(metric);
+  if (m_xMode->currentIndex() != index) {
+    const QSignalBlocker block(m_xMode);
+    m_xMode->setCurrentIndex(index);
+  }
+  const std::vector<Point> xs = xMetricPoints();
+  for (LiveChart* c : m_charts) {
+    c->setXMetricPoints(xs);
+    c->setXMapping(m_map);
+  }
+}
+
+void ChartPanel::setLogAxes(bool logX, bool logY) {
+  if (m_logX->isChecked() != logX || m_logY->isChecked() != logY) {
+    const QSignalBlocker bx(m_logX), by(m_logY);
+    m_logX->setChecked(logX);
+    m_logY->setChecked(logY);
+  }
+  for (LiveChart* c : m_charts) {
+    PlotOptions o = c->plotOptions();
+    o.logX = logX;
+    o.logY = logY;
+    if (logY && o.fixedY && o.yMin <= 0)  // a fixed range a log axis cannot show: back to auto
+      o.fixedY = false;
+    c->setPlotOptions(o);
+  }
+}
+
 void ChartPanel::setXMode(XMapping::Mode mode) {
+  if (mode == XMapping::Mode::metric) {  // needs a metric: setXMetric
+    if (!m_map.metric.empty())
+      setXMetric(QString::fromStdString(m_map.metric));
+    return;
+  }
   m_map.mode = mode;
   if (m_xMode->currentIndex() != static_cast<int>(mode))
     m_xMode->setCurrentIndex(static_cast<int>(mode));
@@ -303,6 +391,12 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
       c->clear();
     m_unshown.clear();
     m_markers.clear();
+    {
+      const QSignalBlocker block(m_xMode);  // the last run's metrics go, except the one chosen as x
+      for (int i = m_xMode->count() - 1; i >= kFixedModes; --i)
+        if (i != m_xMode->currentIndex())
+          m_xMode->removeItem(i);
+    }
     // The charts added for this run's preset (a new preset drops the last one's).
     const QString preset = batch.run ? presetOf(QString::fromStdString(batch.run->name)) : QString();
     if (preset != m_preset) {
@@ -347,6 +441,10 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
   }
   ensureRankCharts(batch);
   for (const auto& [metric, points] : batch.series) {
+    noteMetric(metric);
+    if (m_map.mode == XMapping::Mode::metric && metric == m_map.metric)
+      for (LiveChart* c : m_charts)
+        c->appendXMetricPoints(points);
     if (LiveChart* c = chartFor(metric)) {
       c->append(metric, points);
     } else {

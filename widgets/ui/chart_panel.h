@@ -6,9 +6,12 @@
 // come back for the next run of it. Batches from the store tail are appended as they come; a 33 ms
 // coalescing timer replots up to two changed charts per tick, so a flood of samples never costs
 // more than that. Spot notices, interruptions and resumes of the run are marked on every chart
-// (markerFor) at their step.
+// (markerFor) at their step. The x axis can also be any metric the run has logged (accuracy
+// against cost/usd); "Log x" / "Log y" set every chart's axes, and each chart's right-click menu
+// holds its own options and PNG / SVG export (PlotOptions).
 #pragma once
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QGridLayout>
 #include <QLabel>
@@ -34,6 +37,12 @@ class ChartPanel : public QWidget {
   const std::vector<LiveChart*>& charts() const { return m_charts; }
   LiveChart* chartFor(const std::string& metric) const;
   void setXMode(XMapping::Mode mode);
+  /// Any metric of the run as every chart's x axis (its samples paired with each curve's by step).
+  void setXMetric(const QString& metric);
+  /// What the x axis chooser offers: the four modes, then every metric the run has logged.
+  QStringList xAxisChoices() const;
+  /// Log x / log y on every chart (the toolbar's check boxes).
+  void setLogAxes(bool logX, bool logY);
   void setSmoothing(double alpha);
   QString runId() const { return m_runId; }
   /// Replots every changed chart now.
@@ -74,6 +83,10 @@ class ChartPanel : public QWidget {
   void layoutCharts();
   void ensureRankCharts(const TailBatch& batch);
   void dropRankCharts();
+  /// A chart made after the run started: the current mapping, x metric, smoothing, log axes, markers.
+  void prepareLateChart(LiveChart* chart);
+  std::vector<Point> xMetricPoints() const;
+  void noteMetric(const std::string& metric);
   std::vector<LiveChart*> m_charts;
   size_t m_fixedCharts = 0;  ///< the first charts are the six built in (and the rank charts); the rest were added
   std::vector<LiveChart*> m_rankCharts;  ///< right after the six built in, counted in m_fixedCharts
@@ -84,6 +97,7 @@ class ChartPanel : public QWidget {
   QGridLayout* m_grid = nullptr;
   QToolButton* m_addButton = nullptr;
   QComboBox* m_xMode = nullptr;
+  QCheckBox *m_logX = nullptr, *m_logY = nullptr;
   QSlider* m_smooth = nullptr;
   QLabel* m_smoothLabel = nullptr;
   QLabel* m_title = nullptr;

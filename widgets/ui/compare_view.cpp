@@ -3,6 +3,7 @@
 
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QMessageBox>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
@@ -75,6 +76,11 @@ CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   auto* curveRow = new QHBoxLayout;
   curveRow->addWidget(new QLabel("Metric:", curvePage));
   curveRow->addWidget(m_curveMetric, 1);
+  m_curveX = new QComboBox(curvePage);
+  m_curveX->setObjectName("curveX");
+  m_curveX->setToolTip("The x axis: the step, or any metric (each sample paired with that metric's value at its step)");
+  curveRow->addWidget(new QLabel("x:", curvePage));
+  curveRow->addWidget(m_curveX, 1);
   curveLayout->addLayout(curveRow);
   m_curves = new QCustomPlot(curvePage);
   m_curves->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
@@ -118,6 +124,16 @@ CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_d
 
   connect(m_onlyDiff, &QCheckBox::toggled, this, &CompareView::fillConfig);
   connect(m_curveMetric, &QComboBox::currentTextChanged, this, &CompareView::drawCurves);
+  connect(m_curveX, &QComboBox::currentTextChanged, this, &CompareView::drawCurves);
+  for (QCustomPlot* plot : {m_curves, m_scatter}) {
+    plot->setObjectName(plot == m_curves ? "compare:curves" : "compare:scatter");
+    plot->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(plot, &QWidget::customContextMenuRequested, this, [this, plot](const QPoint& at) {
+      QMenu* menu = buildPlotMenu(plot);
+      menu->exec(plot->mapToGlobal(at));
+      menu->deleteLater();
+    });
+  }
   const auto axisChanged = [this]() {
     const std::string x = m_scatterX->currentText().toStdString(), y = m_scatterY->currentText().toStdString();
     m_lowerX->blockSignals(true);
@@ -181,9 +197,11 @@ void CompareView::showData(CompareData data) {
   QStringList metrics;
   for (const std::string& m : m_data.metricNames())
     metrics << QString::fromStdString(m);
-  for (QComboBox* box : {m_curveMetric, m_scatterX, m_scatterY}) {
+  for (QComboBox* box : {m_curveMetric, m_curveX, m_scatterX, m_scatterY}) {
     box->blockSignals(true);
     box->clear();
+    if (box == m_curveX)
+      box->addItem("step");
     box->addItems(metrics);
     box->blockSignals(false);
   }
@@ -304,33 +322,85 @@ void CompareView::showPage(const QString& name) {
 
 void CompareView::setCurveMetric(const QString& metric) { m_curveMetric->setCurrentText(metric); }
 
+void CompareView::setCurveX(const QString& xMetric) { m_curveX->setCurrentText(xMetric); }
+
+void CompareView::setCurveOptions(const PlotOptions& options) {
+  applyPlotOptions(m_curves, options);  // throws before anything is kept
+  m_curveOptions = options;
+  drawCurves();
+}
+
+void CompareView::setScatterOptions(const PlotOptions& options) {
+  applyPlotOptions(m_scatter, options);
+  m_scatterOptions = options;
+  drawScatter();
+}
+
+QMenu* CompareView::buildPlotMenu(QCustomPlot* plot) {
+  auto* menu = new QMenu(this);
+  const bool curves = plot == m_curves;
+  addPlotOptionsActions(menu, plot, curves ? m_curveOptions : m_scatterOptions, [this, curves](const PlotOptions& o) {
+    try {
+      if (curves)
+        setCurveOptions(o);
+      else
+        setScatterOptions(o);
+    } catch (const std::exception& e) {
+      QMessageBox::warning(this, "Chart options", e.what());
+    }
+  });
+  return menu;
+}
+
 void CompareView::drawCurves() {
   m_curves->clearGraphs();
+  m_curves->clearItems();
+  m_curveHidden = 0;
   const std::string metric = m_curveMetric->currentText().toStdString();
+  const std::string xMetric = m_curveX->currentText().isEmpty() ? "step" : m_curveX->currentText().toStdString();
+  const bool byStep = xMetric == "step";
   auto it = m_data.curves.find(metric);
-  if (it != m_data.curves.end())
+  auto xit = m_data.curves.find(xMetric);
+  if (it != m_data.curves.end() && (byStep || xit != m_data.curves.end()))
     for (size_t i = 0; i < it->second.size(); ++i) {
       QCPGraph* g = m_curves->addGraph();
       g->setPen(QPen(widgets::chart_color(i), 1.4));
       g->setName(runLabel(i));
       QVector<double> x, y;
-      for (const Point& p : it->second[i]) {
-        x << static_cast<double>(p.step);
-        y << p.value;
+      if (byStep) {
+        for (const Point& p : it->second[i]) {
+          x << static_cast<double>(p.step);
+          y << p.value;
+        }
+      } else {
+        for (const auto& [px, py] : pairByStep(xit->second[i], it->second[i])) {
+          x << px;
+          y << py;
+        }
       }
-      g->setData(x, y, true);
+      m_curveHidden += dropUnplottable(x, y, m_curveOptions.logX, m_curveOptions.logY);
+      // One metric against another need not rise with the step: dots then, not a line in x order.
+      const bool monotonic = byStep || std::is_sorted(x.begin(), x.end());
+      if (!monotonic)
+        g->setLineStyle(QCPGraph::lsNone);
+      g->setData(x, y, byStep);
       // A short series (test loss per epoch: one to a few points) gets a marker on each point, so
       // a one-point series is visible and a few-point one is not mistaken for a dense curve.
-      if (x.size() <= kMarkedPoints)
-        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i), x.size() == 1 ? 7 : 5));
+      if (x.size() <= kMarkedPoints || !monotonic)
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i),
+                                           !monotonic      ? 4
+                                           : x.size() == 1 ? 7
+                                                           : 5));
     }
+  m_curves->xAxis->setLabel(QString::fromStdString(xMetric));
   m_curves->yAxis->setLabel(QString::fromStdString(metric));
+  applyPlotOptions(m_curves, m_curveOptions);
   m_curves->rescaleAxes();
-  for (QCPAxis* axis : {m_curves->xAxis, m_curves->yAxis}) {  // room for the markers at the ends
-    const QCPRange r = axis->range();
-    const double pad = r.size() > 0 ? 0.03 * r.size() : std::max(1e-9, 0.05 * std::abs(r.center()));
-    axis->setRange(r.lower - pad, r.upper + pad);
-  }
+  for (QCPAxis* axis : {m_curves->xAxis, m_curves->yAxis})  // room for the markers at the ends
+    padAxis(axis, 0.03);
+  if (m_curveOptions.fixedY)
+    m_curves->yAxis->setRange(m_curveOptions.yMin, m_curveOptions.yMax);
+  addHiddenNote(m_curves, m_curveHidden);
   m_curves->replot();
 }
 
@@ -380,9 +450,14 @@ void CompareView::drawScatter() {
     points.push_back(p);
   }
   m_front = pareto_front(points, !m_lowerX->isChecked(), !m_lowerY->isChecked());
+  m_scatterHidden = 0;
   for (size_t i = 0; i < points.size(); ++i) {
     if (!std::isfinite(points[i].x) || !std::isfinite(points[i].y))
       continue;
+    if ((m_scatterOptions.logX && points[i].x <= 0) || (m_scatterOptions.logY && points[i].y <= 0)) {
+      ++m_scatterHidden;
+      continue;
+    }
     QCPGraph* g = m_scatter->addGraph();
     g->setLineStyle(QCPGraph::lsNone);
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, widgets::chart_color(i), 9));
@@ -400,18 +475,18 @@ void CompareView::drawScatter() {
       x << points[i].x;
       y << points[i].y;
     }
+    dropUnplottable(x, y, m_scatterOptions.logX, m_scatterOptions.logY);
     front->setData(x, y, true);
   }
   m_scatter->xAxis->setLabel(QString::fromStdString(xm) + (m_lowerX->isChecked() ? " (lower is better)" : ""));
   m_scatter->yAxis->setLabel(QString::fromStdString(ym) + (m_lowerY->isChecked() ? " (lower is better)" : ""));
+  applyPlotOptions(m_scatter, m_scatterOptions);
   m_scatter->rescaleAxes();
-  const auto pad = [](QCPAxis* a) {
-    const QCPRange r = a->range();
-    const double w = r.size() > 0 ? r.size() * 0.08 : std::max(1e-9, std::abs(r.center()) * 0.05 + 1e-9);
-    a->setRange(r.lower - w, r.upper + w);
-  };
-  pad(m_scatter->xAxis);
-  pad(m_scatter->yAxis);
+  padAxis(m_scatter->xAxis, 0.08);
+  padAxis(m_scatter->yAxis, 0.08);
+  if (m_scatterOptions.fixedY)
+    m_scatter->yAxis->setRange(m_scatterOptions.yMin, m_scatterOptions.yMax);
+  addHiddenNote(m_scatter, m_scatterHidden);
   m_scatter->replot();
 }
 

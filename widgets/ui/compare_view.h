@@ -2,7 +2,9 @@
 // differences" hides equal rows), Metrics (last / best / min / max per run), Curves (one metric
 // overlaid for every run), Scatter (any metric against any other, last or best value, with the
 // Pareto front drawn), Groups (the runs folded by config without seed: mean ± std, GroupPanel),
-// What matters (knob importance for a metric, ImportancePanel).
+// What matters (knob importance for a metric, ImportancePanel). Curves take step or any metric as
+// the x axis; Curves and Scatter have log axes, auto / fixed y and PNG / SVG export on their
+// right-click menu (PlotOptions).
 // Data comes from load_compare_data() on a worker thread.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include "widgets/ui/compare_data.h"
 #include "widgets/ui/group_panel.h"
 #include "widgets/ui/importance_panel.h"
+#include "widgets/ui/plot_options.h"
 #include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
@@ -45,6 +48,17 @@ class CompareView : public QWidget {
   /// "config", "metrics", "curves", "scatter", "groups" or "what matters".
   void showPage(const QString& name);
   void setCurveMetric(const QString& metric);
+  /// "step" or any metric: the Curves tab's x axis (samples paired by step, pairByStep).
+  void setCurveX(const QString& xMetric);
+  void setCurveOptions(const PlotOptions& options);
+  void setScatterOptions(const PlotOptions& options);
+  const PlotOptions& curveOptions() const { return m_curveOptions; }
+  const PlotOptions& scatterOptions() const { return m_scatterOptions; }
+  /// Points the current Curves / Scatter drawing left out for a log axis.
+  int curveHiddenPoints() const { return m_curveHidden; }
+  int scatterHiddenPoints() const { return m_scatterHidden; }
+  /// The right-click menu of curvePlot() or scatterPlot() (PlotOptions); the caller owns it.
+  QMenu* buildPlotMenu(QCustomPlot* plot);
   void setScatterAxes(const QString& xMetric, const QString& yMetric);
   /// Run indices on the Pareto front of the current scatter, by x.
   std::vector<int> paretoRuns() const { return m_front; }
@@ -70,12 +84,14 @@ class CompareView : public QWidget {
   QLabel* m_header;
   QTableWidget *m_config, *m_metrics;
   QCheckBox* m_onlyDiff;
-  QComboBox *m_curveMetric, *m_scatterX, *m_scatterY, *m_scatterStat;
+  QComboBox *m_curveMetric, *m_curveX, *m_scatterX, *m_scatterY, *m_scatterStat;
   QCheckBox *m_lowerX, *m_lowerY;
   QCustomPlot *m_curves, *m_scatter;
   GroupPanel* m_groupPanel;
   ImportancePanel* m_importancePanel;
   std::vector<int> m_front;
+  PlotOptions m_curveOptions, m_scatterOptions;
+  int m_curveHidden = 0, m_scatterHidden = 0;
   std::vector<std::pair<int, XY>> m_scatterPoints;  ///< run index, (x, y) of each drawn point
 };
 

@@ -1,6 +1,9 @@
 // LiveChart (see live_chart.h).
 #include "widgets/ui/live_chart.h"
 
+#include <QContextMenuEvent>
+#include <QMessageBox>
+#include <algorithm>
 #include <cmath>
 
 #include "widgets/common/chart_palette.h"
@@ -22,6 +25,8 @@ double XMapping::x(const Point& p) const {
       return p.wall_ms / 1000.0;
     case Mode::dollars:
       return p.wall_ms / 3.6e6 * usdPerHour;
+    case Mode::metric:
+      return static_cast<double>(p.step);
   }
   return static_cast<double>(p.step);
 }
@@ -36,6 +41,8 @@ QString XMapping::label() const {
       return "wall time (s)";
     case Mode::dollars:
       return usdPerHour > 0 ? "$ spent" : "$ spent (price not known yet)";
+    case Mode::metric:
+      return QString::fromStdString(metric);
   }
   return {};
 }
@@ -90,6 +97,13 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   m_crossText->setBrush(QColor(255, 255, 240, 220));
   m_crossText->setPadding(QMargins(3, 2, 3, 2));
   m_crossText->setVisible(false);
+  m_hiddenNote = new QCPItemText(this);
+  m_hiddenNote->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
+  m_hiddenNote->position->setType(QCPItemPosition::ptAxisRectRatio);
+  m_hiddenNote->position->setCoords(0.99, 0.98);
+  m_hiddenNote->setFont(QFont("sans", 7));
+  m_hiddenNote->setColor(QColor(183, 28, 28));
+  m_hiddenNote->setVisible(false);
   connect(this, &QCustomPlot::mousePress, this, [this](QMouseEvent*) { m_follow = false; });
   connect(this, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { m_follow = false; });
   setSmoothing(0);
@@ -110,7 +124,10 @@ void LiveChart::clear() {
     s.min = s.max = qQNaN();
     s.raw->data()->clear();
     s.smooth->data()->clear();
+    s.hidden = 0;
   }
+  m_xPoints.clear();
+  m_hidden = 0;
   for (Marker& m : m_markers) {
     removeItem(m.line);
     removeItem(m.text);
@@ -133,10 +150,14 @@ void LiveChart::append(const std::string& metric, const std::vector<Point>& poin
   if (it == m_series.end() || points.empty())
     return;
   Series& s = it->second;
+  const bool direct = incremental();
   QVector<double> keys, raw, smooth;
-  keys.reserve(static_cast<int>(points.size()));
-  raw.reserve(keys.capacity());
-  smooth.reserve(keys.capacity());
+  if (direct) {
+    keys.reserve(static_cast<int>(points.size()));
+    raw.reserve(keys.capacity());
+    smooth.reserve(keys.capacity());
+  }
+  const size_t before = s.points.size();
   for (const Point& p : points) {
     if (!s.points.empty() && p.step <= s.points.back().step)
       continue;
@@ -147,16 +168,22 @@ void LiveChart::append(const std::string& metric, const std::vector<Point>& poin
       s.min = std::isnan(s.min) ? v : std::min(s.min, v);
       s.max = std::isnan(s.max) ? v : std::max(s.max, v);
     }
-    keys.push_back(m_map.x(p));
-    raw.push_back(s.points.back().value);
-    smooth.push_back(s.ema.push(s.points.back().value));
+    if (direct) {
+      keys.push_back(m_map.x(p));
+      raw.push_back(s.points.back().value);
+      smooth.push_back(s.ema.push(s.points.back().value));
+    }
   }
-  if (keys.isEmpty())
+  if (s.points.size() == before)
     return;
+  m_dirty = true;
+  if (!direct) {  // pairing or log filtering: redrawn whole at the next refresh
+    m_rebuildPending = true;
+    return;
+  }
   s.raw->addData(keys, raw, true);
   if (alphaOf(s) > 0)
     s.smooth->addData(keys, smooth, true);
-  m_dirty = true;
 }
 
 void LiveChart::rebuild(Series& s) {
@@ -164,24 +191,55 @@ void LiveChart::rebuild(Series& s) {
   keys.reserve(static_cast<int>(s.points.size()));
   raw.reserve(keys.capacity());
   s.ema = Ema(alphaOf(s));
-  for (const Point& p : s.points) {
-    keys.push_back(m_map.x(p));
-    raw.push_back(p.value);
-    if (alphaOf(s) > 0)
-      smooth.push_back(s.ema.push(p.value));
+  const bool smoothed = alphaOf(s) > 0;
+  const bool byMetric = m_map.mode == XMapping::Mode::metric;
+  if (byMetric) {
+    for (const auto& [x, y] : pairByStep(m_xPoints, s.points)) {
+      keys.push_back(x);
+      raw.push_back(y);
+      if (smoothed)
+        smooth.push_back(s.ema.push(y));
+    }
+  } else {
+    for (const Point& p : s.points) {
+      keys.push_back(m_map.x(p));
+      raw.push_back(p.value);
+      if (smoothed)
+        smooth.push_back(s.ema.push(p.value));
+    }
   }
-  s.raw->setData(keys, raw, true);
-  if (alphaOf(s) > 0)
-    s.smooth->setData(keys, smooth, true);
+  s.hidden = 0;
+  QVector<double> smoothKeys = keys;
+  if (m_options.logX || m_options.logY) {
+    s.hidden = dropUnplottable(keys, raw, m_options.logX, m_options.logY);
+    if (smoothed)
+      dropUnplottable(smoothKeys, smooth, m_options.logX, m_options.logY);
+  }
+  // One metric against another need not rise with the step: then dots, since a line drawn in x
+  // order would join samples that are not neighbours in time.
+  const bool monotonic = !byMetric || std::is_sorted(keys.begin(), keys.end());
+  s.raw->setLineStyle(monotonic ? QCPGraph::lsLine : QCPGraph::lsNone);
+  s.smooth->setLineStyle(monotonic ? QCPGraph::lsLine : QCPGraph::lsNone);
+  s.raw->setData(keys, raw, !byMetric);
+  if (smoothed)
+    s.smooth->setData(smoothKeys, smooth, !byMetric);
   else
     s.smooth->data()->clear();
+}
+
+void LiveChart::rebuildAll() {
+  m_hidden = 0;
+  for (auto& [name, s] : m_series) {
+    rebuild(s);
+    m_hidden += s.hidden;
+  }
+  m_rebuildPending = false;
 }
 
 void LiveChart::setXMapping(const XMapping& mapping) {
   m_map = mapping;
   xAxis->setLabel(m_map.label());
-  for (auto& [name, s] : m_series)
-    rebuild(s);
+  rebuildAll();
   m_follow = true;
   m_dirty = true;
 }
@@ -192,8 +250,8 @@ void LiveChart::setSmoothing(double alpha) {
     QColor c = s.smooth->pen().color();
     c.setAlpha(alphaOf(s) > 0 ? 70 : 255);
     s.raw->setPen(QPen(c, 1));
-    rebuild(s);
   }
+  rebuildAll();
   m_dirty = true;
 }
 
@@ -210,15 +268,33 @@ QString LiveChart::legendText(const std::string& metric) const {
 void LiveChart::refresh() {
   if (!m_dirty)
     return;
+  if (m_rebuildPending)
+    rebuildAll();
   for (auto& [name, s] : m_series) {
     s.raw->setName(legendText(name));
     // A series of one or a few points (test loss after the first epochs) shows each point.
     QColor c = s.smooth->pen().color();
     c.setAlpha(255);
-    s.raw->setScatterStyle(s.points.size() <= 30 ? QCPScatterStyle(QCPScatterStyle::ssDisc, c, c, 5)
-                                                 : QCPScatterStyle(QCPScatterStyle::ssNone));
+    const bool dots = s.raw->lineStyle() == QCPGraph::lsNone;
+    s.raw->setScatterStyle(s.points.size() <= 30 || dots ? QCPScatterStyle(QCPScatterStyle::ssDisc, c, c, dots ? 3 : 5)
+                                                         : QCPScatterStyle(QCPScatterStyle::ssNone));
   }
-  if (m_follow) {  // from the kept extremes: O(1), never a pass over 200k points per frame
+  m_hiddenNote->setText(hiddenPointsNote(m_hidden));
+  m_hiddenNote->setVisible(m_hidden > 0);
+  if (m_follow && !incremental()) {  // the kept extremes do not hold: paired or filtered points
+    bool any = false;
+    for (const auto& [name, s] : m_series)
+      any = any || !s.raw->data()->isEmpty();
+    if (any) {
+      xAxis->rescale(true);
+      yAxis->rescale(true);
+      padAxis(xAxis, 0.02);
+      padAxis(yAxis, 0.05);
+    } else {
+      xAxis->setRange(m_options.logX ? QCPRange(1, 10) : QCPRange(0, 1));
+      yAxis->setRange(m_options.logY ? QCPRange(1, 10) : QCPRange(0, 1));
+    }
+  } else if (m_follow) {  // from the kept extremes: O(1), never a pass over 200k points per frame
     bool any = false;
     double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
     for (auto& [name, s] : m_series) {
@@ -254,6 +330,8 @@ void LiveChart::refresh() {
       yAxis->setRange(lo, hi);
     }
   }
+  if (m_options.fixedY)
+    yAxis->setRange(m_options.yMin, m_options.yMax);
   placeMarkers();
   m_dirty = false;
   replot(QCustomPlot::rpQueuedReplot);
@@ -279,6 +357,8 @@ void LiveChart::addMarker(int64_t step, double wallMs, const QString& label) {
 }
 
 double LiveChart::markerX(const Marker& m) const {
+  if (m_map.mode == XMapping::Mode::metric)
+    return qQNaN();  // a step has no single place on another metric's axis
   if (m_map.mode == XMapping::Mode::step || m.at.wall_ms >= 0)
     return m_map.x(m.at);
   // The run clock at that step: the first sample at or after it (points are in step order).
@@ -328,6 +408,58 @@ QCPGraph* LiveChart::rawGraph(const std::string& metric) const {
 QCPGraph* LiveChart::smoothGraph(const std::string& metric) const {
   auto it = m_series.find(metric);
   return it == m_series.end() ? nullptr : it->second.smooth;
+}
+
+void LiveChart::setXMetricPoints(const std::vector<Point>& points) {
+  m_xPoints.clear();
+  appendXMetricPoints(points);
+  m_rebuildPending = true;
+}
+
+void LiveChart::appendXMetricPoints(const std::vector<Point>& points) {
+  const size_t before = m_xPoints.size();
+  for (const Point& p : points)
+    if (m_xPoints.empty() || p.step > m_xPoints.back().step)
+      m_xPoints.push_back(p);
+  if (m_xPoints.size() != before && m_map.mode == XMapping::Mode::metric) {
+    m_rebuildPending = true;
+    m_dirty = true;
+  }
+}
+
+const std::vector<Point>& LiveChart::points(const std::string& metric) const {
+  static const std::vector<Point> kNone;
+  auto it = m_series.find(metric);
+  return it == m_series.end() ? kNone : it->second.points;
+}
+
+void LiveChart::setPlotOptions(const PlotOptions& options) {
+  applyPlotOptions(this, options);  // throws before anything is kept
+  m_options = options;
+  rebuildAll();
+  m_follow = true;
+  m_dirty = true;
+}
+
+QMenu* LiveChart::buildContextMenu() {
+  auto* menu = new QMenu(this);
+  addPlotOptionsActions(menu, this, m_options, [this](const PlotOptions& o) {
+    try {
+      setPlotOptions(o);
+    } catch (const std::exception& e) {
+      QMessageBox::warning(this, "Chart options", e.what());
+      return;
+    }
+    refresh();
+  });
+  emit contextMenuBuilt(menu);
+  return menu;
+}
+
+void LiveChart::contextMenuEvent(QContextMenuEvent* event) {
+  QMenu* menu = buildContextMenu();
+  menu->exec(event->globalPos());
+  menu->deleteLater();
 }
 
 void LiveChart::setFollowing(bool follow) {

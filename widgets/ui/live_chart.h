@@ -4,6 +4,9 @@
 // a crosshair reads every curve at the mouse. The x axis maps a sample by step, epoch, wall time
 // or dollars (XMapping). Points are kept so the mapping or smoothing can change at any time.
 // Markers (a vertical line with a label) show where the run lost its machine or resumed.
+// The x axis can also be any other metric of the run (XMapping::Mode::metric: accuracy against
+// cost/usd), paired sample by sample by step (pairByStep). The right-click menu holds the
+// PlotOptions (log axes, auto / fixed y range, PNG / SVG export of what is shown).
 #pragma once
 
 #include <qcustomplot.h>
@@ -13,15 +16,18 @@
 #include <vector>
 
 #include "engine/store/store_types.h"
+#include "widgets/ui/plot_options.h"
 #include "widgets/ui/series_math.h"
 
 namespace lathe::ui {
 
 struct XMapping {
-  enum class Mode { step, epoch, wall, dollars };
+  enum class Mode { step, epoch, wall, dollars, metric };
   Mode mode = Mode::step;
+  std::string metric;        ///< Mode::metric: the metric whose values are the x axis
   double stepsPerEpoch = 0;  ///< from the run's started event and train.epochs; 0: unknown
   double usdPerHour = 0;     ///< price x instances; 0: unknown
+  /// The x of a sample (Mode::metric: its step; the chart pairs the metrics itself).
   double x(const Point& p) const;
   QString label() const;
 };
@@ -67,10 +73,31 @@ class LiveChart : public QCustomPlot {
   /// Marker i under the current x mapping: its x (NaN while it cannot be placed) and label.
   std::pair<double, QString> marker(int i) const;
 
+  /// Mode::metric: the samples of the x metric (replaced / appended in step order).
+  void setXMetricPoints(const std::vector<Point>& points);
+  void appendXMetricPoints(const std::vector<Point>& points);
+  /// The samples of a metric as the chart holds them (divided by the value scale).
+  const std::vector<Point>& points(const std::string& metric) const;
+  double valueDivisor() const { return m_divisor; }
+  /// Log axes and the y range; throws std::invalid_argument for a fixed range it cannot show.
+  void setPlotOptions(const PlotOptions& options);
+  const PlotOptions& plotOptions() const { return m_options; }
+  /// Points left out because a log axis cannot show them (<= 0), over every curve; the chart says
+  /// so in its bottom-right corner.
+  int hiddenPoints() const { return m_hidden; }
+  QString hiddenNote() const { return m_hiddenNote->visible() ? m_hiddenNote->text() : QString(); }
+  /// The right-click menu (PlotOptions, then whatever contextMenuBuilt adds); the caller owns it.
+  QMenu* buildContextMenu();
+
+ signals:
+  /// Emitted by buildContextMenu so the owner can add its own actions (ChartPanel: "Remove chart").
+  void contextMenuBuilt(QMenu* menu);
+
  protected:
   void mouseMoveEvent(QMouseEvent* event) override;
   void mouseDoubleClickEvent(QMouseEvent* event) override;
   void leaveEvent(QEvent* event) override;
+  void contextMenuEvent(QContextMenuEvent* event) override;
 
  private:
   struct Series {
@@ -81,6 +108,7 @@ class LiveChart : public QCustomPlot {
     double min = qQNaN(), max = qQNaN();
     QString name;
     bool smoothable = true;
+    int hidden = 0;  ///< points a log axis cannot show, left out of the graphs
   };
   struct Marker {
     Point at;  ///< step, and wall_ms (< 0: unknown)
@@ -88,9 +116,13 @@ class LiveChart : public QCustomPlot {
     QCPItemStraightLine* line = nullptr;
     QCPItemText* text = nullptr;
   };
-  void rebuild(Series& s);
+  void rebuild(Series& s);  ///< redraws a series from its points (pairing, log filter)
   double markerX(const Marker& m) const;
   void placeMarkers();
+  /// Log axes and metric x need the whole series redrawn (filtering, pairing); plain step / wall
+  /// x appends incrementally.
+  bool incremental() const { return m_map.mode != XMapping::Mode::metric && !m_options.logX && !m_options.logY; }
+  void rebuildAll();
   double alphaOf(const Series& s) const { return s.smoothable ? m_alpha : 0; }
   QStringList m_metricNames;
   std::map<std::string, Series> m_series;
@@ -102,6 +134,11 @@ class LiveChart : public QCustomPlot {
   QCPItemStraightLine* m_cross = nullptr;
   QCPItemText* m_crossText = nullptr;
   std::vector<Marker> m_markers;
+  std::vector<Point> m_xPoints;  ///< Mode::metric: the x metric's samples
+  PlotOptions m_options;
+  int m_hidden = 0;
+  bool m_rebuildPending = false;
+  QCPItemText* m_hiddenNote = nullptr;
 };
 
 }  // namespace lathe::ui

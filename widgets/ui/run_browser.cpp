@@ -9,6 +9,8 @@
 #include <QMenu>
 #include <QMessageBox>
 #include <QRegularExpression>
+#include <QSet>
+#include <QSplitter>
 #include <QVBoxLayout>
 
 #include "engine/core/error.h"
@@ -65,7 +67,15 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
   m_table->setAlternatingRowColors(true);
   m_table->verticalHeader()->setDefaultSectionSize(20);
-  column->addWidget(m_table, 1);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(m_table);
+  m_parallel = new ParallelCoordsPanel(m_db, split);
+  m_parallel->setObjectName("parallelPanel");
+  m_parallel->setVisible(false);
+  split->addWidget(m_parallel);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  column->addWidget(split, 1);
 
   auto* actions = new QHBoxLayout;
   m_watch = new QPushButton("Watch live", this);
@@ -82,7 +92,14 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_note->setObjectName("noteButton");
   m_tags = new QPushButton("Tags...", this);
   m_tags->setObjectName("tagsButton");
-  for (QPushButton* b : {m_watch, m_compare, m_open, m_rerun, m_resume, m_export, m_note, m_tags, m_delete})
+  m_parallelButton = new QPushButton("Parallel coordinates", this);
+  m_parallelButton->setObjectName("parallelButton");
+  m_parallelButton->setCheckable(true);
+  m_parallelButton->setToolTip(
+      "Every run of the filter (all pages) as a line over chosen knobs and metrics; "
+      "brush an axis to select runs");
+  for (QPushButton* b :
+       {m_watch, m_compare, m_open, m_rerun, m_resume, m_export, m_note, m_tags, m_delete, m_parallelButton})
     actions->addWidget(b);
   actions->addStretch(1);
   column->addLayout(actions);
@@ -134,6 +151,17 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   connect(m_next, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() + m_model->pageSize()); });
   connect(m_model, &RunTableModel::loaded, this, &RunBrowser::updatePager);
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunBrowser::updateButtons);
+  connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this]() {
+    if (!m_parallel->isHidden())
+      m_parallel->highlightRuns(selectedRunIds());
+  });
+  connect(m_parallelButton, &QPushButton::toggled, this, [this](bool on) {
+    m_parallel->setVisible(on);
+    if (on && m_parallel->runs().ids.empty())
+      m_parallel->load(m_model->query());
+  });
+  connect(m_parallel, &ParallelCoordsPanel::loadRequested, this, [this]() { m_parallel->load(m_model->query()); });
+  connect(m_parallel, &ParallelCoordsPanel::brushedRuns, this, &RunBrowser::selectRuns);
   connect(m_table, &QTableView::doubleClicked, this,
           [this](const QModelIndex& i) { emit showRun(m_model->runId(i.row())); });
   connect(m_watch, &QPushButton::clicked, this, [this]() {
@@ -309,10 +337,13 @@ void RunBrowser::selectRuns(const QStringList& ids) {
     m_pendingSelection = ids;
     return;
   }
-  m_table->clearSelection();
+  // One selection change for the page, not one per row (a brush may select thousands of runs).
+  const QSet<QString> wanted(ids.begin(), ids.end());
+  QItemSelection selection;
   for (int r = 0; r < m_model->rowCount(); ++r)
-    if (ids.contains(m_model->runId(r)))
-      m_table->selectionModel()->select(m_model->index(r, 0), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    if (wanted.contains(m_model->runId(r)))
+      selection.select(m_model->index(r, 0), m_model->index(r, m_model->columnCount() - 1));
+  m_table->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
 }
 
 nlohmann::json RunBrowser::runConfig(const QString& runId) const {

@@ -2,7 +2,9 @@
 // filter (each sweep with its progress), param filter (key=value), paging, and the actions on the selected runs: watch live, compare, open the
 // config in the designer, re-run, resume (interrupted or cancelled runs with a checkpoint; also on
 // the table's context menu), export, delete. Actions that need the app (designer, queue,
-// report) are signals; delete is done here after a confirmation.
+// report) are signals; delete is done here after a confirmation. "Parallel coordinates" opens a
+// ParallelCoordsPanel under the table over every run of the filter: brushing it selects runs in
+// the table, the table's selection is drawn bold there.
 #pragma once
 
 #include <QAction>
@@ -14,6 +16,7 @@
 #include <QWidget>
 #include <nlohmann/json.hpp>
 
+#include "widgets/ui/parallel_coords_panel.h"
 #include "widgets/ui/run_table_model.h"
 
 namespace lathe::ui {
@@ -44,6 +47,8 @@ class RunBrowser : public QWidget {
   QComboBox* sweepFilter() const { return m_sweepFilter; }
   /// Re-reads the sweeps and shows the runs of `sweepId` ("" : all runs).
   void showSweep(const QString& sweepId);
+  ParallelCoordsPanel* parallelPanel() const { return m_parallel; }
+  QPushButton* parallelButton() const { return m_parallelButton; }
 
  public slots:
   void reload();
@@ -76,6 +81,8 @@ class RunBrowser : public QWidget {
   QLabel* m_pageLabel;
   QPushButton *m_prev, *m_next, *m_watch, *m_compare, *m_open, *m_rerun, *m_resume, *m_export, *m_delete, *m_note,
       *m_tags;
+  QPushButton* m_parallelButton;
+  ParallelCoordsPanel* m_parallel;
   QAction* m_resumeAction;  ///< the context menu's Resume, enabled like the button
   QStringList m_pendingSelection;
 };
