@@ -275,6 +275,9 @@ def main():
                     help="every student starts from PyTorch's initial weights for its width and seed, in both frameworks")
     ap.add_argument("--parts", default=",".join(PARTS),
                     help="comma-separated subset of " + ", ".join(PARTS) + " (results already in --out are reused)")
+    ap.add_argument("--regime", default="",
+                    help="SUBSET,BUDGET,STUDENT (e.g. 60000,e3c,784-64-10): run T x alpha and the variants there "
+                         "instead of at the grid's largest Lathe gain (the grid is then not needed)")
     ap.add_argument("--parallel", action="store_true",
                     help="run the PyTorch side of each step at the same time as Lathe's (two processes)")
     ap.add_argument("--preset", default=os.path.join(ROOT, "experiments/distill-3ep-const.json"),
@@ -285,6 +288,13 @@ def main():
         if p not in PARTS:
             ap.error(f"--parts: '{p}'; allowed: {', '.join(PARTS)}")
     SAME_INIT = a.same_init
+    regime = None
+    if a.regime:
+        f = a.regime.split(",")
+        if len(f) != 3 or not f[0].isdigit() or f[1] not in BUDGETS or f[2] not in STUDENTS:
+            ap.error(f"--regime: '{a.regime}'; allowed: SUBSET,BUDGET,STUDENT with BUDGET in {', '.join(BUDGETS)} "
+                     f"and STUDENT in {', '.join(STUDENTS)}, e.g. 60000,e3c,784-64-10")
+        regime = (int(f[0]), f[1], f[2])
     a.out = os.path.abspath(a.out)
     for d in ("configs", "logs", "runs"):
         os.makedirs(os.path.join(a.out, d), exist_ok=True)
@@ -326,8 +336,13 @@ def main():
                        "test_accuracy": finished["metrics"]["test/accuracy"]}, f, indent=2)
         print(f"teacher {teacher_file}: {100 * finished['metrics']['test/accuracy']:.2f}% "
               f"({time.time() - t0:.0f} s)", flush=True)
-    with open(tmeta) as f:
-        teacher = json.load(f)
+    if os.path.exists(tmeta):
+        with open(tmeta) as f:
+            teacher = json.load(f)
+    else:  # --teacher given: its accuracy is in its own run, not measured here
+        teacher = {"file": teacher_file, "test_accuracy": None}
+    if teacher["file"] != teacher_file:
+        sys.exit(f"--teacher {teacher_file}: {a.out} holds results of the teacher {teacher['file']}; use another --out")
     if a.same_init:
         export_init(a, seeds)
 
@@ -358,18 +373,21 @@ def main():
                           "max_run_diff": max_run_diff(lres, tres, runs_of(n, b, s)) if a.same_init else None})
     measured = [g for g in grid_rows if g["lathe"] is not None]
     steps = [p for p in parts if p in ("talpha", "variants")]
-    if steps and len(measured) < len(grid_rows):
+    if steps and len(measured) < len(grid_rows) and not regime:
         sys.exit(f"--parts {','.join(steps)} picks its regime from the whole grid: {len(grid_rows) - len(measured)} "
                  f"regimes have no results in {a.out}; add 'regimes' to --parts")
     best = max(measured, key=lambda r: r["lathe"]["mean"]) if measured else None
-    bn, bb, bs = (best["subset"], best["budget"], best["student"]) if best else (None, None, None)
     if best:
-        print(f"largest Lathe gain: n={bn} {bb} {bs}: {fmt(best['lathe'])}", flush=True)
+        print(f"largest Lathe gain: n={best['subset']} {best['budget']} {best['student']}: {fmt(best['lathe'])}", flush=True)
+    if regime:
+        best = {"subset": regime[0], "budget": regime[1], "student": regime[2]}
+    bn, bb, bs = (best["subset"], best["budget"], best["student"]) if best else (None, None, None)
 
     # ---- 2. T x alpha at that regime ----
     sweep_rows, bt = [], None
     if best and ("talpha" in parts or "variants" in parts):
-        sweep_cells = [make_cell(bn, bb, bs, seed, True, T, al) for T in temps for al in alphas for seed in seeds]
+        sweep_cells = [make_cell(bn, bb, bs, seed, False) for seed in seeds]  # the baselines (grid cells)
+        sweep_cells += [make_cell(bn, bb, bs, seed, True, T, al) for T in temps for al in alphas for seed in seeds]
         if "talpha" in parts:
             lres, tres = both(sweep_cells, a, teacher_file, "sweep")
         for T in temps:
@@ -467,7 +485,8 @@ def main():
 
     report = {"teacher": teacher, "seeds": seeds, "grid": grid_rows, "investigations": investigations,
               "preset": preset, "same_init": a.same_init, "parts": parts,
-              "best_regime": {"subset": bn, "budget": bb, "student": bs} if best else None, "sweep": sweep_rows,
+              "best_regime": {"subset": bn, "budget": bb, "student": bs, "given": bool(regime)} if best else None,
+              "sweep": sweep_rows,
               "best_T_alpha": {"temperature": bt["temperature"], "alpha": bt["alpha"], "lathe": bt["lathe"],
                                "torch": bt["torch"]} if bt else None,
               "extras": extra_rows, "augment": AUGMENT, "augment_factor": AUGMENT_FACTOR,
@@ -490,7 +509,8 @@ def write_report(r, out):
     same = r.get("same_init")
     L = []
     L.append("# Distillation study (issue 16)" + (", same initial weights in both frameworks" if same else "") + "\n")
-    L.append(f"Teacher: `{r['teacher']['file']}`, test accuracy {100 * r['teacher']['test_accuracy']:.2f}%. "
+    acc = r["teacher"]["test_accuracy"]
+    L.append(f"Teacher: `{r['teacher']['file']}`, test accuracy {'n/a' if acc is None else f'{100 * acc:.2f}%'}. "
              f"Seeds {r['seeds']}. Gain = KD - baseline of the same seed, in points: mean ± sample std over seeds. "
              "Agree: |Lathe - PyTorch| <= max(0.3, sum of the two spreads).\n")
     if same:
@@ -515,7 +535,8 @@ def write_report(r, out):
                  f"{num(g['diff'])} | {'n/a' if g['agree'] is None else 'yes' if g['agree'] else 'NO'} |" + run_diff(g))
     b = r["best_regime"]
     if b and r["sweep"]:
-        L.append(f"\n## T x alpha at n={b['subset']}, {BUDGET_LABEL[b['budget']]}, {b['student']}\n")
+        why = "given by --regime" if b.get("given") else "the grid's largest Lathe gain"
+        L.append(f"\n## T x alpha at n={b['subset']}, {BUDGET_LABEL[b['budget']]}, {b['student']} ({why})\n")
         L.append("| T | alpha | Lathe gain (pt) | PyTorch gain (pt) | diff | agree |" + rd)
         L.append("|---:|---:|---:|---:|---:|---|" + rds)
         for s in r["sweep"]:
