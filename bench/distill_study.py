@@ -32,7 +32,8 @@ framework), in points; a cell reports the mean over seeds and the spread (sample
 of the per-seed gains). Every Lathe run lands in <out>/study.db, named
 "kd16 n=<subset> <budget> <student> <variant> seed=<s>"; results in <out>/lathe.jsonl and
 <out>/torch.jsonl (a rerun skips what is there); the report in <out>/report.{md,json,html}.
-Each run uses one thread (train.threads=1, torch.set_num_threads(1)) and runs alone.
+Each run uses one thread (train.threads=1, torch.set_num_threads(1)) and runs alone (with --parallel,
+one Lathe run and one PyTorch run at a time).
 
   python3 bench/distill_study.py --out /work/kd16-out            # the study (about an hour, 2 cores)
   python3 bench/distill_study.py --out /tmp/kd-quick --quick     # smoke run (a few minutes)
