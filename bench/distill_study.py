@@ -17,18 +17,29 @@ model.safetensors is the teacher of every distilled run, in both frameworks. The
   5. the preset (--preset, experiments/distill-3ep-const.json) rerun with this teacher, with and
      without KD (distill.teacher=""), 3 seeds.
 
+With --same-init every student run of 1-3, in both frameworks, starts from the same weights: PyTorch's
+initial weights for that width and seed (torch_distill.py --export-init into <out>/init, read by
+Lathe's model.init_from and by the PyTorch cell's init_from), and the feature projection from Lathe's
+rule (torch_distill.py ports it, projection_init=lathe). Both sides then share weights, teacher and
+epoch order (augmentation draws stay each framework's own), so the report adds, per cell, the largest
+difference between a Lathe run's test accuracy and the PyTorch run of the same seed and variant.
+These runs are named "... same-init seed=<s>"; step 4 is not run (the comparison is per run already).
+--parts runs a subset (regimes, talpha, variants, preset; talpha and variants read the regime grid
+from <out> when it is not in --parts); a restart reuses every result already in <out>.
+
 Gain = test accuracy distilled - baseline of the same seed (same init and data order within a
 framework), in points; a cell reports the mean over seeds and the spread (sample standard deviation
 of the per-seed gains). Every Lathe run lands in <out>/study.db, named
 "kd16 n=<subset> <budget> <student> <variant> seed=<s>"; results in <out>/lathe.jsonl and
 <out>/torch.jsonl (a rerun skips what is there); the report in <out>/report.{md,json,html}.
-Each run uses one thread (train.threads=1, torch.set_num_threads(1)) and runs alone.
+Each run uses one thread (train.threads=1, torch.set_num_threads(1)) and runs alone (with --parallel,
+one Lathe run and one PyTorch run at a time).
 
   python3 bench/distill_study.py --out /work/kd16-out            # the study (about an hour, 2 cores)
   python3 bench/distill_study.py --out /tmp/kd-quick --quick     # smoke run (a few minutes)
+  python3 bench/distill_study.py --out /work/kd-same --same-init --parallel   # the same from shared weights
 """
 import argparse
-import copy
 import json
 import math
 import os
@@ -71,9 +82,14 @@ def lathe_config(cell, teacher_file, cache_dir, runs_dir):
                           "teacher_cache": os.path.join(cache_dir, "teacher-cache-f8.bin" if feat else "teacher-cache.bin")}
     if cell.get("augment"):
         cfg["data"]["augment"] = dict(AUGMENT)
-    if cell.get("torch_init"):  # PyTorch's initial weights for this seed (torch_distill.py --export-init)
-        cfg["model"]["init_from"] = os.path.join(cache_dir, "init", f"student{STUDENTS[cell['student']]}-seed{cell['seed']}.safetensors")
+    if cell.get("torch_init") or cell.get("same_init"):  # PyTorch's initial weights for this seed
+        cfg["model"]["init_from"] = init_file(cache_dir, cell)
     return cfg
+
+
+def init_file(out, cell):
+    """The student's initial weights for the cell's width and seed (torch_distill.py --export-init)."""
+    return os.path.join(out, "init", f"student{STUDENTS[cell['student']]}-seed{cell['seed']}.safetensors")
 
 
 def run_cli(cli, config_path, db, log, extra=()):
@@ -106,7 +122,12 @@ def cell_id(c):
         v += " +aug"
     if c.get("torch_init"):
         v += " init=torch"
+    if c.get("same_init"):
+        v += " same-init"
     return f"kd16 n={c['subset']} {c['budget']} {c['student']} {v} seed={c['seed']}"
+
+
+SAME_INIT = False  # --same-init: every cell of steps 1-3 starts from the shared weights
 
 
 def make_cell(subset, budget, student, seed, kd, T=4.0, alpha=0.7, feature=False, augment=False, torch_init=False):
@@ -114,6 +135,8 @@ def make_cell(subset, budget, student, seed, kd, T=4.0, alpha=0.7, feature=False
          "temperature": T, "alpha": alpha}
     if torch_init:
         c["torch_init"] = True
+    elif SAME_INIT:
+        c["same_init"] = True
     if feature:
         c["feature_weight"] = FEATURE_WEIGHT
     if augment:
@@ -150,10 +173,23 @@ def run_lathe(cells, a, teacher_file):
 
 
 def run_torch(cells, a, teacher_file, phase):
-    torch_cells = []
-    cells = [c for c in cells if not c.get("torch_init")]  # PyTorch always starts from its own init
-    if not cells:
+    """Runs the PyTorch side of `cells` (in the background with --parallel: call the result to wait)."""
+    proc = start_torch(cells, a, teacher_file, phase)
+
+    def wait():
+        if proc is not None and proc.wait() != 0:
+            sys.exit(f"torch_distill.py failed (exit {proc.returncode})")
         return read_jsonl(a.torch_out)
+    return wait if a.parallel else wait()
+
+
+def start_torch(cells, a, teacher_file, phase):
+    torch_cells = []
+    done = read_jsonl(a.torch_out)
+    # PyTorch starts from its own init (which --export-init writes) except where told otherwise
+    cells = [c for c in cells if not c.get("torch_init") and c["id"] not in done]
+    if not cells:
+        return None
     for c in cells:
         epochs, schedule = BUDGETS[c["budget"]]
         t = {"id": c["id"], "subset": c["subset"], "epochs": epochs, "schedule": schedule,
@@ -161,6 +197,9 @@ def run_torch(cells, a, teacher_file, phase):
              "temperature": c["temperature"], "alpha": c["alpha"], "feature_weight": c.get("feature_weight", 0)}
         if c.get("augment"):
             t["augment"] = dict(AUGMENT, strength=AUGMENT["strength"] * AUGMENT_FACTOR)
+        if c.get("same_init"):
+            t["init_from"] = init_file(a.out, c)
+            t["projection_init"] = "lathe"
         torch_cells.append(t)
     path = os.path.join(a.out, f"torch-cells-{phase}.json")
     with open(path, "w") as f:
@@ -168,10 +207,14 @@ def run_torch(cells, a, teacher_file, phase):
     cmd = [a.python, os.path.join(ROOT, "bench/peers/torch_distill.py"), "--teacher", teacher_file, "--cells", path,
            "--out", a.torch_out, "--threads", "1"]
     print("$ " + " ".join(cmd), flush=True)
-    rc = subprocess.call(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    if rc != 0:
-        sys.exit(f"torch_distill.py failed (exit {rc})")
-    return read_jsonl(a.torch_out)
+    return subprocess.Popen(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def both(cells, a, teacher_file, phase):
+    """Lathe and PyTorch results after running `cells` in each (at the same time with --parallel)."""
+    pending = run_torch(cells, a, teacher_file, phase) if not a.skip_torch else read_jsonl(a.torch_out)
+    lres = run_lathe(cells, a, teacher_file)
+    return lres, (pending() if callable(pending) else pending)
 
 
 def gain_stats(results, base_cells, kd_cells):
@@ -189,6 +232,13 @@ def gain_stats(results, base_cells, kd_cells):
             "base": statistics.fmean(base_acc), "kd": statistics.fmean(kd_acc)}
 
 
+def max_run_diff(lres, tres, cells):
+    """The largest |Lathe - PyTorch| test accuracy (points) over runs of `cells` present in both."""
+    d = [100 * abs(lres[c["id"]]["test_accuracy"] - tres[c["id"]]["test_accuracy"])
+         for c in cells if c["id"] in lres and c["id"] in tres]
+    return max(d) if d else None
+
+
 def agree(l, p):
     """The acceptance rule: means within 0.3 pt, or within the two seed spreads where those are wider."""
     diff = abs(l["mean"] - p["mean"])
@@ -199,7 +249,20 @@ def fmt(s):
     return "n/a" if s is None else f"{s['mean']:+.2f} ± {s['sd']:.2f}"
 
 
+PARTS = ("regimes", "talpha", "variants", "preset")
+
+
+def export_init(a, seeds):
+    """Writes <out>/init/student<H>-seed<S>.safetensors for every width and seed (PyTorch's own init)."""
+    for hidden in STUDENTS.values():
+        missing = [s for s in seeds if not os.path.exists(os.path.join(a.out, "init", f"student{hidden}-seed{s}.safetensors"))]
+        if missing:
+            subprocess.check_call([a.python, os.path.join(ROOT, "bench/peers/torch_distill.py"), "--export-init",
+                                   os.path.join(a.out, "init"), "--hidden", str(hidden), "--seeds"] + [str(x) for x in missing])
+
+
 def main():
+    global SAME_INIT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", default=os.path.join(ROOT, "build/app/lathe-cli"))
     ap.add_argument("--python", default=os.path.expanduser("~/.cache/lathe/peers-venv/bin/python"),
@@ -209,9 +272,30 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=None)
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 seed, subset 1000, 1 budget, tiny teacher")
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--same-init", action="store_true",
+                    help="every student starts from PyTorch's initial weights for its width and seed, in both frameworks")
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help="comma-separated subset of " + ", ".join(PARTS) + " (results already in --out are reused)")
+    ap.add_argument("--regime", default="",
+                    help="SUBSET,BUDGET,STUDENT (e.g. 60000,e3c,784-64-10): run T x alpha and the variants there "
+                         "instead of at the grid's largest Lathe gain (the grid is then not needed)")
+    ap.add_argument("--parallel", action="store_true",
+                    help="run the PyTorch side of each step at the same time as Lathe's (two processes)")
     ap.add_argument("--preset", default=os.path.join(ROOT, "experiments/distill-3ep-const.json"),
                     help="the preset to rerun at the end with the study's teacher (KD and, with distill.teacher=\"\", without)")
     a = ap.parse_args()
+    parts = [p.strip() for p in a.parts.split(",") if p.strip()]
+    for p in parts:
+        if p not in PARTS:
+            ap.error(f"--parts: '{p}'; allowed: {', '.join(PARTS)}")
+    SAME_INIT = a.same_init
+    regime = None
+    if a.regime:
+        f = a.regime.split(",")
+        if len(f) != 3 or not f[0].isdigit() or f[1] not in BUDGETS or f[2] not in STUDENTS:
+            ap.error(f"--regime: '{a.regime}'; allowed: SUBSET,BUDGET,STUDENT with BUDGET in {', '.join(BUDGETS)} "
+                     f"and STUDENT in {', '.join(STUDENTS)}, e.g. 60000,e3c,784-64-10")
+        regime = (int(f[0]), f[1], f[2])
     a.out = os.path.abspath(a.out)
     for d in ("configs", "logs", "runs"):
         os.makedirs(os.path.join(a.out, d), exist_ok=True)
@@ -253,8 +337,15 @@ def main():
                        "test_accuracy": finished["metrics"]["test/accuracy"]}, f, indent=2)
         print(f"teacher {teacher_file}: {100 * finished['metrics']['test/accuracy']:.2f}% "
               f"({time.time() - t0:.0f} s)", flush=True)
-    with open(tmeta) as f:
-        teacher = json.load(f)
+    if os.path.exists(tmeta):
+        with open(tmeta) as f:
+            teacher = json.load(f)
+    else:  # --teacher given: its accuracy is in its own run, not measured here
+        teacher = {"file": teacher_file, "test_accuracy": None}
+    if teacher["file"] != teacher_file:
+        sys.exit(f"--teacher {teacher_file}: {a.out} holds results of the teacher {teacher['file']}; use another --out")
+    if a.same_init:
+        export_init(a, seeds)
 
     # ---- 1. the grid ----
     regimes = [(n, b, s) for n in subsets for b in budgets for s in STUDENTS]
@@ -262,72 +353,96 @@ def main():
     for (n, b, s) in regimes:
         for seed in seeds:
             grid += [make_cell(n, b, s, seed, False), make_cell(n, b, s, seed, True)]
-    lres = run_lathe(grid, a, teacher_file)
-    tres = run_torch(grid, a, teacher_file, "grid") if not a.skip_torch else {}
+    if "regimes" in parts:
+        lres, tres = both(grid, a, teacher_file, "grid")
+    else:
+        lres, tres = read_jsonl(a.lathe_out), read_jsonl(a.torch_out)
 
     def stats(res, n, b, s, **kd):
         base = [make_cell(n, b, s, seed, False) for seed in seeds]
         dist = [make_cell(n, b, s, seed, True, **kd) for seed in seeds]
         return gain_stats(res, base, dist)
 
+    def runs_of(n, b, s, **kd):
+        return [make_cell(n, b, s, seed, False) for seed in seeds] + [make_cell(n, b, s, seed, True, **kd) for seed in seeds]
+
     grid_rows = []
     for (n, b, s) in regimes:
         l, p = stats(lres, n, b, s), stats(tres, n, b, s)
         ok, diff = agree(l, p) if (l and p) else (None, None)
-        grid_rows.append({"subset": n, "budget": b, "student": s, "lathe": l, "torch": p, "agree": ok, "diff": diff})
-    best = max(grid_rows, key=lambda r: r["lathe"]["mean"])
-    bn, bb, bs = best["subset"], best["budget"], best["student"]
-    print(f"largest Lathe gain: n={bn} {bb} {bs}: {fmt(best['lathe'])}", flush=True)
+        grid_rows.append({"subset": n, "budget": b, "student": s, "lathe": l, "torch": p, "agree": ok, "diff": diff,
+                          "max_run_diff": max_run_diff(lres, tres, runs_of(n, b, s)) if a.same_init else None})
+    measured = [g for g in grid_rows if g["lathe"] is not None]
+    steps = [p for p in parts if p in ("talpha", "variants")]
+    if steps and len(measured) < len(grid_rows) and not regime:
+        sys.exit(f"--parts {','.join(steps)} picks its regime from the whole grid: {len(grid_rows) - len(measured)} "
+                 f"regimes have no results in {a.out}; add 'regimes' to --parts")
+    best = max(measured, key=lambda r: r["lathe"]["mean"]) if measured else None
+    if best:
+        print(f"largest Lathe gain: n={best['subset']} {best['budget']} {best['student']}: {fmt(best['lathe'])}", flush=True)
+    if regime:
+        best = {"subset": regime[0], "budget": regime[1], "student": regime[2]}
+    bn, bb, bs = (best["subset"], best["budget"], best["student"]) if best else (None, None, None)
 
     # ---- 2. T x alpha at that regime ----
-    sweep_cells = [make_cell(bn, bb, bs, seed, True, T, al) for T in temps for al in alphas for seed in seeds]
-    lres = run_lathe(sweep_cells, a, teacher_file)
-    tres = run_torch(sweep_cells, a, teacher_file, "sweep") if not a.skip_torch else tres
-    sweep_rows = []
-    for T in temps:
-        for al in alphas:
-            l, p = stats(lres, bn, bb, bs, T=T, alpha=al), stats(tres, bn, bb, bs, T=T, alpha=al)
-            ok, diff = agree(l, p) if (l and p) else (None, None)
-            sweep_rows.append({"temperature": T, "alpha": al, "lathe": l, "torch": p, "agree": ok, "diff": diff})
-    bt = max(sweep_rows, key=lambda r: r["lathe"]["mean"])
-    T, al = bt["temperature"], bt["alpha"]
-    print(f"best T/alpha there: T={T:g} alpha={al:g}: {fmt(bt['lathe'])}", flush=True)
+    sweep_rows, bt = [], None
+    if best and ("talpha" in parts or "variants" in parts):
+        sweep_cells = [make_cell(bn, bb, bs, seed, False) for seed in seeds]  # the baselines (grid cells)
+        sweep_cells += [make_cell(bn, bb, bs, seed, True, T, al) for T in temps for al in alphas for seed in seeds]
+        if "talpha" in parts:
+            lres, tres = both(sweep_cells, a, teacher_file, "sweep")
+        for T in temps:
+            for al in alphas:
+                l, p = stats(lres, bn, bb, bs, T=T, alpha=al), stats(tres, bn, bb, bs, T=T, alpha=al)
+                ok, diff = agree(l, p) if (l and p) else (None, None)
+                sweep_rows.append({"temperature": T, "alpha": al, "lathe": l, "torch": p, "agree": ok, "diff": diff,
+                                   "max_run_diff": max_run_diff(lres, tres, [make_cell(bn, bb, bs, seed, True, T, al)
+                                                                             for seed in seeds]) if a.same_init else None})
+        done = [r for r in sweep_rows if r["lathe"] is not None]
+        if "variants" in parts and len(done) < len(sweep_rows):
+            sys.exit(f"--parts variants runs at the best T/alpha: {len(sweep_rows) - len(done)} T/alpha cells have no "
+                     f"results in {a.out}; add 'talpha' to --parts")
+        if done:
+            bt = max(done, key=lambda r: r["lathe"]["mean"])
+            print(f"best T/alpha there: T={bt['temperature']:g} alpha={bt['alpha']:g}: {fmt(bt['lathe'])}", flush=True)
 
     # ---- 3. feature distillation and augmentation against logit KD alone ----
-    extra = [make_cell(bn, bb, bs, seed, True, T, al, feature=True) for seed in seeds] + \
-            [make_cell(bn, bb, bs, seed, True, T, al, augment=True) for seed in seeds]
-    lres = run_lathe(extra, a, teacher_file)
-    tres = run_torch(extra, a, teacher_file, "extras") if not a.skip_torch else tres
-    logit = [make_cell(bn, bb, bs, seed, True, T, al) for seed in seeds]
-    base = [make_cell(bn, bb, bs, seed, False) for seed in seeds]
     extra_rows = []
-    for name, kw in (("feature (1:8, w=0.3, Linear 64->256 projection)", {"feature": True}),
-                     ("student augmentation (shift 1 px, noise 0.1, x1.2)", {"augment": True})):
-        variant = [make_cell(bn, bb, bs, seed, True, T, al, **kw) for seed in seeds]
-        row = {"variant": name}
-        for fw, res in (("lathe", lres), ("torch", tres)):
-            row[fw] = {"vs_logit_kd": gain_stats(res, logit, variant), "vs_baseline": gain_stats(res, base, variant)}
-        vl, vp = row["lathe"]["vs_logit_kd"], row["torch"]["vs_logit_kd"]
-        row["same_sign"] = (vl is not None and vp is not None and (vl["mean"] > 0) == (vp["mean"] > 0))
-        extra_rows.append(row)
+    if bt and "variants" in parts:
+        T, al = bt["temperature"], bt["alpha"]
+        extra = [make_cell(bn, bb, bs, seed, True, T, al, feature=True) for seed in seeds] + \
+                [make_cell(bn, bb, bs, seed, True, T, al, augment=True) for seed in seeds]
+        lres, tres = both(extra, a, teacher_file, "extras")
+        logit = [make_cell(bn, bb, bs, seed, True, T, al) for seed in seeds]
+        base = [make_cell(bn, bb, bs, seed, False) for seed in seeds]
+        proj_note = "Lathe's projection init in both" if a.same_init else "each framework's projection init"
+        for name, kw in ((f"feature (1:8, w=0.3, Linear {bs.split('-')[1]}->256 projection, {proj_note})", {"feature": True}),
+                         ("student augmentation (shift 1 px, noise 0.1, x1.2; each framework's own draws)", {"augment": True})):
+            variant = [make_cell(bn, bb, bs, seed, True, T, al, **kw) for seed in seeds]
+            row = {"variant": name}
+            for fw, res in (("lathe", lres), ("torch", tres)):
+                row[fw] = {"vs_logit_kd": gain_stats(res, logit, variant), "vs_baseline": gain_stats(res, base, variant)}
+            vl, vp = row["lathe"]["vs_logit_kd"], row["torch"]["vs_logit_kd"]
+            row["same_sign"] = (vl is not None and vp is not None and (vl["mean"] > 0) == (vp["mean"] > 0))
+            row["max_run_diff"] = max_run_diff(lres, tres, variant) if a.same_init else None
+            extra_rows.append(row)
 
     # ---- 4. cells where the two disagree: more seeds, and Lathe started from PyTorch's init ----
     investigations = []
     more_seeds = list(range(10)) if not a.quick else [0, 1]
-    todo = [(g["subset"], g["budget"], g["student"], 4.0, 0.7) for g in grid_rows if g["agree"] is False]
-    todo += [(bn, bb, bs, s_["temperature"], s_["alpha"]) for s_ in sweep_rows if s_["agree"] is False]
+    todo = [] if a.same_init else [(g["subset"], g["budget"], g["student"], 4.0, 0.7) for g in grid_rows
+                                   if g["agree"] is False and "regimes" in parts]
+    todo += [] if a.same_init or "talpha" not in parts else \
+        [(bn, bb, bs, s_["temperature"], s_["alpha"]) for s_ in sweep_rows if s_["agree"] is False]
     todo = list(dict.fromkeys(todo))  # the sweep's T=4/alpha=0.7 cell is a grid cell too
     for (n, b, s, T_, a_) in todo:
         cells = [make_cell(n, b, s, seed, kd, T_, a_) for seed in more_seeds for kd in (False, True)]
-        lres = run_lathe(cells, a, teacher_file)
-        tres = run_torch(cells, a, teacher_file, "investigate") if not a.skip_torch else tres
+        lres, tres = both(cells, a, teacher_file, "investigate")
         base10 = [make_cell(n, b, s, seed, False) for seed in more_seeds]
         kd10 = [make_cell(n, b, s, seed, True, T_, a_) for seed in more_seeds]
         l10, p10 = gain_stats(lres, base10, kd10), gain_stats(tres, base10, kd10)
         # the same initial weights and epoch order in both: per-run accuracies side by side
-        subprocess.check_call([a.python, os.path.join(ROOT, "bench/peers/torch_distill.py"), "--export-init",
-                               os.path.join(a.out, "init"), "--hidden", str(STUDENTS[s]), "--seeds"] +
-                              [str(x) for x in seeds])
+        export_init(a, seeds)
         same = [make_cell(n, b, s, seed, kd, T_, a_, torch_init=True) for seed in seeds for kd in (False, True)]
         lres = run_lathe(same, a, teacher_file)
         pairs = []
@@ -345,7 +460,7 @@ def main():
 
     # ---- 5. the preset (experiments/distill-3ep-const.json) with this teacher, and the same without KD ----
     preset = None
-    if a.preset and os.path.exists(a.preset) and not a.quick:
+    if "preset" in parts and a.preset and os.path.exists(a.preset) and not a.quick:
         done = read_jsonl(a.lathe_out)
         for seed in seeds:
             for kd in (False, True):
@@ -370,47 +485,74 @@ def main():
                   "sd": statistics.stdev(gains) if len(gains) > 1 else 0.0}
 
     report = {"teacher": teacher, "seeds": seeds, "grid": grid_rows, "investigations": investigations,
-              "preset": preset,
-              "best_regime": {"subset": bn, "budget": bb, "student": bs}, "sweep": sweep_rows,
-              "best_T_alpha": {"temperature": T, "alpha": al, "lathe": bt["lathe"], "torch": bt["torch"]},
+              "preset": preset, "same_init": a.same_init, "parts": parts,
+              "best_regime": {"subset": bn, "budget": bb, "student": bs, "given": bool(regime)} if best else None,
+              "sweep": sweep_rows,
+              "best_T_alpha": {"temperature": bt["temperature"], "alpha": bt["alpha"], "lathe": bt["lathe"],
+                               "torch": bt["torch"]} if bt else None,
               "extras": extra_rows, "augment": AUGMENT, "augment_factor": AUGMENT_FACTOR,
               "wall_s": time.time() - t_start, "quick": a.quick}
     write_report(report, a.out)
     return 0
 
 
+def fmt3(s):
+    return "n/a" if s is None else f"{s['mean']:+.3f} ± {s['sd']:.3f}"
+
+
+def num(x, digits=2):
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
 def write_report(r, out):
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(r, f, indent=2)
+    same = r.get("same_init")
     L = []
-    L.append("# Distillation study (issue 16)\n")
-    L.append(f"Teacher: `{r['teacher']['file']}`, test accuracy {100 * r['teacher']['test_accuracy']:.2f}%. "
+    L.append("# Distillation study (issue 16)" + (", same initial weights in both frameworks" if same else "") + "\n")
+    acc = r["teacher"]["test_accuracy"]
+    L.append(f"Teacher: `{r['teacher']['file']}`, test accuracy {'n/a' if acc is None else f'{100 * acc:.2f}%'}. "
              f"Seeds {r['seeds']}. Gain = KD - baseline of the same seed, in points: mean ± sample std over seeds. "
              "Agree: |Lathe - PyTorch| <= max(0.3, sum of the two spreads).\n")
+    if same:
+        L.append("Every student (both frameworks) starts from PyTorch's initial weights for its width and seed "
+                 "(`<out>/init`), the feature projection from Lathe's rule; teacher and epoch order are shared, "
+                 "augmentation draws are not. \"run diff\" = the largest |Lathe - PyTorch| test accuracy over the "
+                 "cell's runs (the same seed and variant in both), in points.\n")
+    rd = " run diff |" if same else ""
+    rds = "---:|" if same else ""
+
+    def run_diff(row):
+        return f" {num(row.get('max_run_diff'))} |" if same else ""
+
     L.append("## Grid (T=4, alpha=0.7)\n")
     L.append("| train_subset | budget | student | Lathe base % | Lathe KD % | Lathe gain (pt) | PyTorch base % | "
-             "PyTorch KD % | PyTorch gain (pt) | diff | agree |")
-    L.append("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+             "PyTorch KD % | PyTorch gain (pt) | diff | agree |" + rd)
+    L.append("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|" + rds)
     for g in r["grid"]:
         l, p = g["lathe"], g["torch"]
-        L.append(f"| {g['subset']} | {BUDGET_LABEL[g['budget']]} | {g['student']} | {l['base']:.2f} | {l['kd']:.2f} | "
-                 f"{fmt(l)} | {p['base'] if p else float('nan'):.2f} | {p['kd'] if p else float('nan'):.2f} | {fmt(p)} | "
-                 f"{g['diff'] if g['diff'] is not None else float('nan'):.2f} | {'yes' if g['agree'] else 'NO'} |")
+        L.append(f"| {g['subset']} | {BUDGET_LABEL[g['budget']]} | {g['student']} | {num(l and l['base'])} | "
+                 f"{num(l and l['kd'])} | {fmt(l)} | {num(p and p['base'])} | {num(p and p['kd'])} | {fmt(p)} | "
+                 f"{num(g['diff'])} | {'n/a' if g['agree'] is None else 'yes' if g['agree'] else 'NO'} |" + run_diff(g))
     b = r["best_regime"]
-    L.append(f"\n## T x alpha at n={b['subset']}, {BUDGET_LABEL[b['budget']]}, {b['student']}\n")
-    L.append("| T | alpha | Lathe gain (pt) | PyTorch gain (pt) | diff | agree |")
-    L.append("|---:|---:|---:|---:|---:|---|")
-    for s in r["sweep"]:
-        L.append(f"| {s['temperature']:g} | {s['alpha']:g} | {fmt(s['lathe'])} | {fmt(s['torch'])} | "
-                 f"{s['diff'] if s['diff'] is not None else float('nan'):.2f} | {'yes' if s['agree'] else 'NO'} |")
+    if b and r["sweep"]:
+        why = "given by --regime" if b.get("given") else "the grid's largest Lathe gain"
+        L.append(f"\n## T x alpha at n={b['subset']}, {BUDGET_LABEL[b['budget']]}, {b['student']} ({why})\n")
+        L.append("| T | alpha | Lathe gain (pt) | PyTorch gain (pt) | diff | agree |" + rd)
+        L.append("|---:|---:|---:|---:|---:|---|" + rds)
+        for s in r["sweep"]:
+            L.append(f"| {s['temperature']:g} | {s['alpha']:g} | {fmt(s['lathe'])} | {fmt(s['torch'])} | "
+                     f"{num(s['diff'])} | {'n/a' if s['agree'] is None else 'yes' if s['agree'] else 'NO'} |" + run_diff(s))
     bt = r["best_T_alpha"]
-    L.append(f"\n## Feature distillation and augmentation (T={bt['temperature']:g}, alpha={bt['alpha']:g})\n")
-    L.append("| variant | Lathe vs logit KD (pt) | PyTorch vs logit KD (pt) | same sign | Lathe vs baseline | "
-             "PyTorch vs baseline |")
-    L.append("|---|---:|---:|---|---:|---:|")
-    for e in r["extras"]:
-        L.append(f"| {e['variant']} | {fmt(e['lathe']['vs_logit_kd'])} | {fmt(e['torch']['vs_logit_kd'])} | "
-                 f"{'yes' if e['same_sign'] else 'NO'} | {fmt(e['lathe']['vs_baseline'])} | {fmt(e['torch']['vs_baseline'])} |")
+    if bt and r["extras"]:
+        L.append(f"\n## Feature distillation and augmentation (T={bt['temperature']:g}, alpha={bt['alpha']:g})\n")
+        L.append("| variant | Lathe vs logit KD (pt) | PyTorch vs logit KD (pt) | same sign | Lathe vs baseline | "
+                 "PyTorch vs baseline |" + rd)
+        L.append("|---|---:|---:|---|---:|---:|" + rds)
+        for e in r["extras"]:
+            L.append(f"| {e['variant']} | {fmt3(e['lathe']['vs_logit_kd'])} | {fmt3(e['torch']['vs_logit_kd'])} | "
+                     f"{'yes' if e['same_sign'] else 'NO'} | {fmt3(e['lathe']['vs_baseline'])} | "
+                     f"{fmt3(e['torch']['vs_baseline'])} |" + run_diff(e))
     if r.get("preset"):
         pr = r["preset"]
         L.append(f"\n## The preset\n\n`{pr['file']}` with this teacher, 3 seeds (KD against the same file with "

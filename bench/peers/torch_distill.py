@@ -12,14 +12,19 @@
 # batch kept, the first N training images (data.train_subset). The epoch order is Lathe's own
 # (DataLoader::epoch_order: Fisher-Yates driven by splitmix64 seeded from (seed, epoch), ported here
 # bit for bit), so both frameworks see the same batches; initialisation and augmentation draws are
-# PyTorch's (same distributions, other values).
+# PyTorch's (same distributions, other values). A cell can instead start from given weights
+# ("init_from": a safetensors of the student, e.g. the --export-init file Lathe's model.init_from
+# reads) and take the feature projection's initial weights from Lathe's own rule ("projection_init":
+# "lathe": Linear::create_params drawn from Rng(seed * 0xD1B54A32D192ED03 + 0x9a0), ported bit for
+# bit), so that both frameworks start every weight from the same values (distill_study.py --same-init).
 #
 #   torch_distill.py --teacher runs/<id>/model.safetensors [--seeds 0 1 2] [--temperature 4] [--alpha 0.7]
 #       the 5-epoch cosine comparison of issue 5 (prints one JSON object)
 #   torch_distill.py --teacher T.safetensors --cells cells.json --out results.jsonl
 #       every cell of cells.json (a list of objects: id, subset, epochs, schedule, hidden, seed, kd,
-#       temperature, alpha, feature_weight, augment {shift_px, hflip, noise_std, strength}); one JSON
-#       line per cell appended to --out; cells whose id is already in --out are skipped
+#       temperature, alpha, feature_weight, augment {shift_px, hflip, noise_std, strength}, optional
+#       init_from and projection_init); one JSON line per cell appended to --out; cells whose id is
+#       already in --out are skipped
 #   torch_distill.py --export-init DIR --hidden 64 --seeds 0 1 2
 #       writes DIR/student<H>-seed<S>.safetensors: the initial weights train_cell starts from for that
 #       seed, for Lathe's model.init_from (the same-init parity check of bench/distill_study.py)
@@ -80,6 +85,25 @@ def lathe_epoch_order(seed, epoch, count):
     return _ORDERS[key]
 
 
+def lathe_linear_init(rng, fan_in, fan_out):
+    """engine/nn/linear.cpp Linear::create_params: weight [out, in] then bias [out], each element
+    uniform(-b, b) with b = 1/sqrt(in) drawn in row-major order (Rng::uniform: 53 bits), stored as f32."""
+    bound = 1.0 / math.sqrt(fan_in)
+
+    def draw(n):
+        return [-bound + (bound - -bound) * ((rng.next_u64() >> 11) * 2.0 ** -53) for _ in range(n)]
+
+    w = torch.tensor(draw(fan_out * fan_in), dtype=torch.float64).to(torch.float32).reshape(fan_out, fan_in)
+    b = torch.tensor(draw(fan_out), dtype=torch.float64).to(torch.float32)
+    return w, b
+
+
+def lathe_projection_init(seed, fan_in, fan_out):
+    """The feature projection Lathe's distillation stage creates for one pair (engine/run/stage_distill.cpp:
+    Rng proj_rng(cfg.seed * 0xD1B54A32D192ED03 + 0x9a0), then the Distiller's one Linear)."""
+    return lathe_linear_init(LatheRng((seed * 0xD1B54A32D192ED03 + 0x9A0) & M64), fan_in, fan_out)
+
+
 def build_student(hidden):
     return nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
@@ -134,10 +158,26 @@ def train_cell(cell, x_all, y_all, xt, yt, teacher, t_logits, t_feats, batch=128
         aug.get("shift_px", 0) > 0 or aug.get("hflip") or aug.get("noise_std", 0) > 0)
     torch.manual_seed(seed)
     model = build_student(hidden)
+    init_check = None
+    if cell.get("init_from"):  # the same file Lathe's model.init_from reads
+        given = load_file(cell["init_from"])
+        own = model.state_dict()
+        if set(given) != set(own) or any(given[k].shape != own[k].shape for k in own):
+            raise ValueError(f"{cell['init_from']}: tensors {sorted((k, tuple(v.shape)) for k, v in given.items())}, "
+                             f"the 784-{hidden}-10 student has {sorted((k, tuple(v.shape)) for k, v in own.items())}")
+        init_check = {"init_equals_seeded": all(torch.equal(given[k], own[k]) for k in own)}
+        model.load_state_dict(given)
     params = list(model.parameters())
     proj = None
     if fw > 0:
-        proj = nn.Linear(hidden, t_feats.shape[1])
+        proj = nn.Linear(hidden, t_feats.shape[1])  # drawn even when replaced, so the RNG stream is unchanged
+        if cell.get("projection_init") == "lathe":
+            w, b = lathe_projection_init(seed, hidden, t_feats.shape[1])
+            with torch.no_grad():
+                proj.weight.copy_(w)
+                proj.bias.copy_(b)
+        elif cell.get("projection_init") not in (None, "torch"):
+            raise ValueError(f"cell {cell.get('id')}: projection_init '{cell['projection_init']}'; allowed: torch, lathe")
         params += list(proj.parameters())
     opt = torch.optim.SGD(params, lr=lr, momentum=fp.MOMENTUM)
     steps_per_epoch = math.ceil(n / batch)
@@ -175,7 +215,7 @@ def train_cell(cell, x_all, y_all, xt, yt, teacher, t_logits, t_feats, batch=128
             loss.backward()
             opt.step()
             step += 1
-    return fp.accuracy(model, "student", xt, yt)
+    return fp.accuracy(model, "student", xt, yt), init_check
 
 
 def load_teacher(path):
@@ -215,8 +255,8 @@ def run_cells(a):
             continue
         if teacher_acc is None:
             teacher_acc = fp.accuracy(teacher, "teacher", xt, yt)
-        acc = train_cell(cell, x, y, xt, yt, teacher, t_logits, t_feats)
-        row = dict(cell, test_accuracy=acc, teacher_test_accuracy=teacher_acc, torch=torch.__version__)
+        acc, init_check = train_cell(cell, x, y, xt, yt, teacher, t_logits, t_feats)
+        row = dict(cell, test_accuracy=acc, teacher_test_accuracy=teacher_acc, torch=torch.__version__, **(init_check or {}))
         with open(a.out, "a") as f:
             f.write(json.dumps(row) + "\n")
         print(f"{cell['id']}: {100 * acc:.2f}%", flush=True)
@@ -262,8 +302,8 @@ def main():
     for seed in a.seeds:
         common = {"seed": seed, "epochs": a.epochs, "schedule": "cosine", "hidden": 64,
                   "temperature": a.temperature, "alpha": a.alpha}
-        base = train_cell(dict(common, kd=False), x, y, xt, yt, teacher, t_logits, t_feats)
-        dist = train_cell(dict(common, kd=True), x, y, xt, yt, teacher, t_logits, t_feats)
+        base, _ = train_cell(dict(common, kd=False), x, y, xt, yt, teacher, t_logits, t_feats)
+        dist, _ = train_cell(dict(common, kd=True), x, y, xt, yt, teacher, t_logits, t_feats)
         out["rows"].append({"seed": seed, "baseline": base, "distilled": dist})
     n = len(out["rows"])
     out["mean_baseline"] = sum(r["baseline"] for r in out["rows"]) / n
