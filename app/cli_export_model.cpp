@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -32,18 +33,32 @@ std::string kinds_text() {
   return s;
 }
 
-// The graph the run's (validated) config describes, for its images.
-std::unique_ptr<Model> run_graph(const nlohmann::json& cfg) {
+// The graph the run's (validated) config describes, for its images: their shape and classes come
+// from the data record of the run's started event (every kind of data), else from its IDX file.
+std::unique_ptr<Model> run_graph(const nlohmann::json& cfg, const std::vector<EventRecord>& events) {
   const nlohmann::json& m = cfg.at("model");
   if (m.at("zoo") == "onnx")
     return import_onnx(m.at("onnx").get<std::string>()).model;
   Shape image = {1, 28, 28};
+  int zoo_classes = 10;
   const nlohmann::json& d = cfg.at("data");
-  if (d.at("dataset") == "idx") {
+  const nlohmann::json* record = nullptr;
+  for (const EventRecord& e : events)
+    if (e.kind == "started" && e.fields.is_object() && e.fields.contains("data") && e.fields["data"].is_object())
+      record = &e.fields["data"];
+  if (record && record->contains("channels") && record->contains("num_classes")) {
+    image = {record->at("channels").get<int64_t>(), record->at("rows").get<int64_t>(), record->at("cols").get<int64_t>()};
+    const int classes = record->at("num_classes").get<int>();
+    const bool historical = d.at("dataset") == "idx" || d.at("dataset") == "fashion-mnist";
+    zoo_classes = historical ? std::max(10, classes) : classes;  // as data_setup.h's zoo_class_count
+  } else if (d.at("dataset") == "idx") {
     const IdxArray images = read_idx(d.at("train_images").get<std::string>(), 3);
     image = {1, images.dims.at(1), images.dims.at(2)};
+  } else if (d.at("dataset") != "fashion-mnist") {
+    throw DataError("the run's started event has no data record, so the shape of its " + d.at("dataset").dump() +
+                    " images is unknown");
   }
-  return build_model_from_section(m, image);
+  return build_model_from_section(m, image, zoo_classes);
 }
 
 int cmd_export_model(const std::string& db, const std::string& ref, const std::string& format, const std::string& out,
@@ -72,7 +87,7 @@ int cmd_export_model(const std::string& db, const std::string& ref, const std::s
     throw DataError("run " + id + " recorded no " + (artifact_kind.empty() ? "f32 weights" : artifact_kind) +
                     " artifact (" + kinds_text() + "); was train.save_model off?");
   const SafetensorsFile weights = load_safetensors(chosen->path);
-  std::unique_ptr<Model> graph = run_graph(cfg);
+  std::unique_ptr<Model> graph = run_graph(cfg, store.events(id));
   std::unique_ptr<Model> model = resize_to_weights(*graph, weights.tensors, chosen->path);
   ReferenceBackend be;
   Rng rng(0);

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     model.create_params(*be, lathe::DType::f32, rng);
     lathe::load_onnx_weights(model, *be, imported);
     const lathe::TrainTest data = lathe::load_fashion_mnist(data_dir);
-    lathe::check_onnx_input(model, {1, data.test.rows, data.test.cols});
+    lathe::check_onnx_input(model, data.test.sample_shape());
     lathe::LoaderOptions opt;
     opt.batch_size = 500;
     opt.shuffle = false;
