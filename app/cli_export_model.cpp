@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -33,18 +34,32 @@ std::string kinds_text() {
   return s;
 }
 
-// The graph the run's (validated) config describes, for its images.
-std::unique_ptr<Model> run_graph(const nlohmann::json& cfg) {
+// The graph the run's (validated) config describes, for its images: their shape and classes come
+// from the data record of the run's started event (every kind of data), else from its IDX file.
+std::unique_ptr<Model> run_graph(const nlohmann::json& cfg, const std::vector<EventRecord>& events) {
   const nlohmann::json& m = cfg.at("model");
   if (m.at("zoo") == "onnx")
     return import_onnx(m.at("onnx").get<std::string>()).model;
   Shape image = {1, 28, 28};
+  int zoo_classes = 10;
   const nlohmann::json& d = cfg.at("data");
-  if (d.at("dataset") == "idx") {
+  const nlohmann::json* record = nullptr;
+  for (const EventRecord& e : events)
+    if (e.kind == "started" && e.fields.is_object() && e.fields.contains("data") && e.fields["data"].is_object())
+      record = &e.fields["data"];
+  if (record && record->contains("channels") && record->contains("num_classes")) {
+    image = {record->at("channels").get<int64_t>(), record->at("rows").get<int64_t>(), record->at("cols").get<int64_t>()};
+    const int classes = record->at("num_classes").get<int>();
+    const bool historical = d.at("dataset") == "idx" || d.at("dataset") == "fashion-mnist";
+    zoo_classes = historical ? std::max(10, classes) : classes;  // as data_setup.h's zoo_class_count
+  } else if (d.at("dataset") == "idx") {
     const IdxArray images = read_idx(d.at("train_images").get<std::string>(), 3);
     image = {1, images.dims.at(1), images.dims.at(2)};
+  } else if (d.at("dataset") != "fashion-mnist") {
+    throw DataError("the run's started event has no data record, so the shape of its " + d.at("dataset").dump() +
+                    " images is unknown");
   }
-  return build_model_from_section(m, image);
+  return build_model_from_section(m, image, zoo_classes);
 }
 
 /// The last artifact of `kind` with a safetensors file, or null.
@@ -57,10 +72,10 @@ const ArtifactRecord* last_of(const std::vector<ArtifactRecord>& artifacts, cons
 }
 
 /// The graph of the run with the weights of an f32 artifact, on the reference backend.
-std::unique_ptr<Model> load_run_model(const nlohmann::json& cfg, const ArtifactRecord& weights_artifact,
-                                      ReferenceBackend& be) {
+std::unique_ptr<Model> load_run_model(const nlohmann::json& cfg, const std::vector<EventRecord>& events,
+                                      const ArtifactRecord& weights_artifact, ReferenceBackend& be) {
   const SafetensorsFile weights = load_safetensors(weights_artifact.path);
-  std::unique_ptr<Model> graph = run_graph(cfg);
+  std::unique_ptr<Model> graph = run_graph(cfg, events);
   std::unique_ptr<Model> model = resize_to_weights(*graph, weights.tensors, weights_artifact.path);
   Rng rng(0);
   model->create_params(be, DType::f32, rng);
@@ -70,15 +85,15 @@ std::unique_ptr<Model> load_run_model(const nlohmann::json& cfg, const ArtifactR
 
 /// An INT8 run as QDQ ONNX: the f32 graph (model-f32, saved by the quant stage beside the INT8
 /// file) for the nodes that stay f32, the INT8 file's s8 weights, scales and quantized values.
-int export_int8(const std::string& id, const nlohmann::json& cfg, const std::vector<ArtifactRecord>& artifacts,
-                const ArtifactRecord* int8, const std::string& out) {
+int export_int8(const std::string& id, const nlohmann::json& cfg, const std::vector<EventRecord>& events,
+                const std::vector<ArtifactRecord>& artifacts, const ArtifactRecord* int8, const std::string& out) {
   if (!int8)
     throw DataError("run " + id + " recorded no model-int8 artifact (quant.mode none, or train.save_model off?)");
   const ArtifactRecord* f32 = last_of(artifacts, "model-f32");
   if (!f32)
     throw DataError("run " + id + " recorded no model-f32 artifact beside its INT8 file; the QDQ graph needs it");
   ReferenceBackend be;
-  std::unique_ptr<Model> model = load_run_model(cfg, *f32, be);
+  std::unique_ptr<Model> model = load_run_model(cfg, events, *f32, be);
   const QdqPlan plan = qdq_plan_from_file(load_safetensors(int8->path), int8->path);
   const int64_t bytes = export_onnx_qdq(*model, be, plan, out,
                                         {.metadata = {{"lathe_run", id},
@@ -107,7 +122,7 @@ int cmd_export_model(const std::string& db, const std::string& ref, const std::s
   const std::vector<ArtifactRecord> artifacts = store.artifacts(id);
   const ArtifactRecord* int8 = last_of(artifacts, "model-int8");
   if (artifact_kind == "model-int8" || (artifact_kind.empty() && int8))
-    return export_int8(id, cfg, artifacts, int8, out);
+    return export_int8(id, cfg, store.events(id), artifacts, int8, out);
   const ArtifactRecord* chosen = nullptr;
   for (const ArtifactRecord& a : artifacts) {  // in recording order: the last one is the most final
     const bool wanted = artifact_kind.empty() ? std::find(kF32Kinds.begin(), kF32Kinds.end(), a.kind) != kF32Kinds.end()
@@ -119,7 +134,7 @@ int cmd_export_model(const std::string& db, const std::string& ref, const std::s
     throw DataError("run " + id + " recorded no " + (artifact_kind.empty() ? "f32 weights" : artifact_kind) +
                     " artifact (" + kinds_text() + "); was train.save_model off?");
   ReferenceBackend be;
-  std::unique_ptr<Model> model = load_run_model(cfg, *chosen, be);
+  std::unique_ptr<Model> model = load_run_model(cfg, store.events(id), *chosen, be);
   const int64_t bytes = export_onnx(
       *model, be, out,
       {.metadata = {{"lathe_run", id}, {"lathe_artifact", chosen->kind}, {"lathe_weights_sha256", chosen->sha256}}});

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
                            std::memcmp(saved[name].raw(), t.contiguous_copy().raw(), t.nbytes()) == 0;
     }
     const lathe::TrainTest data = lathe::load_fashion_mnist(data_dir);
-    lathe::check_onnx_input(model, {1, data.test.rows, data.test.cols});
+    lathe::check_onnx_input(model, data.test.sample_shape());
     lathe::LoaderOptions opt;
     opt.batch_size = 500;
     opt.shuffle = false;

@@ -12,6 +12,23 @@ find_package(SQLite3 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
+# Bring-your-own data (engine/data): .npz archives (libzip-dev), PNG (libpng-dev), JPEG (libjpeg62-turbo-dev).
+# Debian's libzip-config.cmake also imports the zipcmp/zipmerge tools, which libzip-dev does not
+# install; the library and header are found directly.
+find_path(LATHE_ZIP_INCLUDE zip.h)
+find_library(LATHE_ZIP_LIB zip)
+find_package(PNG QUIET)
+find_package(JPEG QUIET)
+if(LATHE_ZIP_INCLUDE AND LATHE_ZIP_LIB AND NOT TARGET libzip::zip)
+  add_library(libzip::zip UNKNOWN IMPORTED)
+  set_target_properties(libzip::zip PROPERTIES IMPORTED_LOCATION ${LATHE_ZIP_LIB}
+                        INTERFACE_INCLUDE_DIRECTORIES ${LATHE_ZIP_INCLUDE})
+endif()
+if(NOT TARGET libzip::zip OR NOT PNG_FOUND OR NOT JPEG_FOUND)
+  message(FATAL_ERROR "libzip, libpng or libjpeg was not found: Lathe reads .npz arrays and PNG/JPEG image folders "
+                      "with them. Install them with scripts/install-deps.sh (apt-get install libzip-dev libpng-dev "
+                      "libjpeg62-turbo-dev)")
+endif()
 # ONNX (Debian's libonnx-dev 1.12, protobuf) for model import and export (engine/io/onnx).
 find_package(Protobuf QUIET)
 find_package(ONNX 1.12 CONFIG QUIET)

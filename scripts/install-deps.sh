@@ -7,6 +7,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git
   libdnnl-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev zlib1g-dev
   libonnx-dev libprotobuf-dev
+  libzip-dev libpng-dev libjpeg62-turbo-dev
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libgloo-dev libhiredis-dev redis-server
   poppler-utils
   slurmctld slurmd slurm-client munge

@@ -109,4 +109,14 @@ void augment_image(const float* src, float* dst, int64_t rows, int64_t cols, con
   apply_augment(plan, src, dst, rows, cols, space, rng);
 }
 
+void augment_channels(const float* src, float* dst, int64_t channels, int64_t rows, int64_t cols,
+                      const AugmentOptions& options, Rng& rng, const std::vector<PixelSpace>& spaces) {
+  LATHE_CHECK(static_cast<int64_t>(spaces.size()) == channels, "augment_channels: ", spaces.size(),
+              " pixel spaces for ", channels, " channels");
+  const AugmentPlan plan = draw_augment(options, rng);
+  const int64_t plane = rows * cols;
+  for (int64_t c = 0; c < channels; ++c)
+    apply_augment(plan, src + c * plane, dst + c * plane, rows, cols, spaces[static_cast<size_t>(c)], rng);
+}
+
 }  // namespace lathe

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/core/rng.h"
 
@@ -64,5 +65,11 @@ void apply_augment(const AugmentPlan& plan, const float* src, float* dst, int64_
 /// draw_augment then apply_augment with the same rng. src == dst is allowed.
 void augment_image(const float* src, float* dst, int64_t rows, int64_t cols, const AugmentOptions& options, Rng& rng,
                    const PixelSpace& space = {});
+
+/// A C x rows x cols image: one plan drawn from `rng` (the same shift and flip for every channel),
+/// applied channel by channel in `spaces[c]` (black = that channel's black), the noise drawn from
+/// `rng` after the plan, channel after channel. For one channel this is augment_image exactly.
+void augment_channels(const float* src, float* dst, int64_t channels, int64_t rows, int64_t cols,
+                      const AugmentOptions& options, Rng& rng, const std::vector<PixelSpace>& spaces);
 
 }  // namespace lathe

@@ -95,16 +95,54 @@ void require_samples(const Dataset& ds, const std::string& split) {
 Dataset subset(const Dataset& ds, int64_t n) {
   LATHE_CHECK(n >= 0, "subset: n must be >= 0, got ", n);
   n = std::min(n, ds.count);
+  std::vector<int64_t> first(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    first[static_cast<size_t>(i)] = i;
+  return select_samples(ds, first, " (first " + std::to_string(n) + ")");
+}
+
+Dataset select_samples(const Dataset& ds, const std::vector<int64_t>& indices, const std::string& what) {
   Dataset out;
-  out.count = n;
+  out.count = static_cast<int64_t>(indices.size());
+  out.channels = ds.channels;
   out.rows = ds.rows;
   out.cols = ds.cols;
   out.num_classes = ds.num_classes;
-  out.source = ds.source + " (first " + std::to_string(n) + ")";
-  const size_t pixels = static_cast<size_t>(n * ds.rows * ds.cols);
-  out.images.assign(ds.images.begin(), ds.images.begin() + pixels);
-  out.labels.assign(ds.labels.begin(), ds.labels.begin() + n);
+  out.class_names = ds.class_names;
+  out.channel_mean = ds.channel_mean;
+  out.channel_std = ds.channel_std;
+  out.source = ds.source + what;
+  const int64_t per = ds.pixels_per_image();
+  if (ds.is_float())
+    out.float_images.resize(static_cast<size_t>(out.count * per));
+  else
+    out.images.resize(static_cast<size_t>(out.count * per));
+  out.labels.resize(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const int64_t i = indices[k];
+    LATHE_CHECK(i >= 0 && i < ds.count, "select_samples: index ", i, " outside [0, ", ds.count, ")");
+    if (ds.is_float())
+      std::copy(ds.float_image(i), ds.float_image(i) + per, out.float_images.begin() + static_cast<int64_t>(k) * per);
+    else
+      std::copy(ds.image(i), ds.image(i) + per, out.images.begin() + static_cast<int64_t>(k) * per);
+    out.labels[k] = ds.labels[static_cast<size_t>(i)];
+  }
   return out;
+}
+
+void check_dataset_shape(const Dataset& ds) {
+  LATHE_CHECK(ds.count >= 0 && ds.channels >= 1 && ds.rows >= 1 && ds.cols >= 1, "dataset '", ds.source,
+              "' has count ", ds.count, ", channels ", ds.channels, ", rows ", ds.rows, ", cols ", ds.cols);
+  const auto values = static_cast<size_t>(ds.count * ds.pixels_per_image());
+  const bool u8_ok = ds.images.size() == values && (ds.float_images.empty() || values == 0);
+  const bool f32_ok = ds.float_images.size() == values && ds.images.empty();
+  LATHE_CHECK((u8_ok || f32_ok) && ds.labels.size() == static_cast<size_t>(ds.count), "dataset '", ds.source,
+              "' holds ", ds.images.size(), " u8 and ", ds.float_images.size(), " f32 values and ", ds.labels.size(),
+              " labels for ", ds.count, " images of ", ds.channels, " x ", ds.rows, " x ", ds.cols);
+  LATHE_CHECK(ds.channel_mean.size() == ds.channel_std.size() &&
+                  (ds.channel_mean.empty() || static_cast<int64_t>(ds.channel_mean.size()) == ds.channels),
+              "dataset '", ds.source, "': ", ds.channel_mean.size(), " channel means and ", ds.channel_std.size(),
+              " stds for ", ds.channels, " channels");
 }
 
 }  // namespace lathe

@@ -1,6 +1,7 @@
 // Labelled image sets in memory: an IDX image/label pair (any MNIST-like set) and Fashion-MNIST,
 // found where the Debian package dataset-fashion-mnist installs it unless a folder is given.
-// Images stay u8 (47 MB for Fashion-MNIST's training set); the loader normalises each batch.
+// Images stay u8 (47 MB for Fashion-MNIST's training set) or f32 (NumPy float32 arrays, intensities
+// in [0, 1]), C x H x W per image; the loader normalises each batch, per channel.
 #pragma once
 
 #include <cstdint>
@@ -16,14 +17,24 @@ inline constexpr float kFashionStd = 0.3530f;
 inline constexpr int kFashionClasses = 10;
 
 struct Dataset {
-  std::vector<uint8_t> images;  // count * rows * cols, row-major, one byte per pixel
-  std::vector<int32_t> labels;  // count, each in [0, num_classes)
-  int64_t count = 0, rows = 0, cols = 0;
+  std::vector<uint8_t> images;        // count * channels * rows * cols (NCHW), one byte per value; or empty
+  std::vector<float> float_images;    // the same layout in f32 (intensities, 0 = black, 1 = white); or empty
+  std::vector<int32_t> labels;        // count, each in [0, num_classes)
+  int64_t count = 0, channels = 1, rows = 0, cols = 0;
   int num_classes = 0;
-  std::string source;  // where the data came from ("<images file> + <labels file>")
+  std::string source;                    // where the data came from ("<images file> + <labels file>")
+  std::vector<std::string> class_names;  // optional, one per class (an image folder's subfolders)
+  /// Per-channel mean and std of intensities in [0, 1], used by the loader to normalise
+  /// ((p - mean[c]) / std[c]); empty = the loader's options (Fashion-MNIST's values by default).
+  std::vector<float> channel_mean, channel_std;
 
-  int64_t pixels_per_image() const { return rows * cols; }
-  const uint8_t* image(int64_t i) const { return images.data() + i * rows * cols; }
+  bool is_float() const { return !float_images.empty(); }
+  int64_t pixels_per_image() const { return channels * rows * cols; }
+  int64_t plane() const { return rows * cols; }
+  const uint8_t* image(int64_t i) const { return images.data() + i * pixels_per_image(); }
+  const float* float_image(int64_t i) const { return float_images.data() + i * pixels_per_image(); }
+  /// The per-sample input shape a model sees: {channels, rows, cols}.
+  std::vector<int64_t> sample_shape() const { return {channels, rows, cols}; }
 };
 
 struct TrainTest {
@@ -52,5 +63,13 @@ void require_samples(const Dataset& ds, const std::string& split);
 
 /// The first `n` samples of `ds` (all of them when n >= ds.count). Throws lathe::Error when n < 0.
 Dataset subset(const Dataset& ds, int64_t n);
+
+/// The samples `indices` of `ds`, in that order, with its shape, classes and normalisation
+/// (`source` gets `what` appended). Throws lathe::Error for an index out of range.
+Dataset select_samples(const Dataset& ds, const std::vector<int64_t>& indices, const std::string& what);
+
+/// Throws lathe::Error unless the image buffer (u8 or f32, exactly one of them) holds
+/// count x channels x rows x cols values and there are count labels.
+void check_dataset_shape(const Dataset& ds);
 
 }  // namespace lathe

@@ -39,20 +39,23 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options)
   LATHE_CHECK(m_options.world_size >= 1 && m_options.rank >= 0 && m_options.rank < m_options.world_size,
               "DataLoader: rank ", m_options.rank, " of world size ", m_options.world_size);
   LATHE_CHECK(m_options.std > 0, "DataLoader: std must be > 0, got ", m_options.std);
-  LATHE_CHECK(ds.count >= 0 && ds.rows >= 1 && ds.cols >= 1, "DataLoader: dataset '", ds.source, "' has count ",
-              ds.count, ", rows ", ds.rows, ", cols ", ds.cols);
-  LATHE_CHECK(static_cast<int64_t>(ds.images.size()) == ds.count * ds.rows * ds.cols &&
-                  static_cast<int64_t>(ds.labels.size()) == ds.count,
-              "DataLoader: dataset '", ds.source, "' holds ", ds.images.size(), " pixels and ", ds.labels.size(),
-              " labels for ", ds.count, " images of ", ds.rows, " x ", ds.cols);
+  check_dataset_shape(ds);
   validate_augment(m_options.augment);
 
-  m_space = PixelSpace{m_options.mean, m_options.std};
-  for (int v = 0; v < 256; ++v)
-    m_table[v] = (static_cast<float>(v) / 255.0f - m_options.mean) / m_options.std;
+  for (int64_t c = 0; c < ds.channels; ++c) {
+    const bool own = !ds.channel_mean.empty();
+    const float mean = own ? ds.channel_mean[static_cast<size_t>(c)] : m_options.mean;
+    const float std = own ? ds.channel_std[static_cast<size_t>(c)] : m_options.std;
+    LATHE_CHECK(std > 0, "DataLoader: dataset '", ds.source, "' channel ", c, " has std ", std, " (must be > 0)");
+    m_spaces.push_back(PixelSpace{mean, std});
+    std::array<float, 256> table;
+    for (int v = 0; v < 256; ++v)
+      table[static_cast<size_t>(v)] = (static_cast<float>(v) / 255.0f - mean) / std;
+    m_tables.push_back(table);
+  }
   m_augment = augment_enabled(m_options.augment);
   if (m_augment)
-    m_scratch.resize(static_cast<size_t>(ds.rows * ds.cols));
+    m_scratch.resize(static_cast<size_t>(ds.pixels_per_image()));
   m_capacity = static_cast<size_t>(std::max(m_options.prefetch, 1));
   m_num_batches = batches_per_epoch();
   m_worker = std::thread([this] { worker_loop(); });
@@ -168,35 +171,42 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, i
   const int64_t global_size = std::min(m_options.batch_size * world, ds.count - global_begin);
   const int64_t begin = global_begin + global_size * rank / world;
   const int64_t size = global_begin + global_size * (rank + 1) / world - begin;
-  const int64_t pixels = ds.rows * ds.cols;
+  const int64_t pixels = ds.pixels_per_image(), plane = ds.plane();
 
   Batch batch;
   batch.index = index;
   batch.global_size = global_size;
   // A fresh 64-byte aligned allocation per batch: the caller may keep a batch's tensors alive (e.g.
   // saved for backward), so reusing them from a pool would need ownership tracking Tensor lacks.
-  batch.images = Tensor::empty({size, 1, ds.rows, ds.cols}, DType::f32);
+  batch.images = Tensor::empty({size, ds.channels, ds.rows, ds.cols}, DType::f32);
   batch.labels = Tensor::empty({size}, DType::s32);
   float* images = batch.images.data<float>();
   int32_t* labels = batch.labels.data<int32_t>();
-  const float* table = m_table.data();
   const uint64_t augment_key = mix64(mix64(m_options.seed, kAugmentSalt), static_cast<uint64_t>(epoch));
 
   for (int64_t k = 0; k < size; ++k) {
     const int64_t sample = order[static_cast<size_t>(begin + k)];
-    const uint8_t* src = ds.image(sample);
     float* dst = images + k * pixels;
     labels[k] = ds.labels[static_cast<size_t>(sample)];
-    if (!m_augment) {
-      for (int64_t p = 0; p < pixels; ++p)
-        dst[p] = table[src[p]];
-      continue;
+    float* out = m_augment ? m_scratch.data() : dst;
+    for (int64_t c = 0; c < ds.channels; ++c) {
+      float* plane_out = out + c * plane;
+      if (ds.is_float()) {
+        const float* src = ds.float_image(sample) + c * plane;
+        const PixelSpace& space = m_spaces[static_cast<size_t>(c)];
+        for (int64_t p = 0; p < plane; ++p)
+          plane_out[p] = (src[p] - space.mean) / space.std;
+      } else {
+        const uint8_t* src = ds.image(sample) + c * plane;
+        const float* table = m_tables[static_cast<size_t>(c)].data();
+        for (int64_t p = 0; p < plane; ++p)
+          plane_out[p] = table[src[p]];
+      }
     }
-    float* scratch = m_scratch.data();
-    for (int64_t p = 0; p < pixels; ++p)
-      scratch[p] = table[src[p]];
+    if (!m_augment)
+      continue;
     Rng rng(mix64(augment_key, static_cast<uint64_t>(sample)));
-    augment_image(scratch, dst, ds.rows, ds.cols, m_options.augment, rng, m_space);
+    augment_channels(out, dst, ds.channels, ds.rows, ds.cols, m_options.augment, rng, m_spaces);
   }
   if (m_options.on_batch)
     m_options.on_batch(batch);

@@ -31,7 +31,7 @@
 namespace lathe {
 
 struct Batch {
-  Tensor images;      // f32 [B, 1, rows, cols], normalised: (p / 255 - mean) / std
+  Tensor images;      // f32 [B, C, rows, cols], normalised per channel: (p / 255 - mean[c]) / std[c]
   Tensor labels;      // s32 [B]
   int64_t index = 0;  // batch number within the epoch
   /// Samples of the global batch this one is a share of (all ranks together; = images.dim(0) on one rank).
@@ -47,8 +47,8 @@ struct LoaderOptions {
   /// Optional hook run on the worker thread on each finished batch (e.g. to convert its layout);
   /// an exception it throws is rethrown by next().
   std::function<void(Batch&)> on_batch;
-  float mean = kFashionMean;  // of pixel intensities in [0, 1]
-  float std = kFashionStd;
+  float mean = kFashionMean;  // of pixel intensities in [0, 1], every channel; a dataset's own
+  float std = kFashionStd;    // channel_mean / channel_std take precedence
   int prefetch = 2;    // batches prepared ahead by the background thread (at least 1)
   int rank = 0;        // this rank's share of every global batch (0 <= rank < world_size)
   int world_size = 1;  // ranks sharing the epoch
@@ -86,8 +86,8 @@ class DataLoader {
  private:
   const Dataset* m_dataset;
   LoaderOptions m_options;
-  std::array<float, 256> m_table;  // u8 pixel -> normalised float
-  PixelSpace m_space;
+  std::vector<std::array<float, 256>> m_tables;  // per channel: u8 pixel -> normalised float
+  std::vector<PixelSpace> m_spaces;              // per channel
   bool m_augment = false;
   std::vector<float> m_scratch;  // worker thread only
 

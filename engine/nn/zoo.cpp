@@ -19,44 +19,56 @@ std::vector<std::string> zoo_model_names() { return {"mlp", "cnn", "teacher", "s
 
 namespace {
 
-std::unique_ptr<Model> conv_net(int64_t c1, int64_t c2, int64_t hidden) {
-  auto m = std::make_unique<Model>(Shape{1, 28, 28});
-  m->add("0", std::make_unique<Conv2d>(1, c1, 3, 1, 1));
+/// Two conv/ReLU/pool blocks and two linear layers, for C x H x W inputs (H and W at least 4: each
+/// 2x2 pool halves them, rounding down, as PyTorch's MaxPool2d(2) does).
+std::unique_ptr<Model> conv_net(int64_t c1, int64_t c2, int64_t hidden, const Shape& input, int64_t classes) {
+  const int64_t channels = input[0], h = input[1] / 4, w = input[2] / 4;
+  auto m = std::make_unique<Model>(input);
+  m->add("0", std::make_unique<Conv2d>(channels, c1, 3, 1, 1));
   m->add("1", std::make_unique<ReLU>());
   m->add("2", std::make_unique<MaxPool2d>(2));
   m->add("3", std::make_unique<Conv2d>(c1, c2, 3, 1, 1));
   m->add("4", std::make_unique<ReLU>());
   m->add("5", std::make_unique<MaxPool2d>(2));
   m->add("6", std::make_unique<Flatten>());
-  m->add("7", std::make_unique<Linear>(c2 * 7 * 7, hidden));
+  m->add("7", std::make_unique<Linear>(c2 * h * w, hidden));
   m->add("8", std::make_unique<ReLU>());
-  m->add("9", std::make_unique<Linear>(hidden, 10));
+  m->add("9", std::make_unique<Linear>(hidden, classes));
   return m;
 }
 
 }  // namespace
 
-std::unique_ptr<Model> build_zoo_model(const std::string& name) {
+std::unique_ptr<Model> build_zoo_model(const std::string& name) { return build_zoo_model(name, {1, 28, 28}, 10); }
+
+std::unique_ptr<Model> build_zoo_model(const std::string& name, const Shape& input, int num_classes) {
+  if (input.size() != 3 || input[0] < 1 || input[1] < 1 || input[2] < 1 || num_classes < 1)
+    throw ConfigError("model.zoo: '" + name + "' needs images of C x H x W >= 1 and at least one class");
+  const int64_t classes = num_classes;
+  const int64_t features = input[0] * input[1] * input[2];
   if (name == "mlp") {
-    auto m = std::make_unique<Model>(Shape{784});
-    m->add("0", std::make_unique<Linear>(784, 512));
+    auto m = std::make_unique<Model>(Shape{features});
+    m->add("0", std::make_unique<Linear>(features, 512));
     m->add("1", std::make_unique<ReLU>());
     m->add("2", std::make_unique<Linear>(512, 256));
     m->add("3", std::make_unique<ReLU>());
-    m->add("4", std::make_unique<Linear>(256, 10));
+    m->add("4", std::make_unique<Linear>(256, classes));
     return m;
   }
   if (name == "student") {
-    auto m = std::make_unique<Model>(Shape{784});
-    m->add("0", std::make_unique<Linear>(784, 64));
+    auto m = std::make_unique<Model>(Shape{features});
+    m->add("0", std::make_unique<Linear>(features, 64));
     m->add("1", std::make_unique<ReLU>());
-    m->add("2", std::make_unique<Linear>(64, 10));
+    m->add("2", std::make_unique<Linear>(64, classes));
     return m;
   }
-  if (name == "cnn")
-    return conv_net(32, 64, 128);
-  if (name == "teacher")
-    return conv_net(64, 128, 256);
+  if (name == "cnn" || name == "teacher") {
+    if (input[1] < 4 || input[2] < 4)
+      throw ConfigError("model.zoo: '" + name + "' pools twice by 2 and needs images of at least 4x4; this dataset has " +
+                        std::to_string(input[1]) + "x" + std::to_string(input[2]) +
+                        " (use model.zoo = \"mlp\", or \"custom\" with model.layers)");
+    return name == "cnn" ? conv_net(32, 64, 128, input, classes) : conv_net(64, 128, 256, input, classes);
+  }
   throw ConfigError("model.zoo: unknown model '" + name + "': allowed mlp, cnn, teacher, student, custom");
 }
 

@@ -9,8 +9,14 @@
 
 namespace lathe {
 
-/// "mlp", "cnn", "teacher", "student": the same layers as the nn.Sequential in bench/peers/torch_train.py.
+/// "mlp", "cnn", "teacher", "student": the same layers as the nn.Sequential in bench/peers/torch_train.py,
+/// for 1 x 28 x 28 images and 10 classes.
 std::unique_ptr<Model> build_zoo_model(const std::string& name);
+/// The same models for `input` = {C, H, W} images and `num_classes` outputs: the first layer takes
+/// C channels (mlp, student: C*H*W features) and the cnn's / teacher's first linear layer
+/// c2 * (H/4) * (W/4) features (two 2x2 pools, rounding down). ConfigError naming model.zoo when
+/// the shape cannot be taken (cnn, teacher: H or W below 4).
+std::unique_ptr<Model> build_zoo_model(const std::string& name, const Shape& input, int num_classes);
 std::vector<std::string> zoo_model_names();
 
 /// A model from a layer list such as

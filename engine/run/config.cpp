@@ -297,6 +297,12 @@ void check_cross_fields(const json& out, Validator& val) {
       if (!idx && !empty)
         val.problem(path, "only used when data.dataset is \"idx\" (data.dataset is " + data.at("dataset").dump() + ")");
     }
+    const bool npz = data.at("dataset") == "npz", folder = data.at("dataset") == "folder";
+    if ((npz || folder) && ok("data.path") && data.at("path").get<std::string>().empty())
+      val.problem("data.path", npz ? "required when data.dataset is \"npz\": a .npz file (x_train, y_train, x_test, "
+                                     "y_test) or a folder of those four .npy files"
+                                   : "required when data.dataset is \"folder\": the folder holding train/ and test/, "
+                                     "each with one subfolder of PNG/JPEG files per class");
   }
   if (ok("cost.instance")) {
     const std::string instance = out.at("cost").at("instance").get<std::string>();

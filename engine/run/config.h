@@ -40,7 +40,7 @@ nlohmann::json validate_config(const nlohmann::json& cfg);
 
 // ---- the typed config ----------------------------------------------------------------------------
 
-enum class DatasetKind { fashion_mnist, idx };
+enum class DatasetKind { fashion_mnist, idx, npz, folder };
 enum class ModelZoo { mlp, cnn, teacher, student, custom, onnx };
 enum class Precision { fp32, bf16, f16 };
 enum class OptimizerType { sgd, adamw };
@@ -95,8 +95,11 @@ struct AugmentConfig {
 
 struct DataConfig {
   DatasetKind dataset = DatasetKind::fashion_mnist;
-  std::string path;                                                  ///< empty = the Debian package folder
+  std::string path;  ///< fashion-mnist: its folder (empty = the Debian package one); npz: file or folder; folder: root
   std::string train_images, train_labels, test_images, test_labels;  ///< dataset=idx only
+  int num_classes = 0;     ///< npz: 0 = counted from the training labels
+  int64_t image_size = 32; ///< folder: images resized to image_size x image_size
+  int64_t channels = 3;    ///< folder: 1 (grey) or 3 (RGB)
   int64_t train_subset = 0;                                          ///< 0 = all
   int64_t test_subset = 0;                                           ///< 0 = all
   AugmentConfig augment;

@@ -14,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 // Each enum's schema spellings, indexed by the enum value.
-constexpr std::array<std::string_view, 2> kDatasetNames{"fashion-mnist", "idx"};
+constexpr std::array<std::string_view, 4> kDatasetNames{"fashion-mnist", "idx", "npz", "folder"};
 constexpr std::array<std::string_view, 6> kZooNames{"mlp", "cnn", "teacher", "student", "custom", "onnx"};
 constexpr std::array<std::string_view, 3> kPrecisionNames{"fp32", "bf16", "f16"};
 constexpr std::array<std::string_view, 2> kOptimizerNames{"sgd", "adamw"};
@@ -104,6 +104,11 @@ void parse_data(const json& d, DataConfig& out) {
   out.train_labels = d.at("train_labels").get<std::string>();
   out.test_images = d.at("test_images").get<std::string>();
   out.test_labels = d.at("test_labels").get<std::string>();
+  out.num_classes = d.at("num_classes").get<int>();
+  out.image_size = d.at("image_size").get<int64_t>();
+  out.channels = d.at("channels").get<int64_t>();
+  if (out.channels != 1 && out.channels != 3)
+    throw ConfigError("data.channels: " + std::to_string(out.channels) + " is not allowed; allowed: 1 (grey), 3 (RGB)");
   out.train_subset = d.at("train_subset").get<int64_t>();
   out.test_subset = d.at("test_subset").get<int64_t>();
   const json& a = d.at("augment");

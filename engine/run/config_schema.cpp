@@ -27,13 +27,23 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(integer("seed", 0, 0, kInf, "Seed for initialisation, shuffling and augmentation"));
   s.push_back(string("description", "", "Free text kept with the run"));
   // --- data
-  s.push_back(enumeration("data.dataset", {"fashion-mnist", "idx"},
-                          "fashion-mnist (the packaged files) or idx (any IDX image/label files)"));
-  s.push_back(string("data.path", "", "Folder holding the Fashion-MNIST files; empty = the Debian package folder"));
+  s.push_back(enumeration("data.dataset", {"fashion-mnist", "idx", "npz", "folder"},
+                          "fashion-mnist (the packaged files), idx (any IDX image/label files), npz (NumPy arrays "
+                          "x_train, y_train, x_test, y_test) or folder (train/ and test/ with one subfolder of "
+                          "PNG/JPEG files per class)"));
+  s.push_back(string("data.path", "",
+                     "fashion-mnist: folder of its files (empty = the Debian package folder); npz: the .npz file "
+                     "or a folder of x_train.npy, y_train.npy, x_test.npy, y_test.npy; folder: the root holding "
+                     "train/ and test/"));
   s.push_back(string("data.train_images", "", "Training images IDX file, .gz or plain (dataset=idx)"));
   s.push_back(string("data.train_labels", "", "Training labels IDX file, .gz or plain (dataset=idx)"));
   s.push_back(string("data.test_images", "", "Test images IDX file, .gz or plain (dataset=idx)"));
   s.push_back(string("data.test_labels", "", "Test labels IDX file, .gz or plain (dataset=idx)"));
+  s.push_back(integer("data.num_classes", 0, 0, 100000,
+                      "Classes (npz): labels must be below it; 0 = largest training label + 1"));
+  s.push_back(integer("data.image_size", 32, 1, 1024,
+                      "Side of the square images a folder's files are resized to (bilinear, dataset=folder)"));
+  s.push_back(integer("data.channels", 3, 1, 3, "Channels of a folder's images: 1 (grey) or 3 (RGB) (dataset=folder)"));
   s.push_back(integer("data.train_subset", 0, 0, kInf, "Use only the first N training samples; 0 = all"));
   s.push_back(integer("data.test_subset", 0, 0, kInf, "Use only the first N test samples; 0 = all"));
   s.push_back(integer("data.augment.shift_px", 0, 0, 8, "Random shift of up to N pixels in x and y"));

@@ -42,15 +42,11 @@ const Dataset& StageContext::test_share() {
   if (!test_share_cache) {  // rank r scores the r-th of `world` even, contiguous parts of the test set
     const Dataset& t = data.test;
     const int64_t begin = t.count * rank / world, end = t.count * (rank + 1) / world;
-    auto share = std::make_shared<Dataset>();
-    share->rows = t.rows;
-    share->cols = t.cols;
-    share->num_classes = t.num_classes;
-    share->source = t.source + " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")";
-    share->count = end - begin;
-    share->images.assign(t.images.begin() + begin * t.pixels_per_image(),
-                         t.images.begin() + end * t.pixels_per_image());
-    share->labels.assign(t.labels.begin() + begin, t.labels.begin() + end);
+    std::vector<int64_t> part;
+    for (int64_t i = begin; i < end; ++i)
+      part.push_back(i);
+    auto share = std::make_shared<Dataset>(
+        select_samples(t, part, " (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")"));
     test_share_cache = std::move(share);
   }
   return *test_share_cache;

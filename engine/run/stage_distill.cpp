@@ -7,6 +7,7 @@
 #include "engine/core/sha256.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
+#include "engine/run/data_setup.h"
 #include "engine/run/stage_registry.h"
 
 namespace lathe {
@@ -75,14 +76,15 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
         "distill.teacher: distillation runs on the CPU backends only (compute.backend = cpu or "
         "reference); the " +
         be.name() + " backend has no distillation loss kernel yet");
-  const Shape image_shape{1, data.train.rows, data.train.cols};
+  const Shape image_shape = data.train.sample_shape();
   Rng teacher_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 0x7eac4e5ull);
   if (stage->spec.kind == TeacherSpec::Kind::zoo) {
-    stage->teacher = build_zoo_model(stage->spec.value);
+    stage->teacher = build_zoo_model(stage->spec.value, image_shape, zoo_class_count(cfg.data, data.train));
     stage->teacher->create_params(be, DType::f32, teacher_rng);
   } else {
     stage->saved = resolve_saved_teacher(stage->spec, options.resolve_run, cfg.output.dir);
-    stage->teacher = build_model_from_section(stage->saved.model_config, image_shape);
+    stage->teacher = build_model_from_section(stage->saved.model_config, image_shape,
+                                              zoo_class_count(cfg.data, data.train));
     stage->teacher->create_params(be, DType::f32, teacher_rng);
     load_model_weights(*stage->teacher, be, stage->saved.weights_path);
   }

@@ -59,7 +59,7 @@ bool fine_tune_replacement(StageContext& ctx, std::unique_ptr<Model> replacement
 
 void measure_dense_vs(StageContext& ctx, Model& dense, Model& compressed, const std::string& label,
                       const std::string& speedup_prefix) {
-  const std::vector<int64_t> sample = {1, ctx.data.test.rows, ctx.data.test.cols};
+  const std::vector<int64_t> sample = ctx.data.test.sample_shape();
   std::vector<LatencyResult> best[2];
   for (int round = 0; round < 2 && !ctx.stop_requested(); ++round)
     for (int k = 0; k < 2; ++k) {

@@ -44,7 +44,7 @@ bool is_structured(PruneMethod method) {
 
 std::string layer_of(const std::string& param) { return param.substr(0, param.rfind('.')); }
 
-std::vector<int64_t> sample_shape(const StageContext& ctx) { return {1, ctx.data.test.rows, ctx.data.test.cols}; }
+std::vector<int64_t> sample_shape(const StageContext& ctx) { return ctx.data.test.sample_shape(); }
 
 /// Overall sparsity (over the prunable weights) and per layer, at `step`.
 void log_sparsity(StageContext& ctx, bool per_layer) {

@@ -74,7 +74,7 @@ std::unique_ptr<Int8Model> search_mixed_precision_for(StageContext& ctx, Int8Pla
                                                       const ActivationParams& acts, const Int8ModelOptions& mo,
                                                       double f32_accuracy) {
   const QuantConfig& qc = ctx.cfg.quant;
-  const std::vector<int64_t> sample{1, ctx.data.test.rows, ctx.data.test.cols};
+  const std::vector<int64_t> sample = ctx.data.test.sample_shape();
   LatencyOptions lo;
   lo.batches = {256};
   lo.min_seconds = 0.15;
@@ -417,7 +417,7 @@ void run_quantize_stage(StageContext& ctx, QatResumeState* qat_state) {
 
   // 4. latency side by side, same process, same inputs' shape
   begin_phase(ctx, "benchmark");
-  const std::vector<int64_t> sample{1, ctx.data.test.rows, ctx.data.test.cols};
+  const std::vector<int64_t> sample = ctx.data.test.sample_shape();
   const auto lat_f32 = measure_model_latency(model, be, sample);
   log_latency(ctx.sink, step, ctx.wall_ms(), "f32", lat_f32, be.device_name());
   std::vector<LatencyResult> lat_int8;

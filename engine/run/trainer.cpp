@@ -20,6 +20,7 @@
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/cost_model.h"
+#include "engine/run/data_setup.h"
 #include "engine/run/phase_plan.h"
 #include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
@@ -32,29 +33,13 @@ namespace lathe {
 
 namespace {
 
-TrainTest load_data(const DataConfig& d) {
-  TrainTest tt;
-  if (d.dataset == DatasetKind::fashion_mnist) {
-    tt = load_fashion_mnist(d.path);
-  } else {
-    tt.train = load_idx_pair(d.train_images, d.train_labels);
-    tt.test = load_idx_pair(d.test_images, d.test_labels, tt.train.num_classes);
-  }
-  require_samples(tt.train, "training set");
-  require_samples(tt.test, "test set");
-  if (d.train_subset > 0 && d.train_subset < tt.train.count)
-    tt.train = subset(tt.train, d.train_subset);
-  if (d.test_subset > 0 && d.test_subset < tt.test.count)
-    tt.test = subset(tt.test, d.test_subset);
-  return tt;
-}
-
-std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data, std::optional<OnnxImport>& onnx) {
+std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data, int zoo_classes,
+                                   std::optional<OnnxImport>& onnx) {
   if (m.zoo == ModelZoo::onnx) {
     onnx = import_onnx(m.onnx);
     std::unique_ptr<Model> model = std::move(onnx->model);
     try {
-      check_onnx_input(*model, {1, data.rows, data.cols});
+      check_onnx_input(*model, data.sample_shape());
       check_model_outputs(*model, data.num_classes);
     } catch (const ConfigError& e) {
       throw ConfigError("model.onnx: " + m.onnx + ": " + e.what());
@@ -62,17 +47,12 @@ std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data, st
     return model;
   }
   if (m.zoo == ModelZoo::custom) {
-    auto model = build_model_from_layers(m.layers, {1, data.rows, data.cols});
+    auto model = build_model_from_layers(m.layers, data.sample_shape());
     check_model_outputs(*model, data.num_classes);
     return model;
   }
-  auto model = build_zoo_model(std::string(enum_name(m.zoo)));
-  if (data.rows * data.cols != 784 || data.num_classes > 10)
-    throw ConfigError("model.zoo: '" + std::string(enum_name(m.zoo)) +
-                      "' is built for 28x28 images and 10 classes; this dataset has " + std::to_string(data.rows) +
-                      "x" + std::to_string(data.cols) + " images and " + std::to_string(data.num_classes) +
-                      " classes (use model.zoo = \"custom\" with model.layers)");
-  return model;
+  // The zoo models take the data's shape and classes (zoo_class_count).
+  return build_zoo_model(std::string(enum_name(m.zoo)), data.sample_shape(), zoo_classes);
 }
 
 /// Records the last value of each metric and forwards to the real sink.
@@ -112,8 +92,8 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
   s.threads = omp_get_max_threads();
   s.backend = make_backend(std::string(enum_name(cfg.compute.backend)), options.device_index);
   Backend& be = *s.backend;
-  s.data = load_data(cfg.data);
-  s.model = build_model(cfg.model, s.data.train, s.onnx);
+  s.data = load_run_data(cfg.data);
+  s.model = build_model(cfg.model, s.data.train, zoo_class_count(cfg.data, s.data.train), s.onnx);
   Rng init_rng(cfg.seed);
   s.model->create_params(be, DType::f32, init_rng);
   if (s.onnx)
@@ -218,6 +198,7 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"train_samples", ctx.data.train.count},
                              {"test_samples", ctx.data.test.count},
                              {"dataset", ctx.data.train.source},
+                             {"data", data_record(ctx.cfg.data, ctx.data)},
                              {"peak_flops_per_s", s.peak.flops_per_s},
                              {"peak_flops_how", s.peak.how},
                              {"peak_flops_dtype", std::string(dtype_name(s.peak_dtype))},

@@ -486,6 +486,31 @@ TEST(ValidateConfig, OnnxModelRules) {
   fs::remove(rgb);
 }
 
+TEST(ValidateConfig, NpzAndFolderDataNeedAPathAndGreyOrRgb) {
+  for (const char* kind : {"npz", "folder"}) {
+    json cfg = json::object();
+    apply_override(cfg, std::string("data.dataset=") + kind);
+    try {
+      validate_config(cfg);
+      ADD_FAILURE() << kind << " without data.path was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("data.path: required when data.dataset is \"" + std::string(kind)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  json cfg = json::object();
+  apply_override(cfg, "data.dataset=folder");
+  apply_override(cfg, "data.path=d");
+  apply_override(cfg, "data.channels=2");
+  EXPECT_THROW(parse_experiment(validate_config(cfg)), ConfigError);
+  apply_override(cfg, "data.channels=1");
+  const ExperimentConfig c = parse_experiment(validate_config(cfg));
+  EXPECT_EQ(c.data.channels, 1);
+  EXPECT_EQ(c.data.image_size, 32);
+  EXPECT_EQ(c.data.path, "d");
+}
+
 TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
   // If someone adds a choice to the schema without an enum value, this fails.
   for (const FieldSpec& f : experiment_schema()) {
@@ -501,6 +526,8 @@ TEST(ParseExperiment, EverySupportedChoiceMapsToItsEnum) {
       if (f.path == "data.dataset" && choice == "idx")
         for (const char* k : {"train_images", "train_labels", "test_images", "test_labels"})
           cfg["data"][k] = "f";
+      if (f.path == "data.dataset" && (choice == "npz" || choice == "folder"))
+        cfg["data"]["path"] = "d";
       const ExperimentConfig c = parse_experiment(validate_config(cfg));
       std::string_view got;
       if (f.path == "data.dataset")

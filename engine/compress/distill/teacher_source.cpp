@@ -108,7 +108,7 @@ SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& r
   return t;
 }
 
-std::unique_ptr<Model> build_model_from_section(const nlohmann::json& m, const Shape& image_shape) {
+std::unique_ptr<Model> build_model_from_section(const nlohmann::json& m, const Shape& image_shape, int zoo_classes) {
   const std::string zoo = m.value("zoo", std::string("custom"));
   if (zoo == "onnx")  // the graph lives in the ONNX file, which this layer does not read
     throw ConfigError("distill.teacher: the teacher's model came from an ONNX file (model.onnx = " +
@@ -120,7 +120,7 @@ std::unique_ptr<Model> build_model_from_section(const nlohmann::json& m, const S
       throw ConfigError("distill.teacher: a custom teacher needs model.layers in its config");
     return build_model_from_layers(m["layers"], image_shape);
   }
-  return build_zoo_model(zoo);
+  return build_zoo_model(zoo, image_shape, zoo_classes);
 }
 
 }  // namespace lathe

@@ -38,7 +38,9 @@ struct SavedTeacher {
 SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& resolve_run,
                                    const std::string& runs_root);
 
-/// Builds (without params) the model a config's model section describes, for `image_shape` {C, H, W}.
-std::unique_ptr<Model> build_model_from_section(const nlohmann::json& model_config, const Shape& image_shape);
+/// Builds (without params) the model a config's model section describes, for `image_shape` {C, H, W};
+/// a zoo model gets `zoo_classes` outputs.
+std::unique_ptr<Model> build_model_from_section(const nlohmann::json& model_config, const Shape& image_shape,
+                                                int zoo_classes = 10);
 
 }  // namespace lathe

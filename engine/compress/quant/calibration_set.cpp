@@ -94,21 +94,7 @@ CalibrationSet select_calibration_set(Model& model, Backend& be, const Dataset& 
 }
 
 Dataset gather(const Dataset& data, const std::vector<int64_t>& indices) {
-  Dataset d;
-  d.rows = data.rows;
-  d.cols = data.cols;
-  d.num_classes = data.num_classes;
-  d.count = static_cast<int64_t>(indices.size());
-  d.source = data.source + " (calibration subset)";
-  d.images.resize(d.count * data.pixels_per_image());
-  d.labels.resize(d.count);
-  for (int64_t i = 0; i < d.count; ++i) {
-    LATHE_CHECK(indices[i] >= 0 && indices[i] < data.count, "gather: index ", indices[i], " out of range");
-    std::copy(data.image(indices[i]), data.image(indices[i]) + data.pixels_per_image(),
-              d.images.begin() + i * data.pixels_per_image());
-    d.labels[i] = data.labels[indices[i]];
-  }
-  return d;
+  return select_samples(data, indices, " (calibration subset)");
 }
 
 ActivationStats collect_activation_stats(Model& model, Backend& be, const Dataset& images, int64_t batch_size) {

@@ -1,0 +1,36 @@
+// NumPy .npz archives (a zip of .npy members, stored or deflated) read with libzip from Debian.
+// A member's claimed size is checked against what its compressed bytes can expand to before it is
+// read, and its CRC is checked by libzip at the end; errors are lathe::DataErrors naming the archive
+// and the member.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/data/npy_reader.h"
+
+namespace lathe {
+
+class NpzArchive {
+ public:
+  /// Opens `path`; DataError naming it when it is missing or not a zip archive.
+  explicit NpzArchive(const std::string& path);
+  ~NpzArchive();
+  NpzArchive(const NpzArchive&) = delete;
+  NpzArchive& operator=(const NpzArchive&) = delete;
+
+  /// The array names (members without their ".npy").
+  std::vector<std::string> names() const;
+  bool contains(const std::string& key) const;
+  /// Reads array `key` (member key.npy). DataError naming the archive and the member for a missing
+  /// member (the names there are listed), a compression method other than stored or deflate, a
+  /// claimed size its compressed bytes cannot hold, a corrupt stream or CRC, or a bad .npy inside.
+  NpyArray read(const std::string& key) const;
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+  void* m_zip = nullptr;  // zip_t*, kept out of the header
+};
+
+}  // namespace lathe
