@@ -5,28 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/compress/quant/int8_plan_util.h"
+
 namespace lathe {
 
 namespace {
 
 using Kind = Int8Model::Step::Kind;
-
-/// s8 [O, H*W*C] columns (the INT8 executor's order after a channels-last flatten) -> [O, C*H*W].
-Tensor unpermute_hwc(const Tensor& w, const Shape& chw) {
-  const int64_t O = w.dim(0), C = chw.at(0), H = chw.at(1), W = chw.at(2);
-  LATHE_CHECK(w.dtype() == DType::s8 && w.ndim() == 2 && w.dim(1) == C * H * W, "QDQ export: weights ", w.describe(),
-              " do not flatten [", C, ", ", H, ", ", W, "]");
-  Tensor out = Tensor::empty(w.shape(), DType::s8);
-  const Tensor src = w.is_contiguous() ? w : w.contiguous_copy();
-  const int8_t* s = src.data<int8_t>();
-  int8_t* d = out.data<int8_t>();
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t x = 0; x < W; ++x)
-          d[o * C * H * W + (c * H + h) * W + x] = s[o * C * H * W + (h * W + x) * C + c];
-  return out;
-}
 
 nlohmann::json params_json(const QuantParams& p) {
   return {{"scale", p.scale[0]}, {"zero_point", p.zero_point[0]}, {"signed", p.is_signed}};
@@ -64,7 +49,7 @@ QdqPlan qdq_plan_of(const Int8Model& model) {
     } else if (s.kind == Kind::int8_conv || s.kind == Kind::int8_linear) {
       const Int8LayerData& L = s.kernel->layer();
       QdqLayer q;
-      q.weight_q = s.hwc_of.empty() ? L.weights_q : unpermute_hwc(L.weights_q, s.hwc_of);
+      q.weight_q = s.hwc_of.empty() ? L.weights_q : permute_flat_columns(L.weights_q, s.hwc_of, /*to_hwc=*/false);
       q.weight_scale = L.weights.scale;
       q.bias = s.bias;
       q.folded_bn = s.folded_bn;
@@ -147,7 +132,7 @@ QdqPlan qdq_plan_from_file(const SafetensorsFile& file, const std::string& path)
       QdqLayer q;
       const Tensor& w = need(name + ".weight");
       const Shape hwc = info.at("hwc_of").get<Shape>();
-      q.weight_q = hwc.empty() ? w : unpermute_hwc(w, hwc);
+      q.weight_q = hwc.empty() ? w : permute_flat_columns(w, hwc, /*to_hwc=*/false);
       const Tensor& ws = need(name + ".weight_scale");
       LATHE_CHECK(ws.dtype() == DType::f32 && ws.numel() == w.dim(0), path, ": ", name, ".weight_scale is ",
                   ws.describe());

@@ -7,6 +7,7 @@
 
 #include "engine/compress/quant/int8_graph.h"
 #include "engine/compress/quant/int8_model.h"
+#include "engine/compress/quant/int8_plan_util.h"
 #include "engine/nn/batchnorm2d.h"
 #include "engine/nn/maxpool2d.h"
 
@@ -15,18 +16,6 @@ namespace lathe {
 namespace {
 
 using Kind = Int8Model::Step::Kind;
-
-const char* dtype_word(const QuantParams& q) { return q.is_signed ? "s8" : "u8"; }
-bool is_compute(const std::string& kind) { return kind == "conv2d" || kind == "linear"; }
-
-Tensor host_of(const Tensor& t, Backend& be) {
-  Tensor h = Tensor::empty(t.shape(), t.dtype());
-  if (t.device().is_cpu())
-    t.copy_to(h);
-  else
-    be.copy(t, h);
-  return h;
-}
 
 }  // namespace
 
@@ -92,7 +81,7 @@ struct Int8Model::GraphPlanner {
     if (v.f32 >= 0)
       return v.f32;
     LATHE_CHECK(!v.hwc_flat, "INT8 model: internal error, dequantizing the (H, W, C) flatten '", name, "'");
-    Step& s = step(Kind::dequantize, name, "dequantize '" + name + "' " + dtype_word(v.qp) + " -> f32", {v.q});
+    Step& s = step(Kind::dequantize, name, "dequantize '" + name + "' " + int8_dtype_word(v.qp) + " -> f32", {v.q});
     s.params = v.qp;
     return v.f32 = s.out_slot;
   }
@@ -107,7 +96,7 @@ struct Int8Model::GraphPlanner {
     s.params = need(name);
     s.out_node = name;
     s.to_channels_last = v.shape.size() == 3;
-    s.text = "quantize '" + name + "' f32 -> " + dtype_word(s.params);
+    s.text = "quantize '" + name + "' f32 -> " + int8_dtype_word(s.params);
     v.qp = s.params;
     return v.q = s.out_slot;
   }
@@ -183,11 +172,11 @@ struct Int8Model::GraphPlanner {
       auto& norm = static_cast<BatchNorm2d&>(model().layer(static_cast<size_t>(bn)));
       const std::vector<Param*> p = layer.params(), np = norm.params();
       const std::vector<Buffer*> nb = norm.buffers();
-      const Tensor w = host_of(p[0]->value, m.m_be);
-      const Tensor b = p.size() > 1 ? host_of(p[1]->value, m.m_be) : Tensor();
+      const Tensor w = int8_host_copy(p[0]->value, m.m_be);
+      const Tensor b = p.size() > 1 ? int8_host_copy(p[1]->value, m.m_be) : Tensor();
       FoldedConv f =
-          fold_batchnorm(w, b.defined() ? &b : nullptr, host_of(np[0]->value, m.m_be), host_of(np[1]->value, m.m_be),
-                         host_of(nb[0]->value, m.m_be), host_of(nb[1]->value, m.m_be), norm.bn_params().eps);
+          fold_batchnorm(w, b.defined() ? &b : nullptr, int8_host_copy(np[0]->value, m.m_be), int8_host_copy(np[1]->value, m.m_be),
+                         int8_host_copy(nb[0]->value, m.m_be), int8_host_copy(nb[1]->value, m.m_be), norm.bn_params().eps);
       s = &m.add_int8_layer(k, i, cfg, std::move(f.weight), std::move(f.bias));
       s->folded_bn = model().node_name(static_cast<size_t>(bn));
       covered[bn] = 1;
@@ -200,8 +189,8 @@ struct Int8Model::GraphPlanner {
     if (hwc)
       s->hwc_of = hwc_of;
     s->text = "int8 " + layer.describe() + (bn >= 0 ? "+" + s->folded_bn + " (folded)" : "") +
-              (relu >= 0 ? "+relu" : "") + " '" + name + "' " + dtype_word(cfg.src) + " -> " +
-              (quantized_out ? dtype_word(*cfg.dst) : "f32") + (hwc ? " (weights in H,W,C order)" : "");
+              (relu >= 0 ? "+relu" : "") + " '" + name + "' " + int8_dtype_word(cfg.src) + " -> " +
+              (quantized_out ? int8_dtype_word(*cfg.dst) : "f32") + (hwc ? " (weights in H,W,C order)" : "");
     if (relu >= 0)
       covered[relu] = 1;
     values[out_name] = quantized_out ? Value::q_at(shape, s->out_slot, *cfg.dst) : Value::f32_at(shape, s->out_slot);
@@ -217,12 +206,12 @@ struct Int8Model::GraphPlanner {
       values[name] = in;
     } else if (kind == "relu" && quantized_only && consumers[model().node_inputs(i)[0]].size() == 1 &&
                !shared(in_name)) {
-      Step& s = step(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + dtype_word(in.qp), {in.q});
+      Step& s = step(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + int8_dtype_word(in.qp), {in.q});
       s.params = in.qp;
       values[name] = Value::q_at(in.shape, s.out_slot, in.qp);
     } else if (kind == "maxpool2d" && in.q >= 0) {
       Step& s =
-          step(Kind::int8_maxpool, name, "int8 " + layer.describe() + " '" + name + "' " + dtype_word(in.qp), {in.q});
+          step(Kind::int8_maxpool, name, "int8 " + layer.describe() + " '" + name + "' " + int8_dtype_word(in.qp), {in.q});
       s.pool = static_cast<MaxPool2d&>(layer).pool_params();
       values[name] = Value::q_at(out_shape_of(i), s.out_slot, in.qp);
     } else if (kind == "flatten" && in.q >= 0 && in.shape.size() == 1) {
@@ -231,7 +220,7 @@ struct Int8Model::GraphPlanner {
                model().layer(consumers[i][0]).kind() == "linear" &&
                !options.keep_f32.count(model().node_name(consumers[i][0]))) {
       Step& s =
-          step(Kind::flatten_q, name, "flatten '" + name + "' " + dtype_word(in.qp) + " in (H, W, C) order", {in.q});
+          step(Kind::flatten_q, name, "flatten '" + name + "' " + int8_dtype_word(in.qp) + " in (H, W, C) order", {in.q});
       Value v = Value::q_at(out_shape_of(i), s.out_slot, in.qp);
       v.hwc_flat = true;
       v.hwc_of = in.shape;
@@ -241,8 +230,8 @@ struct Int8Model::GraphPlanner {
       const int qa = as_q(in_name), qb = as_q(b_name);
       const QuantParams& out = need(name);
       Step& s = step(Kind::int8_add, name,
-                     "int8 add '" + name + "' (dequantize-add-quantize) " + dtype_word(values.at(in_name).qp) + " + " +
-                         dtype_word(values.at(b_name).qp) + " -> " + dtype_word(out),
+                     "int8 add '" + name + "' (dequantize-add-quantize) " + int8_dtype_word(values.at(in_name).qp) + " + " +
+                         int8_dtype_word(values.at(b_name).qp) + " -> " + int8_dtype_word(out),
                      {qa, qb});
       s.params_a = values.at(in_name).qp;
       s.params_b = values.at(b_name).qp;
@@ -261,7 +250,7 @@ void Int8Model::plan_graph(const ActivationParams& acts, const Int8ModelOptions&
   for (size_t i = 0; i < m_model.size(); ++i) {
     if (p.covered[i])
       continue;
-    if (is_compute(m_model.layer(i).kind()))
+    if (is_int8_compute_kind(m_model.layer(i).kind()))
       p.compute(i);
     else
       p.other(i);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/compress/quant/int8_graph.h"
+#include "engine/compress/quant/int8_plan_util.h"
 #include "engine/core/timing.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/linear.h"
@@ -23,7 +24,6 @@ namespace {
 
 using Kind = Int8Model::Step::Kind;
 
-bool is_compute(const std::string& kind) { return kind == "conv2d" || kind == "linear"; }
 bool is_passthrough(const std::string& kind) {
   return kind == "maxpool2d" || kind == "flatten" || kind == "dropout" || kind == "relu";
 }
@@ -44,7 +44,7 @@ void check_supported(const Model& model) {
   LATHE_CHECK(model.size() > 0, "INT8 model: empty model");
   for (size_t i = 0; i < model.size(); ++i) {
     const std::string kind = const_cast<Model&>(model).layer(i).kind();
-    if (!is_compute(kind) && !is_passthrough(kind) && kind != "batchnorm2d" && kind != "add")
+    if (!is_int8_compute_kind(kind) && !is_passthrough(kind) && kind != "batchnorm2d" && kind != "add")
       throw ConfigError("quant: node '" + model.node_name(i) + "' is a " + kind +
                         ", which the INT8 executor does not cover (allowed: conv2d, linear, relu, maxpool2d, flatten, "
                         "dropout, batchnorm2d, add)");
@@ -61,35 +61,9 @@ bool fused_by_model(Model& model, size_t i) {
 /// The first Linear/Conv2d after node `after`, or -1.
 int next_compute(Model& model, size_t after) {
   for (size_t j = after + 1; j < model.size(); ++j)
-    if (is_compute(model.layer(j).kind()))
+    if (is_int8_compute_kind(model.layer(j).kind()))
       return static_cast<int>(j);
   return -1;
-}
-
-/// A host copy of a parameter; a device parameter (a model trained on a GPU) comes down through its
-/// backend, so the INT8 plan can be made on the host from a model on any device.
-Tensor host_copy(const Tensor& t, Backend& be) {
-  Tensor h = Tensor::empty(t.shape(), t.dtype());
-  if (t.device().is_cpu())
-    t.copy_to(h);
-  else
-    be.copy(t, h);
-  return h;
-}
-
-/// Linear weights [O, C*H*W] in (C, H, W) column order -> (H, W, C) order.
-Tensor permute_chw_to_hwc(const Tensor& w, int64_t C, int64_t H, int64_t W) {
-  const int64_t O = w.dim(0);
-  LATHE_CHECK(w.dim(1) == C * H * W, "INT8 model: flatten of [", C, ", ", H, ", ", W, "] feeds ", w.describe());
-  Tensor out = Tensor::empty(w.shape(), DType::f32);
-  const float* src = w.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t x = 0; x < W; ++x)
-          dst[o * C * H * W + (h * W + x) * C + c] = src[o * C * H * W + (c * H + h) * W + x];
-  return out;
 }
 
 const QuantParams& need(const ActivationParams& acts, const std::string& key) {
@@ -100,7 +74,6 @@ const QuantParams& need(const ActivationParams& acts, const std::string& key) {
   return it->second;
 }
 
-const char* dtype_word(const QuantParams& q) { return q.is_signed ? "s8" : "u8"; }
 
 Tensor scalar_f32(float v) {
   Tensor t = Tensor::empty({1}, DType::f32);
@@ -127,7 +100,7 @@ std::vector<std::string> int8_activation_taps(const Model& model_in) {
     return taps;
   }
   for (size_t i = 0; i + 1 < model.size(); ++i)
-    if (!(is_compute(model.layer(i).kind()) && fused_by_model(model, i)))
+    if (!(is_int8_compute_kind(model.layer(i).kind()) && fused_by_model(model, i)))
       taps.push_back(model.node_name(i));
   return taps;
 }
@@ -140,7 +113,7 @@ Int8Model::Int8Model(Model& model, Backend& be, const ActivationParams& acts, co
   check_supported(model);
   for (const std::string& name : options.keep_f32) {
     const int i = model.find(name);
-    if (i < 0 || !is_compute(model.layer(i).kind()))
+    if (i < 0 || !is_int8_compute_kind(model.layer(i).kind()))
       throw ConfigError("quant: keep-f32 layer '" + name + "' is not a linear or conv2d node of the model");
   }
   if (needs_graph_plan(model)) {
@@ -186,12 +159,12 @@ Int8Model::Step& Int8Model::add_int8_layer(Kind kind, size_t node, const Int8Lay
   const std::string name = m_model.node_name(node);
   const std::vector<Param*> params = layer.params();
   LATHE_CHECK(!params.empty(), "INT8 model: ", name, " has no parameters");
-  Tensor w = host_copy(params[0]->value, m_be);
+  Tensor w = int8_host_copy(params[0]->value, m_be);
   Tensor b;
   if (params.size() > 1)
-    b = host_copy(params[1]->value, m_be);
+    b = int8_host_copy(params[1]->value, m_be);
   if (kind == Kind::int8_linear && hwc_flat)
-    w = permute_chw_to_hwc(w, hwc_of[0], hwc_of[1], hwc_of[2]);
+    w = permute_flat_columns(w, hwc_of, /*to_hwc=*/true);
   return add_int8_layer(kind, node, cfg, std::move(w), std::move(b));
 }
 
@@ -228,7 +201,7 @@ struct Int8Model::Planner {
   void to_f32(const std::string& node) {
     if (!quantized)
       return;
-    Step& s = m.add_step(Kind::dequantize, node, std::string("dequantize ") + dtype_word(cur) + " -> f32");
+    Step& s = m.add_step(Kind::dequantize, node, std::string("dequantize ") + int8_dtype_word(cur) + " -> f32");
     s.params = cur;
     quantized = false;
     LATHE_CHECK(!hwc_flat, "INT8 model: internal error, dequantizing an (H, W, C) flatten");
@@ -278,7 +251,7 @@ struct Int8Model::Planner {
       q.params = need(acts, producer);
       q.to_channels_last = kind == "conv2d";
       q.out_node = producer;
-      q.text = std::string("quantize '") + producer + "' f32 -> " + dtype_word(q.params);
+      q.text = std::string("quantize '") + producer + "' f32 -> " + int8_dtype_word(q.params);
       cur = q.params;
       quantized = true;
     }
@@ -296,8 +269,8 @@ struct Int8Model::Planner {
     s.out_node = out_name;
     if (kind == "linear" && hwc_flat)
       s.hwc_of = hwc_of;
-    s.text = "int8 " + layer.describe() + (relu ? "+relu" : "") + " '" + name + "' " + dtype_word(cur) + " -> " +
-             (quantized_out ? dtype_word(*cfg.dst) : "f32") + (hwc_flat ? " (weights in H,W,C order)" : "");
+    s.text = "int8 " + layer.describe() + (relu ? "+relu" : "") + " '" + name + "' " + int8_dtype_word(cur) + " -> " +
+             (quantized_out ? int8_dtype_word(*cfg.dst) : "f32") + (hwc_flat ? " (weights in H,W,C order)" : "");
     hwc_flat = false;
     quantized = quantized_out;
     if (quantized_out)
@@ -313,18 +286,18 @@ struct Int8Model::Planner {
       // Identity at inference: nothing to run; the value keeps its producer.
     } else if (kind == "maxpool2d" && quantized) {
       Step& s = m.add_step(Kind::int8_maxpool, name,
-                           std::string("int8 ") + layer.describe() + " '" + name + "' " + dtype_word(cur));
+                           std::string("int8 ") + layer.describe() + " '" + name + "' " + int8_dtype_word(cur));
       s.pool = static_cast<MaxPool2d&>(layer).pool_params();
       producer = name;
     } else if (kind == "relu" && quantized) {
-      Step& s = m.add_step(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + dtype_word(cur));
+      Step& s = m.add_step(Kind::int8_relu, name, std::string("int8 relu '") + name + "' " + int8_dtype_word(cur));
       s.params = cur;
       producer = name;
     } else if (kind == "flatten" && quantized && shape.size() == 3) {
       const int next = next_compute(model(), i);
       if (next >= 0 && model().layer(next).kind() == "linear" && !options.keep_f32.count(model().node_name(next))) {
         m.add_step(Kind::flatten_q, name,
-                   std::string("flatten '") + name + "' " + dtype_word(cur) + " in (H, W, C) order");
+                   std::string("flatten '") + name + "' " + int8_dtype_word(cur) + " in (H, W, C) order");
         hwc_flat = true;
         hwc_of = shape;
       } else {
@@ -345,7 +318,7 @@ void Int8Model::plan_static(const ActivationParams& acts, const Int8ModelOptions
   Planner p(*this, acts, options);
   p.shape = m_model.input_shape();
   for (size_t i = 0; i < m_model.size(); ++i) {
-    if (is_compute(m_model.layer(i).kind()))
+    if (is_int8_compute_kind(m_model.layer(i).kind()))
       i = p.compute(i);
     else
       p.passthrough(i);
@@ -360,12 +333,12 @@ void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
   for (size_t i = 0; i < model.size(); ++i) {
     Layer& layer = model.layer(i);
     const std::string kind = layer.kind(), name = model.node_name(i);
-    if (!is_compute(kind) || options.keep_f32.count(name)) {
+    if (!is_int8_compute_kind(kind) || options.keep_f32.count(name)) {
       Step& s = add_step(Kind::f32_layer, name, "f32 " + layer.describe() + " '" + name + "'");
       s.index = i;
       if (kind == "relu")
         nonneg = true;
-      else if (is_compute(kind))
+      else if (is_int8_compute_kind(kind))
         nonneg = fused_by_model(model, i);
       continue;
     }
@@ -382,7 +355,7 @@ void Int8Model::plan_dynamic(const Int8ModelOptions& options) {
     q.params = cfg.src;
     q.to_channels_last = kind == "conv2d";
     Step& s = add_int8_layer(kind == "conv2d" ? Kind::int8_conv : Kind::int8_linear, i, cfg, false, {});
-    s.text = "int8 " + layer.describe() + " '" + name + "' " + dtype_word(cfg.src) + " -> f32";
+    s.text = "int8 " + layer.describe() + " '" + name + "' " + int8_dtype_word(cfg.src) + " -> f32";
     s.out_node = model.node_name(relu ? i + 1 : i);
     Step& r = add_step(Kind::dynamic_rescale, name, std::string("rescale x s_x + bias") + (relu ? " + relu" : ""));
     r.bias = s.bias;
@@ -580,10 +553,10 @@ std::vector<std::pair<std::string, Tensor>> Int8Model::state_tensors() const {
       }
     } else if (s.kind == Kind::f32_layer) {
       for (Param* p : m_model.layer(s.index).params())
-        t.emplace_back(s.node + "." + p->name, host_copy(p->value, m_be));
+        t.emplace_back(s.node + "." + p->name, int8_host_copy(p->value, m_be));
       for (Buffer* b : m_model.layer(s.index).buffers())  // a BatchNorm's running statistics
         if (b->value.dtype() == DType::f32)
-          t.emplace_back(s.node + "." + b->name, host_copy(b->value, m_be));
+          t.emplace_back(s.node + "." + b->name, int8_host_copy(b->value, m_be));
     }
   }
   return t;
@@ -644,7 +617,7 @@ int Int8Model::int8_layers() const {
 int Int8Model::f32_layers() const {
   int n = 0;
   for (const auto& s : m_steps)
-    n += s->kind == Kind::f32_layer && is_compute(m_model.layer(s->index).kind());
+    n += s->kind == Kind::f32_layer && is_int8_compute_kind(m_model.layer(s->index).kind());
   return n;
 }
 
