@@ -70,9 +70,10 @@ std::string read_file(const std::string& path) {
 TEST_F(CliSweep, KilledMidwayAndResumedToCompletion) {
   if (!have_fashion_mnist())
     GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
-  // Runs of a few seconds each, so the kill lands while one runs.
+  // Runs of several seconds each even on an idle machine (~1 s with 2,048 images was shorter than
+  // the poll could see reliably), so the kill lands while one runs.
   write("small.json", R"({"name": "tiny", "model": {"zoo": "student"}, "train": {"epochs": 2, "threads": 1},
-                          "data": {"train_subset": 2048, "test_subset": 100}})");
+                          "data": {"train_subset": 16384, "test_subset": 100}})");
   const std::string def =
       write("sweep.json", R"({"name": "tiny-sweep", "base": "small.json",
                               "grid": {"train.optimizer.lr": [0.01, 0.02]}, "repeat_seeds": 2})");
@@ -101,6 +102,10 @@ TEST_F(CliSweep, KilledMidwayAndResumedToCompletion) {
       if (sweeps[0].finished >= 1 && sweeps[0].finished <= 2 && sweeps[0].running >= 1) {
         midway = true;
         break;
+      }
+      if (sweeps[0].total > 0 && sweeps[0].finished == sweeps[0].total) {
+        last_error = "every member finished before the poll saw one running after a finished one";
+        break;  // past the window: fail now instead of polling until the deadline
       }
     } catch (const std::exception& e) {
       last_error = e.what();  // the file is being created
