@@ -81,12 +81,22 @@ std::string sweep_state(const SweepRecord& s) {
 }
 
 std::string create_sweep(Store& store, const std::string& name, const nlohmann::json& definition,
-                         const std::vector<NewSweepMember>& members) {
+                         const std::vector<NewSweepMember>& members,
+                         const std::function<std::string()>& draw_id) {
   if (members.empty())
     throw ConfigError("sweep " + name + ": no members; allowed: a definition that expands to one run or more");
   sql::Db& db = store.db();
-  sql::Txn txn(db, sql::Txn::Kind::write);
-  const std::string id = make_run_id();
+  sql::Txn txn(db, sql::Txn::Kind::write);  // the id check and the insert see the same sweeps
+  std::string id;
+  sql::Stmt taken = db.prepare("SELECT 1 FROM sweeps WHERE id = ?");
+  for (int attempt = 0; id.empty(); ++attempt) {
+    if (attempt == 100)
+      throw Error("sweep " + name + ": no free sweep id after 100 draws in " + store.path());
+    const std::string candidate = draw_id ? draw_id() : make_run_id();
+    taken.reset();
+    if (!taken.bind(1, candidate).step())
+      id = candidate;
+  }
   db.prepare("INSERT INTO sweeps(id, name, definition, created_ms, status) VALUES(?, ?, ?, ?, 'pending')")
       .bind(1, id)
       .bind(2, name)

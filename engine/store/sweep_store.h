@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -44,13 +45,18 @@ struct SweepRecord {
 /// its stored status (pending, failed, cancelled, submitted).
 std::string sweep_state(const SweepRecord& sweep);
 
-/// A new sweep (id like a run id) with its members, all pending, in one transaction.
+/// A new sweep with its members, all pending, in one transaction. Its id looks like a run id
+/// (make_run_id(): the local time to the second and 24 random bits) and is unique in the store:
+/// an id a sweep already has is drawn again (`draw_id`, make_run_id by default; a test passes one
+/// that repeats itself), so two sweeps made in the same second never share one. Error naming the
+/// store when 100 draws all clash.
 struct NewSweepMember {
   std::string name;
   nlohmann::json config;
 };
 std::string create_sweep(Store& store, const std::string& name, const nlohmann::json& definition,
-                         const std::vector<NewSweepMember>& members);
+                         const std::vector<NewSweepMember>& members,
+                         const std::function<std::string()>& draw_id = {});
 
 /// Every sweep, newest first, with its progress (members' states refreshed from their runs).
 std::vector<SweepRecord> list_sweeps(const Store& store);

@@ -170,3 +170,39 @@ TEST(SweepDefinition, MalformedDefinitionsAreRefusedNamingTheField) {
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+// The definitions kept in the repository (experiments/sweeps/) plan; issue 17's study is the
+// mlp pruned at 4 ratios x 3 seeds, seeds innermost, each run named by its ratio and seed.
+TEST(SweepDefinition, RepositoryDefinitionsPlanAndTheStudyIsFourRatiosTimesThreeSeeds) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(LATHE_SOURCE_DIR "/experiments/sweeps")) {
+    if (e.path().extension() != ".json")
+      continue;
+    SCOPED_TRACE(e.path().string());
+    EXPECT_NO_THROW(load_sweep_definition(e.path().string()));
+    ++n;
+  }
+  EXPECT_GE(n, 1);
+  const SweepPlan p = load_sweep_definition(LATHE_SOURCE_DIR "/experiments/sweeps/mlp-prune-study.json",
+                                            {"train.epochs=1", "prune.finetune_epochs=1"});
+  EXPECT_EQ(p.name, "mlp-prune-study");
+  ASSERT_EQ(p.members.size(), 12u);
+  const char* ratios[] = {"0.3", "0.5", "0.7", "0.9"};
+  for (int r = 0; r < 4; ++r)
+    for (int s = 0; s < 3; ++s) {
+      const SweepMember& m = p.members[static_cast<size_t>(r * 3 + s)];
+      EXPECT_EQ(m.name, std::string("mlp-prune ratio=") + ratios[r] + " seed=" + std::to_string(s));
+      EXPECT_EQ(m.config["model"]["zoo"], "mlp");
+      EXPECT_EQ(m.config["prune"]["method"], "l1-unstructured");
+      EXPECT_DOUBLE_EQ(m.config["prune"]["ratio"].get<double>(), std::stod(ratios[r]));
+      EXPECT_EQ(m.config["seed"], s);
+      EXPECT_EQ(m.config["train"]["epochs"], 1);  // the --set shortening reaches every member
+      EXPECT_EQ(m.config["prune"]["finetune_epochs"], 1);
+    }
+}
+
+}  // namespace
+}  // namespace lathe

@@ -1,7 +1,11 @@
 // Sweeps in the store: a new sweep's members are pending, each member's state follows its run's
 // status (the runs table is the truth), progress counts come from the same, sweeps are found by
-// id, prefix or name, and a v5 store migrates to v6 keeping its runs.
+// id, prefix or name, ids are unique even for sweeps made in the same second, and a v5 store
+// migrates to v6 keeping its runs.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
 
 #include "engine/core/error.h"
 #include "engine/store/schema.h"
@@ -92,6 +96,37 @@ TEST(SweepStore, FindByPrefixOrNameAndRefuseAmbiguity) {
   set_sweep_slurm(s, x, "4242", "/shared/x");
   EXPECT_EQ(find_sweep(s, x).slurm_job, "4242");
   EXPECT_EQ(find_sweep(s, x).status, "submitted");
+}
+
+// Sweep ids are the local time to the second and 24 random bits: two sweeps made in the same
+// second must still get different ids, and a drawn id a sweep already has is drawn again.
+TEST(SweepStore, SweepsMadeBackToBackGetDifferentIds) {
+  StoreDir dir;
+  Store s = Store::open(dir.db());
+  std::set<std::string> ids;
+  for (int i = 0; i < 50; ++i)  // well within a second or two
+    ids.insert(create_sweep(s, "s" + std::to_string(i), {}, members(1)));
+  EXPECT_EQ(ids.size(), 50u);
+  EXPECT_EQ(list_sweeps(s).size(), 50u);
+
+  // A clock and random source that repeat themselves: the clash is drawn again, not stored.
+  std::vector<std::string> draws = {"20261206-120000-aaaaaa", "20261206-120000-aaaaaa", "20261206-120000-bbbbbb"};
+  size_t next = 0;
+  const auto repeating = [&draws, &next]() { return draws[std::min(next++, draws.size() - 1)]; };
+  EXPECT_EQ(create_sweep(s, "first", {}, members(1), repeating), "20261206-120000-aaaaaa");
+  EXPECT_EQ(create_sweep(s, "second", {}, members(2), repeating), "20261206-120000-bbbbbb");
+  EXPECT_EQ(next, 3u);
+  EXPECT_EQ(find_sweep(s, "first").total, 1);
+  EXPECT_EQ(find_sweep(s, "second").total, 2);
+  // Nothing but clashes: an error naming the store, and no half-made sweep.
+  try {
+    create_sweep(s, "third", {}, members(1), []() { return std::string("20261206-120000-aaaaaa"); });
+    FAIL() << "a clashing id was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no free sweep id"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(dir.db()), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(list_sweeps(s).size(), 52u);
 }
 
 TEST(SweepStore, V5StoreMigrates) {
