@@ -1,7 +1,8 @@
 // lathe: the desktop app. `lathe [CONFIG.json] [--db STORE]` opens the designer on CONFIG (default
 // experiments/default.json). `--screenshot FILE` renders the main window to a PNG and exits (works
 // with QT_QPA_PLATFORM=offscreen); --run, --stop-after-ms, --watch, --compare, --overview, --scatter,
-// --parallel and --tab script what the screenshot shows (used for README screenshots and the Xvfb check).
+// --sweep, --parallel and --tab script what the screenshot shows (used for README screenshots and the
+// Xvfb check).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -77,11 +78,15 @@ int main(int argc, char** argv) {
       "Runs tab with parallel coordinates of every run: comma-separated axes (knob keys, \"last METRIC\", "
       "\"best METRIC\"), or \"default\"",
       "axes");
+  const QCommandLineOption sweep("sweep",
+                                 "Runs tab showing only this sweep's runs (id, unique id prefix or name), as its "
+                                 "sweep filter does; with --parallel the parallel coordinates cover them",
+                                 "sweep");
   const QCommandLineOption wait("wait-ms", "With --screenshot: wait this long before rendering", "ms", "1500");
   const QCommandLineOption waitIdle("wait-idle", "With --screenshot: first wait until queued runs end (max 10 min)");
   const QCommandLineOption size("size", "Window size WxH", "size", "1480x900");
-  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, overview, comparePage, scatter, parallel, wait,
-                  waitIdle, size});
+  cli.addOptions({db, shot, config, tab, run, stopAfter, watch, compare, overview, comparePage, scatter, sweep, parallel,
+                  wait, waitIdle, size});
   cli.process(app);
 
   lathe::app::WindowOptions opt;
@@ -115,6 +120,14 @@ int main(int argc, char** argv) {
         cli.value(comparePage) == "groups")  // the groups' scatter, once loaded
       QObject::connect(window.compare(), &lathe::ui::CompareView::loaded, window.compare(),
                        [&window, axes]() { window.compare()->groupPanel()->setScatterAxes(axes[0], axes[1]); });
+  }
+  if (cli.isSet(sweep)) {  // before --parallel, which reads the runs of the table's filter
+    window.showTab("runs");
+    const QString error = window.browser()->showSweepRef(cli.value(sweep));
+    if (!error.isEmpty()) {
+      std::fprintf(stderr, "lathe: --sweep: %s\n", error.toLocal8Bit().constData());
+      return 2;
+    }
   }
   if (cli.isSet(parallel)) {
     window.showTab("runs");

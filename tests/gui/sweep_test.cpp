@@ -3,7 +3,10 @@
 // the form allowed (OK disabled) instead of queuing a run that fails.
 #include <gtest/gtest.h>
 
+#include <QImage>
+#include <QProcess>
 #include <QPushButton>
+#include <algorithm>
 #include <array>
 #include <filesystem>
 
@@ -131,6 +134,73 @@ TEST(GuiStoredSweep, BrowserShowsProgressAndFiltersToTheSweep) {
   EXPECT_EQ(names, (QStringList{"mlp-fashion lr=0.02", "mlp-fashion lr=0.05"}));
   browser.showSweep("");
   ASSERT_TRUE(test::wait_until([&]() { return model->total() == 3 && !model->loading(); }, 10000));
+}
+
+// `lathe --sweep REF` (README screenshots): a sweep named by name or id prefix narrows the run
+// table and the parallel coordinates to its runs; a name no sweep has is refused with the reason
+// and leaves the filter alone. The real binary takes the flag, and exits 2 naming a bad one.
+TEST(GuiStoredSweep, ChosenByNameTheTableAndParallelCoordinatesHoldItsRunsOnly) {
+  test::GuiTempDir dir;
+  std::vector<std::string> a_runs;
+  {
+    Store s = Store::open(dir.db());
+    std::vector<NewSweepMember> am, bm;
+    for (int i = 0; i < 3; ++i)
+      am.push_back({"study-a seed=" + std::to_string(i), {{"seed", i}}});
+    for (int i = 0; i < 2; ++i)
+      bm.push_back({"study-b seed=" + std::to_string(i), {{"seed", i}}});
+    const std::string a = create_sweep(s, "study-a", {}, am);
+    const std::string b = create_sweep(s, "study-b", {}, bm);
+    ASSERT_NE(a, b);
+    for (int i = 0; i < 3; ++i) {
+      a_runs.push_back(test::write_run(dir.db(), am[i].name, {{"seed", i}, {"prune", {{"ratio", 0.1 * i}}}},
+                                       {{"test/accuracy", {0.5 + 0.1 * i}}}));
+      set_sweep_member(s, a, i, a_runs.back(), MemberState::finished);
+    }
+    for (int i = 0; i < 2; ++i)
+      set_sweep_member(s, b, i,
+                       test::write_run(dir.db(), bm[i].name, {{"seed", i}}, {{"test/accuracy", {0.3}}}),
+                       MemberState::finished);
+  }
+  test::write_run(dir.db(), "plain", {{"seed", 9}}, {{"test/accuracy", {0.9}}});
+
+  RunBrowser browser(dir.qdb());
+  RunTableModel* model = browser.model();
+  ASSERT_TRUE(test::wait_until([&]() { return model->total() == 6 && !model->loading(); }, 10000));
+  EXPECT_EQ(browser.showSweepRef("study-a").toStdString(), "");
+  ASSERT_TRUE(test::wait_until([&]() { return model->total() == 3 && !model->loading(); }, 10000));
+  EXPECT_EQ(browser.sweepFilter()->currentText().left(7), "study-a");
+  const QString refused = browser.showSweepRef("no-such-study");
+  EXPECT_TRUE(refused.contains("no-such-study")) << refused.toStdString();
+  EXPECT_EQ(browser.sweepFilter()->currentText().left(7), "study-a");  // left as it was
+
+  ParallelCoordsPanel* panel = browser.parallelPanel();
+  QString error = "not loaded";
+  QObject::connect(panel, &ParallelCoordsPanel::loaded, [&](const QString& e) { error = e; });
+  browser.parallelButton()->setChecked(true);
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  std::vector<std::string> ids = panel->runs().ids;
+  std::sort(ids.begin(), ids.end());
+  std::sort(a_runs.begin(), a_runs.end());
+  EXPECT_EQ(ids, a_runs);
+
+  // The app's flag: a good sweep renders, a bad one exits 2 with the reason.
+  const QString lathe = QString(LATHE_TEST_BINARY_DIR) + "/app/gui/lathe";
+  const QString png = QString::fromStdString(dir.file("sweep.png"));
+  QProcess ok;
+  ok.start(lathe, {"--db", dir.qdb(), "--sweep", "study-b", "--parallel", "default", "--screenshot", png,
+                   "--wait-ms", "300", "--size", "1400x900"});
+  ASSERT_TRUE(ok.waitForFinished(60000));
+  EXPECT_EQ(ok.exitCode(), 0) << ok.readAllStandardError().toStdString();
+  EXPECT_EQ(QImage(png).width(), 1400);  // wider than the window's minimum
+  QProcess bad;
+  bad.start(lathe, {"--db", dir.qdb(), "--sweep", "no-such-study", "--screenshot", png});
+  ASSERT_TRUE(bad.waitForFinished(60000));
+  EXPECT_EQ(bad.exitCode(), 2);
+  const std::string err = bad.readAllStandardError().toStdString();
+  EXPECT_NE(err.find("--sweep: "), std::string::npos) << err;
+  EXPECT_NE(err.find("no-such-study"), std::string::npos) << err;
 }
 
 }  // namespace lathe::ui

@@ -260,6 +260,21 @@ void RunBrowser::showSweep(const QString& sweepId) {
   m_sweepFilter->setCurrentIndex(i < 0 ? 0 : i);
 }
 
+QString RunBrowser::showSweepRef(const QString& ref) {
+  std::string id;
+  try {
+    if (!QFileInfo::exists(m_db))
+      return "no store " + m_db;
+    Store::OpenOptions opt;
+    opt.reap_stale = false;
+    id = find_sweep(Store::open(m_db.toStdString(), opt), ref.toStdString()).id;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  showSweep(QString::fromStdString(id));
+  return {};
+}
+
 void RunBrowser::applyFilters() {
   RunQuery& q = m_model->query();
   q.name_glob = m_nameFilter->text().trimmed().toStdString();

@@ -47,6 +47,10 @@ class RunBrowser : public QWidget {
   QComboBox* sweepFilter() const { return m_sweepFilter; }
   /// Re-reads the sweeps and shows the runs of `sweepId` ("" : all runs).
   void showSweep(const QString& sweepId);
+  /// The same for a sweep named as lathe-cli names one: an exact id, a unique id prefix or a
+  /// sweep name (`lathe --sweep`). Returns "" or the error (no such sweep, or several match:
+  /// the candidates); the filter is left as it was on an error.
+  QString showSweepRef(const QString& ref);
   ParallelCoordsPanel* parallelPanel() const { return m_parallel; }
   QPushButton* parallelButton() const { return m_parallelButton; }
 
