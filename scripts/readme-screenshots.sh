@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Redoes the README screenshots (docs/screenshots/) from a real store: a prune + INT8 run of the
-# MLP (its overview and the main window watching it) and a learning-rate sweep of three runs,
-# each named by its value (Compare, curves). Small runs (train_subset) keep it to a few minutes.
+# MLP (its overview and the main window watching it), a learning-rate sweep of three runs, each
+# named by its value (Compare, curves), and issue 17's study, experiments/sweeps/mlp-prune-study.json
+# (the mlp pruned at 4 ratios x 3 seeds, run by `lathe-cli sweep --jobs 1` with training and
+# fine-tuning cut as tests/e2e/cli_study_test.cpp cuts them): its 4 groups (Compare, Groups), what
+# matters for test accuracy, and the parallel coordinates of its 12 runs (`lathe --sweep`).
+# Small runs (train_subset) keep it to a few minutes.
 # Nothing of this machine shows: the store is opened by a relative path from a scratch folder,
 # the designer names its preset by the repository folder, and the runs record the host name
 # "workstation" (set in a private UTS namespace with unshare when allowed, else the real one).
@@ -35,10 +39,17 @@ for lr in 0.01 0.05 0.2; do  # three epochs: three test points per curve
   as_workstation "$cli" run "$repo/experiments/mlp.json" "${small[@]}" --set "name=mlp-fashion lr=$lr" \
     --set "train.optimizer.lr=$lr" --set train.epochs=3
 done
+# The study: 12 runs named "mlp-prune ratio=R seed=S", one at a time (child lathe-cli runs, which
+# inherit the host name), shortened as the e2e study test shortens it.
+as_workstation "$cli" --db lathe.db sweep "$repo/experiments/sweeps/mlp-prune-study.json" --jobs 1 \
+  --set output.dir=runs --set train.epochs=1 --set prune.finetune_epochs=1 --set data.train_subset=512 \
+  --set data.test_subset=256
 
 id_of() { "$cli" --db lathe.db list --json | python3 -c "import json,sys; print(next(r['id'] for r in json.load(sys.stdin)['runs'] if r['name'] == sys.argv[1]))" "$1"; }
 pruned=$(id_of 'mlp-fashion prune+int8')
 sweep="$(id_of 'mlp-fashion lr=0.01'),$(id_of 'mlp-fashion lr=0.05'),$(id_of 'mlp-fashion lr=0.2')"
+study=$("$cli" --db lathe.db list --name 'mlp-prune ratio=*' --status finished --json |
+  python3 -c "import json,sys; ids=[r['id'] for r in json.load(sys.stdin)['runs']]; assert len(ids) == 12, ids; print(','.join(ids))")
 
 shot() { QT_QPA_PLATFORM=offscreen "$gui" --db lathe.db --size 1400x900 "$@"; }
 shot --screenshot "$out/lathe-overview.png" --overview "$pruned"
@@ -46,5 +57,8 @@ shot --screenshot "$out/lathe-main.png" --watch "$pruned" --tab live --wait-ms 1
 shot --screenshot "$out/lathe-sweep-compare.png" --compare "$sweep" --compare-page curves
 shot --screenshot "$out/lathe-compare.png" --compare "$pruned,$sweep" --compare-page scatter \
   --scatter model/bytes,test/accuracy
-shot --screenshot "$out/lathe-parallel.png" --parallel default  # every run, the knobs that differ
-echo "readme-screenshots: wrote $out/lathe-{overview,main,sweep-compare,compare,parallel}.png"
+shot --screenshot "$out/lathe-groups.png" --compare "$study" --compare-page groups
+shot --screenshot "$out/lathe-importance.png" --compare "$study" --compare-page "what matters"
+shot --screenshot "$out/lathe-parallel.png" --sweep mlp-prune-study \
+  --parallel 'prune.ratio,seed,last model/bytes,last test/accuracy'  # coloured by the last axis
+echo "readme-screenshots: wrote $out/lathe-{overview,main,sweep-compare,compare,groups,importance,parallel}.png"
