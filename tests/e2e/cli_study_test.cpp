@@ -1,10 +1,12 @@
-// The acceptance on real runs: a 3-seed x 4-ratio prune sweep (the mlp, with training and
-// fine-tuning cut to a few hundred samples with --set so it takes well under a minute) folds into
+// The acceptance on real runs: a 3-seed x 4-ratio prune sweep (experiments/sweeps/
+// mlp-prune-study.json run by `lathe-cli sweep`, with training and fine-tuning cut to a few hundred
+// samples with --set so it takes well under a minute) folds into
 // 4 groups under `lathe-cli compare --group`, whose mean and sample std of the last test/accuracy
 // and of model/bytes equal numpy's (np.mean, np.std(ddof=1)) on the numbers the store holds.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 
 #include "cli_test_util.h"
 #include "engine/store/store.h"
@@ -22,16 +24,24 @@ TEST_F(CliStudy, PruneSweepGroupsMatchNumpy) {
   if (py.empty())
     GTEST_SKIP() << "no python3 with numpy (install python3-numpy: scripts/install-deps.sh does)";
   const char* ratios[] = {"0.3", "0.5", "0.7", "0.9"};
+  // The study as the repository defines it (experiments/sweeps/mlp-prune-study.json, as
+  // scripts/readme-screenshots.sh runs it): 12 child runs "mlp-prune ratio=R seed=S", one at a time.
+  const test::CmdResult sweep =
+      run_cmd("sweep " + std::string(LATHE_SOURCE_DIR) + "/experiments/sweeps/mlp-prune-study.json --jobs 1 " +
+              out_dir() +
+              " --set train.epochs=1 --set prune.finetune_epochs=1 --set data.train_subset=512"
+              " --set data.test_subset=256 --json");
+  ASSERT_EQ(sweep.code, 0) << sweep.out;
+  const test::CmdResult list = run_cmd("--db " + db() + " list --status finished --json");
+  ASSERT_EQ(list.code, 0) << list.out;
+  const nlohmann::json listed = nlohmann::json::parse(list.out);
+  std::set<std::string> names;
+  for (const auto& r : listed["runs"])
+    names.insert(r["name"].get<std::string>());
   for (const char* r : ratios)
-    for (int seed = 0; seed < 3; ++seed) {
-      const std::string name = std::string("mlp-prune ratio=") + r + " seed=" + std::to_string(seed);
-      const test::CmdResult res =
-          run_cmd("run " + std::string(LATHE_SOURCE_DIR) + "/experiments/prune-agp80.json " + out_dir() +
-                  " --set model.zoo=mlp --set train.epochs=1 --set prune.finetune_epochs=1 --set data.train_subset=512"
-                  " --set data.test_subset=256 --set train.optimizer.lr=0.05 --set prune.ratio=" +
-                  r + " --set seed=" + std::to_string(seed) + " --set 'name=" + name + "' --json > /dev/null");
-      ASSERT_EQ(res.code, 0) << name << "\n" << res.out;
-    }
+    for (int seed = 0; seed < 3; ++seed)
+      EXPECT_EQ(names.count(std::string("mlp-prune ratio=") + r + " seed=" + std::to_string(seed)), 1u);
+  ASSERT_EQ(names.size(), 12u) << list.out;
   const test::CmdResult cmp = run_cmd("--db " + db() + " compare --group --json");
   ASSERT_EQ(cmp.code, 0) << cmp.out;
   const nlohmann::json groups = nlohmann::json::parse(cmp.out)["groups"];
