@@ -13,6 +13,7 @@
 
 #include "app/cli_devices.h"
 #include "app/gui/export_action.h"
+#include "app/gui/model_export_action.h"
 #ifdef LATHE_HAVE_REPORT
 #include "app/gui/run_overview.h"
 #endif
@@ -126,6 +127,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   connect(m_browser, &ui::RunBrowser::showRun, this, &MainWindow::showOverview);
   connect(m_browser, &ui::RunBrowser::compareRuns, this, &MainWindow::compareRuns);
   connect(m_browser, &ui::RunBrowser::exportRuns, this, &MainWindow::exportRuns);
+  connect(m_browser, &ui::RunBrowser::exportModel, this, &MainWindow::exportModel);
   connect(m_browser, &ui::RunBrowser::openConfig, this, [this](const nlohmann::json& cfg, const QString& id) {
     m_designer->setConfig(cfg, "(config of run " + id + ", not saved)");
     statusBar()->showMessage("Designer: config of run " + id, 5000);
@@ -167,6 +169,11 @@ void MainWindow::buildToolbar() {
       ids << m_feed->watched();
     exportRuns(ids);
   });
+  m_exportModelAction = bar->addAction("Export model...", this, [this]() { exportModel(modelExportRun()); });
+  m_exportModelAction->setObjectName("exportModelToolbarAction");
+  m_exportModelAction->setToolTip(
+      "Write one run's model as ONNX (f32, pruned or INT8 QDQ): the run selected in Runs, shown in Overview, "
+      "compared alone or watched");
   bar->addSeparator();
   m_watchFolderAction = bar->addAction("Watch folder...", this, [this]() {
     const QString dir = QFileDialog::getExistingDirectory(this, "A Slurm sweep's shared folder (--out)");
@@ -306,6 +313,25 @@ void MainWindow::compareRuns(const QStringList& runIds) {
 }
 
 void MainWindow::exportRuns(const QStringList& runIds) { export_runs(this, m_opt.dbPath, runIds); }
+
+QString MainWindow::modelExportRun() const {
+  const QStringList selected = m_browser->selectedRunIds();
+  if (selected.size() == 1)
+    return selected.front();
+  if (m_overview && m_tabs->currentWidget() == m_overview && !m_overview->runId().isEmpty())
+    return m_overview->runId();
+  if (m_tabs->currentWidget() == m_compare && m_compare->runIds().size() == 1)
+    return m_compare->runIds().front();
+  return m_feed->watched();
+}
+
+void MainWindow::exportModel(const QString& runId) {
+  if (!m_interactive) {  // tests, --screenshot: no modal dialogs
+    statusBar()->showMessage(runId.isEmpty() ? "Export model: select one run first" : "Export model: " + runId, 8000);
+    return;
+  }
+  export_model(this, m_opt.dbPath, runId);
+}
 
 void MainWindow::onRunsChanged(qint64, const QString& newestRunning) {
   m_browser->reload();

@@ -72,6 +72,11 @@ class MainWindow : public QMainWindow {
   void follow(const QString& runId);
   void compareRuns(const QStringList& runIds);
   void exportRuns(const QStringList& runIds);
+  /// Export model (ONNX): the weights to write, a file, the export (model_export_action.h).
+  void exportModel(const QString& runId);
+  /// The run "Export model..." on the toolbar means: the one selected in Runs, else the run shown in
+  /// Overview when that tab is open, else a Compare of one run, else the watched run ("" = none).
+  QString modelExportRun() const;
   /// Imports a Slurm sweep's shared folder now and every 3 s (new runs and samples appear live).
   void watchFolder(const QString& folder);
   /// `lathe-cli sweep --cancel ID` (scancel of its job) for the sweep chosen in the Runs tab.
@@ -97,7 +102,8 @@ class MainWindow : public QMainWindow {
   RunOverview* m_overview = nullptr;
   RunOverview* m_liveOverview = nullptr;
   QLabel* m_storeLabel;
-  QAction *m_runAction, *m_sweepAction, *m_stopAction, *m_exportAction, *m_watchFolderAction, *m_cancelSweepAction;
+  QAction *m_runAction, *m_sweepAction, *m_stopAction, *m_exportAction, *m_exportModelAction, *m_watchFolderAction,
+      *m_cancelSweepAction;
   ui::FolderImporter* m_importer;
   bool m_interactive = true;
 };

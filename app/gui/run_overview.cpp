@@ -7,6 +7,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "app/gui/model_export_action.h"
 #include "engine/store/store.h"
 #include "widgets/report/report_data.h"
 #include "widgets/report/report_html.h"
@@ -23,7 +24,11 @@ RunOverview::RunOverview(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   m_openFolder = new QPushButton("Open run folder", this);
   m_openFolder->setObjectName("openRunFolder");
   m_openFolder->setEnabled(false);
+  m_exportModel = new QPushButton("Export model (ONNX)...", this);
+  m_exportModel->setObjectName("overviewExportModel");
+  m_exportModel->setEnabled(false);
   row->addWidget(m_title, 1);
+  row->addWidget(m_exportModel);
   row->addWidget(m_openFolder);
   column->addLayout(row);
   m_view = new QTextBrowser(this);
@@ -33,6 +38,10 @@ RunOverview::RunOverview(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   connect(m_openFolder, &QPushButton::clicked, this, [this]() {
     if (!m_folder.isEmpty())
       QDesktopServices::openUrl(QUrl::fromLocalFile(m_folder));
+  });
+  connect(m_exportModel, &QPushButton::clicked, this, [this]() {
+    if (!m_runId.isEmpty())
+      export_model(this, m_db, m_runId);
   });
 }
 
@@ -62,11 +71,13 @@ bool RunOverview::showRun(const QString& runId) {
     m_title->setText("Run " + runId);
     m_view->setHtml(m_html);
     m_openFolder->setEnabled(false);
+    m_exportModel->setEnabled(false);
     return false;
   }
   m_view->setHtml(m_html);
   m_openFolder->setEnabled(!m_folder.isEmpty());
   m_openFolder->setToolTip(m_folder.isEmpty() ? "This run wrote no files on this machine" : m_folder);
+  m_exportModel->setEnabled(true);  // the dialog lists what the run has (and why not the rest)
   return true;
 }
 

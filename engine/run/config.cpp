@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/compress/distill/teacher_source.h"
 #include "engine/core/error.h"
 #include "engine/io/onnx/onnx_import.h"
 #include "engine/nn/zoo.h"
@@ -273,6 +274,24 @@ void check_cross_fields(const json& out, Validator& val) {
       } catch (const Error& e) {  // ConfigError (unsupported) or DataError (unreadable file)
         val.problem("model.onnx", e.what());
       }
+    }
+  }
+  // distill.teacher's form now; an ONNX teacher file is read and checked like model.onnx (a run's
+  // teacher is found at set-up, through the run store).
+  if (ok("distill.teacher") && out.contains("distill") && out.at("distill").contains("teacher")) {
+    try {
+      const TeacherSpec spec = parse_teacher_spec(out.at("distill").at("teacher").get<std::string>());
+      if (spec.kind == TeacherSpec::Kind::onnx) {
+        const OnnxImport imported = import_onnx(spec.value);
+        if (ok("data.dataset") && out.at("data").at("dataset") == "fashion-mnist") {
+          check_onnx_input(*imported.model, {1, 28, 28});
+          check_model_outputs(*imported.model, 10);
+        }
+      }
+    } catch (const Error& e) {  // parse_teacher_spec's messages start with the field already
+      const std::string text = e.what();
+      const std::string field = "distill.teacher: ";
+      val.problem("distill.teacher", text.rfind(field, 0) == 0 ? text.substr(field.size()) : text);
     }
   }
   if (ok("name")) {

@@ -5,9 +5,11 @@
 #include <algorithm>
 
 #include "engine/core/sha256.h"
+#include "engine/io/onnx/onnx_import.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/data_setup.h"
+#include "engine/run/model_graph.h"
 #include "engine/run/stage_registry.h"
 
 namespace lathe {
@@ -64,6 +66,16 @@ void check_taps(Backend& be, Model& student, Model& teacher, const std::vector<F
 
 }  // namespace
 
+std::string teacher_cache_key(const std::string& backend, const std::string& distiller_suffix,
+                              const std::string& weights_sha256, const std::string& onnx_sha256) {
+  std::string key = "backend:" + backend + ";" + distiller_suffix;
+  if (!onnx_sha256.empty())  // the graph: an ONNX file's bytes (its weights too, for an ONNX teacher file)
+    key = "onnx:" + onnx_sha256 + ";" + key;
+  if (!weights_sha256.empty())
+    key = "weights:" + weights_sha256 + ";" + key;
+  return key;
+}
+
 std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg, Backend& be, const TrainTest& data,
                                                     Model& student, const RunOptions& options) {
   const DistillConfig& d = cfg.distill;
@@ -83,10 +95,31 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
     stage->teacher->create_params(be, DType::f32, teacher_rng);
   } else {
     stage->saved = resolve_saved_teacher(stage->spec, options.resolve_run, cfg.output.dir);
-    stage->teacher = build_model_from_section(stage->saved.model_config, image_shape,
-                                              zoo_class_count(cfg.data, data.train));
-    stage->teacher->create_params(be, DType::f32, teacher_rng);
-    load_model_weights(*stage->teacher, be, stage->saved.weights_path);
+    stage->onnx_file = onnx_file_of(stage->saved.model_config);
+    if (stage->spec.kind == TeacherSpec::Kind::onnx) {
+      // Graph and weights from the file, as a student's model.onnx (trainer.cpp) is read.
+      OnnxImport imported = import_onnx(stage->onnx_file);
+      stage->onnx_sha256 = imported.sha256;
+      stage->teacher = std::move(imported.model);
+      try {
+        check_onnx_input(*stage->teacher, image_shape);
+        check_model_outputs(*stage->teacher, data.train.num_classes);
+      } catch (const ConfigError& e) {
+        throw ConfigError("distill.teacher: " + stage->onnx_file + ": " + e.what());
+      }
+      stage->teacher->create_params(be, DType::f32, teacher_rng);
+      load_onnx_weights(*stage->teacher, be, imported);
+    } else {
+      // A zoo / custom section, or the ONNX graph a run was imported from with the run's saved weights.
+      stage->teacher = build_model_graph(stage->saved.model_config, image_shape,
+                                         zoo_class_count(cfg.data, data.train), "distill.teacher");
+      if (!stage->onnx_file.empty())
+        stage->onnx_sha256 = sha256_file(stage->onnx_file);
+      stage->teacher->create_params(be, DType::f32, teacher_rng);
+      load_model_weights(*stage->teacher, be, stage->saved.weights_path);
+    }
+    if (!stage->onnx_file.empty())
+      stage->saved.origin += " (ONNX graph " + stage->onnx_file + ", sha256 " + stage->onnx_sha256 + ")";
   }
   DistillOptions o;
   o.kd.temperature = d.temperature;
@@ -102,9 +135,12 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
   } else if (student_images_augmented(cfg)) {
     stage->cache_note = "off: the student's images are augmented, so the teacher runs on every batch";
   } else {
-    std::string key = "backend:" + be.name() + ";" + stage->distiller->cache_key_suffix();
-    if (stage->spec.kind != TeacherSpec::Kind::zoo)
-      key = "weights:" + sha256_file(stage->saved.weights_path) + ";" + key;
+    const std::string weights_sha = stage->spec.kind == TeacherSpec::Kind::zoo ? std::string()
+                                    : stage->spec.kind == TeacherSpec::Kind::onnx
+                                        ? stage->onnx_sha256
+                                        : sha256_file(stage->saved.weights_path);
+    const std::string key = teacher_cache_key(be.name(), stage->distiller->cache_key_suffix(), weights_sha,
+                                              stage->onnx_sha256);
     stage->cache = std::make_unique<TeacherCache>(key, stage->distiller->cache_record_sizes());
     stage->cache_note = "on: the images are not augmented, so the teacher's outputs are computed once per image";
     if (!d.teacher_cache.empty()) {
@@ -242,8 +278,9 @@ class DistillStageAdapter final : public Stage {
     using namespace schema;
     std::vector<FieldSpec> f;
     f.push_back(string("distill.teacher", "",
-                       "Teacher: zoo:<name> (trained first), run:<run id or name> or a .safetensors file; empty = "
-                       "no distillation"));
+                       "Teacher: zoo:<name> (trained first), run:<run id or name> (also a run whose model came from "
+                       "model.onnx), a .safetensors file, or an .onnx model file (graph and weights, as model.onnx); "
+                       "empty = no distillation"));
     f.push_back(number("distill.temperature", 4, 0, kInf, "Softmax temperature T of the soft targets", true));
     f.push_back(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss (1 - alpha: hard labels)"));
     f.push_back(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching (MSE) loss"));

@@ -23,6 +23,7 @@ class DistillStage {
  public:
   TeacherSpec spec;
   SavedTeacher saved;  ///< for run: and file teachers
+  std::string onnx_file, onnx_sha256;   ///< the teacher's graph came from this ONNX file ("" otherwise)
   std::unique_ptr<Model> teacher;
   std::unique_ptr<Distiller> distiller;
   std::unique_ptr<TeacherCache> cache;  ///< null when the teacher runs on every batch
@@ -33,6 +34,12 @@ class DistillStage {
   int64_t first_step = 0;
   bool cache_saved = false;
 };
+
+/// The teacher cache's key (teacher_cache.h): the backend and the distiller's taps, the saved
+/// weights' sha256 and, when the teacher's graph came from an ONNX file, that file's sha256, so a
+/// changed file (or changed weights) is never served another teacher's outputs. "" = not part of it.
+std::string teacher_cache_key(const std::string& backend, const std::string& distiller_suffix,
+                              const std::string& weights_sha256, const std::string& onnx_sha256);
 
 /// nullptr when distill.teacher is "". Loads a saved teacher (ConfigError / DataError naming
 /// distill.teacher otherwise), checks feature pairs against both graphs and the backend.

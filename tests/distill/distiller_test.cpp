@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 #include "engine/backend/cpu/reference_backend.h"
 #include "engine/compress/distill/distiller.h"
@@ -198,16 +200,31 @@ TEST(DistillParsers, FeaturePairsAndTeacherSpecs) {
   EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("run:nope"), {}, "/nonexistent-runs"), DataError);
 }
 
-TEST(TeacherSource, ATeacherFromAnOnnxRunIsRefusedNamingTheFile) {
+// An ONNX teacher: this layer only says where the graph is (the run layer reads the file, through
+// run/model_graph.h); build_model_from_section refuses an ONNX section, naming the file and the way.
+TEST(TeacherSource, AnOnnxTeacherIsResolvedToItsFileAndBuiltAbove) {
   try {
     build_model_from_section({{"zoo", "onnx"}, {"onnx", "/models/resnet.onnx"}}, {1, 28, 28});
     ADD_FAILURE() << "accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("distill.teacher: the teacher's model came from an ONNX file (model.onnx = "
-                                         "/models/resnet.onnx)"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.onnx = /models/resnet.onnx"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("build_model_graph"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(parse_teacher_spec("/models/resnet.onnx").kind, TeacherSpec::Kind::onnx);
+  EXPECT_THROW(resolve_saved_teacher(parse_teacher_spec("/nonexistent/teacher.onnx"), {}, "runs"), DataError);
+  const std::string file = ::testing::TempDir() + "teacher-source.onnx";
+  { std::ofstream(file) << "x"; }  // only its existence is looked at here
+  bool asked = false;
+  const RunResolver resolver = [&](const std::string&, const std::string&) {
+    asked = true;
+    return RunModelFile{};
+  };
+  const SavedTeacher t = resolve_saved_teacher(parse_teacher_spec(file), resolver, "runs");
+  EXPECT_FALSE(asked);
+  EXPECT_EQ(t.weights_path, file);
+  EXPECT_EQ(t.model_config, nlohmann::json({{"zoo", "onnx"}, {"onnx", file}}));
+  EXPECT_EQ(t.origin, "ONNX file " + file);
+  std::remove(file.c_str());
 }
 
 TEST(TeacherSource, RunReferencesGoThroughTheCallersResolver) {

@@ -82,7 +82,7 @@ TEST_F(DistillStageRun, BadTeachersFailBeforeAnythingIsWritten) {
                ConfigError);
   EXPECT_THROW(run_experiment(config_from(tiny({"distill.teacher=zoo:teacher", "distill.feature_pairs=0:8"}))),
                ConfigError);  // student node 0 is fused with its ReLU
-  EXPECT_THROW(run_experiment(config_from(tiny({"distill.teacher=teacher"}))), ConfigError);  // at set-up
+  EXPECT_THROW(run_experiment(config_from(tiny({"distill.teacher=teacher"}))), ConfigError);  // at validation
   EXPECT_EQ(std::distance(fs::directory_iterator(m_dir), fs::directory_iterator()), before);
 }
 

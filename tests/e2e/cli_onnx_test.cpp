@@ -129,5 +129,62 @@ TEST_F(CliOnnx, AnInt8RunIsWrittenAsQdq) {
   EXPECT_NEAR(static_cast<double>(fs::file_size(out)), static_cast<double>(fs::file_size(run_int8)), 400.0);
 }
 
+// Issue 18 item 1: an ONNX model as the distillation teacher, through lathe-cli: a tiny teacher
+// written at test time as distill.teacher (graph and weights from the file), then a run imported
+// from that file as the teacher of another run (run:<name>, found in the store); the run records
+// where the teacher came from (the file and its sha256). A teacher with an unsupported op is
+// refused by validate, naming distill.teacher and the node.
+TEST_F(CliOnnx, AnOnnxTeacherDistillsAStudent) {
+  if (!fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  auto net = build_model_from_layers(nlohmann::json::parse(R"([
+    {"name": "conv", "type": "conv2d", "out": 4, "kernel": 3, "stride": 2},
+    {"name": "act", "type": "relu"}, {"name": "flat", "type": "flatten"}, {"name": "fc", "type": "linear", "out": 10}])"),
+                                     {1, 28, 28});
+  ReferenceBackend be;
+  Rng rng(3);
+  net->create_params(be, DType::f32, rng);
+  const std::string teacher = (m_dir / "teacher.onnx").string();
+  export_onnx(*net, be, teacher);
+  const std::string small = R"("train": {"epochs": 1}, "data": {"train_subset": 256, "test_subset": 100})";
+  const std::string cfg = write("kd.json", R"({"name": "kd", "model": {"zoo": "student"}, "distill": {"teacher": ")" +
+                                               teacher + R"("}, )" + small + "}");
+  ASSERT_EQ(run_cmd("validate " + cfg).code, 0);
+  const CmdResult r = run_cmd("run " + cfg + " " + out_dir());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const CmdResult show = run_cmd("--db " + db() + " show kd --json");
+  ASSERT_EQ(show.code, 0) << show.out;
+  const auto shown = nlohmann::json::parse(show.out);
+  std::string origin;
+  for (const auto& e : shown["events"])
+    if (e["kind"] == "distill")
+      origin = e["fields"]["teacher_origin"];
+  EXPECT_NE(origin.find("ONNX file " + teacher), std::string::npos) << show.out;
+  EXPECT_NE(origin.find(sha256_file(teacher)), std::string::npos) << origin;
+
+  // A run whose model came from the ONNX file, then that run as the teacher (through the store).
+  const std::string base = write("base.json", R"({"name": "onnx-base", "model": {"onnx": ")" + teacher + R"("}, )" +
+                                                  small + "}");
+  ASSERT_EQ(run_cmd("run " + base + " " + out_dir()).code, 0);
+  const std::string kd2 = write("kd2.json", R"({"name": "kd2", "model": {"zoo": "student"},
+      "distill": {"teacher": "run:onnx-base"}, )" + small + "}");
+  const CmdResult r2 = run_cmd("run " + kd2 + " " + out_dir());
+  ASSERT_EQ(r2.code, 0) << r2.out;
+  const std::string shown2 = run_cmd("--db " + db() + " show kd2 --json").out;
+  EXPECT_NE(shown2.find("ONNX graph " + teacher), std::string::npos) << shown2;
+
+  OnnxBuilder b(13, {1, 28, 28});
+  b.init("W", random_tensor({1, 16, 28}, rng));
+  b.init("R", random_tensor({1, 16, 4}, rng));
+  OnnxBuilder::int1(b.node("LSTM", {"input", "W", "R"}, {"y"}, "lstm1"), "hidden_size", 4);
+  b.output("y");
+  const std::string lstm = b.save((m_dir / "lstm.onnx").string());
+  const std::string bad = write("bad.json", R"({"model": {"zoo": "student"}, "distill": {"teacher": ")" + lstm + R"("}})");
+  const CmdResult v = run_cmd("validate " + bad);
+  EXPECT_EQ(v.code, 2) << v.out;
+  EXPECT_NE(v.out.find("distill.teacher"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("node 'lstm1' (LSTM)"), std::string::npos) << v.out;
+}
+
 }  // namespace
 }  // namespace lathe::test

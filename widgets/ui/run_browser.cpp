@@ -86,6 +86,8 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_resume = new QPushButton("Resume", this);
   m_resume->setObjectName("resumeButton");
   m_resumeAction = new QAction("Resume", this);
+  m_exportModelAction = new QAction("Export model (ONNX)...", this);
+  m_exportModelAction->setObjectName("exportModelAction");
   m_export = new QPushButton("Export...", this);
   m_delete = new QPushButton("Delete", this);
   m_note = new QPushButton("Note...", this);
@@ -189,11 +191,17 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   };
   connect(m_resume, &QPushButton::clicked, this, resume);
   connect(m_resumeAction, &QAction::triggered, this, resume);
+  connect(m_exportModelAction, &QAction::triggered, this, [this]() {
+    const QStringList ids = selectedRunIds();
+    if (ids.size() == 1)
+      emit exportModel(ids.front());
+  });
   m_table->setContextMenuPolicy(Qt::CustomContextMenu);
   connect(m_table, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
     QMenu menu(this);
     menu.setToolTipsVisible(true);
     menu.addAction(m_resumeAction);
+    menu.addAction(m_exportModelAction);
     menu.exec(m_table->viewport()->mapToGlobal(at));
   });
   connect(m_delete, &QPushButton::clicked, this, [this]() {
@@ -335,6 +343,9 @@ void RunBrowser::updateButtons() {
   m_resumeAction->setToolTip(resume.why);
   m_compare->setEnabled(n >= 2 && n <= kMaxCompareRuns);
   m_export->setEnabled(n >= 1);
+  m_exportModelAction->setEnabled(n == 1);
+  m_exportModelAction->setToolTip(n == 1 ? "Write this run's model as ONNX (f32, pruned or INT8 QDQ)"
+                                         : "Select one run to export its model");
   m_delete->setEnabled(n >= 1);
   m_note->setEnabled(n == 1);
   m_tags->setEnabled(n >= 1);

@@ -1,7 +1,7 @@
 // RunBrowser: the run history table (RunTableModel) with a name filter, status filter, sweep
 // filter (each sweep with its progress), param filter (key=value), paging, and the actions on the selected runs: watch live, compare, open the
 // config in the designer, re-run, resume (interrupted or cancelled runs with a checkpoint; also on
-// the table's context menu), export, delete. Actions that need the app (designer, queue,
+// the table's context menu), export (a report; the context menu also exports one run's model as ONNX), delete. Actions that need the app (designer, queue,
 // report) are signals; delete is done here after a confirmation. "Parallel coordinates" opens a
 // ParallelCoordsPanel under the table over every run of the filter: brushing it selects runs in
 // the table, the table's selection is drawn bold there.
@@ -30,6 +30,8 @@ class RunBrowser : public QWidget {
   QTableView* table() const { return m_table; }
   QPushButton* resumeButton() const { return m_resume; }
   QAction* resumeAction() const { return m_resumeAction; }
+  /// The context menu's "Export model (ONNX)...": enabled for one selected run (exportModel).
+  QAction* exportModelAction() const { return m_exportModelAction; }
   QStringList selectedRunIds() const;
   void selectRuns(const QStringList& ids);
   /// Reads the store's config of a run (synchronously; one row).
@@ -67,6 +69,8 @@ class RunBrowser : public QWidget {
   /// Resume was pressed for an interrupted or cancelled run that has a checkpoint.
   void resumeRun(const QString& runId);
   void exportRuns(const QStringList& runIds);
+  /// "Export model (ONNX)..." on one run (the app asks which weights and where).
+  void exportModel(const QString& runId);
   void message(const QString& text);
 
  private:
@@ -88,6 +92,7 @@ class RunBrowser : public QWidget {
   QPushButton* m_parallelButton;
   ParallelCoordsPanel* m_parallel;
   QAction* m_resumeAction;  ///< the context menu's Resume, enabled like the button
+  QAction* m_exportModelAction;
   QStringList m_pendingSelection;
 };
 

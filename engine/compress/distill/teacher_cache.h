@@ -7,7 +7,9 @@
 //
 // The cache can be kept in a file (distill.teacher_cache) so that several runs distilling from the
 // same saved teacher (the 3-seed comparison) pay for the teacher's passes once; the file is keyed
-// by the teacher weights' sha256 and the tapped nodes, and ignored (rebuilt) when they differ.
+// by the teacher weights' sha256, the sha256 of the ONNX file its graph came from (an ONNX
+// teacher; run/stage_distill.h's teacher_cache_key) and the tapped nodes, and ignored (rebuilt)
+// when they differ.
 #pragma once
 
 #include <cstdint>

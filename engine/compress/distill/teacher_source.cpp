@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kForms =
-    "allowed: \"zoo:<name>\" (mlp, cnn, teacher, student; trained first), \"run:<run id or name>\" or the path "
-    "of a .safetensors file";
+    "allowed: \"zoo:<name>\" (mlp, cnn, teacher, student; trained first), \"run:<run id or name>\", the path "
+    "of a .safetensors file or the path of an .onnx model file";
 
 nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
@@ -71,6 +71,11 @@ TeacherSpec parse_teacher_spec(const std::string& text) {
       throw ConfigError("distill.teacher: \"run:\" needs a run id or name; " + std::string(kForms));
     return s;
   }
+  if (text.size() > 5 && text.ends_with(".onnx")) {
+    s.kind = TeacherSpec::Kind::onnx;
+    s.value = text;
+    return s;
+  }
   if (text.size() < 12 || text.substr(text.size() - 12) != ".safetensors")
     throw ConfigError("distill.teacher: '" + text + "' is not a teacher; " + kForms);
   s.kind = TeacherSpec::Kind::file;
@@ -87,6 +92,14 @@ SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& r
     t.weights_path = spec.value;
     t.model_config = model_section_for_file(spec.value);
     t.origin = "file " + spec.value;
+    return t;
+  }
+  if (spec.kind == TeacherSpec::Kind::onnx) {
+    if (!fs::exists(spec.value))
+      throw DataError("distill.teacher: ONNX file " + spec.value + " does not exist");
+    t.weights_path = spec.value;
+    t.model_config = {{"zoo", "onnx"}, {"onnx", spec.value}};
+    t.origin = "ONNX file " + spec.value;
     return t;
   }
   LATHE_CHECK(spec.kind == TeacherSpec::Kind::run, "resolve_saved_teacher: not a run or file teacher");
@@ -111,10 +124,8 @@ SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& r
 std::unique_ptr<Model> build_model_from_section(const nlohmann::json& m, const Shape& image_shape, int zoo_classes) {
   const std::string zoo = m.value("zoo", std::string("custom"));
   if (zoo == "onnx")  // the graph lives in the ONNX file, which this layer does not read
-    throw ConfigError("distill.teacher: the teacher's model came from an ONNX file (model.onnx = " +
-                      m.value("onnx", std::string("?")) +
-                      "); a saved teacher is rebuilt from model.zoo or model.layers only, ONNX teachers are not "
-                      "supported yet");
+    throw ConfigError("build_model_from_section: the model section names an ONNX file (model.onnx = " +
+                      m.value("onnx", std::string("?")) + "); build it with build_model_graph (run/model_graph.h)");
   if (zoo == "custom") {
     if (!m.contains("layers"))
       throw ConfigError("distill.teacher: a custom teacher needs model.layers in its config");

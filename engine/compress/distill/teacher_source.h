@@ -5,7 +5,10 @@
 //                  <output.dir>/<id>/ without one
 //   "<path>"       a safetensors file; its architecture from the file's lathe_model metadata (a zoo
 //                  name) or from a config.json next to it (a run folder)
-// The architecture of a saved teacher comes from the saving run's config (model.zoo / model.layers).
+//   "<path>.onnx"  an ONNX model file: graph and weights both from the file
+// The architecture of a saved teacher comes from the saving run's config (model.zoo / model.layers,
+// or model.onnx: the ONNX file's graph with the run's saved weights). This layer does not read ONNX
+// (engine/io/onnx sits beside it): an ONNX graph is built by the run layer (run/model_graph.h).
 #pragma once
 
 #include <memory>
@@ -18,16 +21,17 @@
 namespace lathe {
 
 struct TeacherSpec {
-  enum class Kind { none, zoo, run, file } kind = Kind::none;
-  std::string value;  ///< zoo name, run reference or file path
+  enum class Kind { none, zoo, run, file, onnx } kind = Kind::none;
+  std::string value;  ///< zoo name, run reference or file path (file: .safetensors, onnx: .onnx)
 };
 
 /// Parses distill.teacher; "" is Kind::none. Throws ConfigError naming the field and the forms allowed.
 TeacherSpec parse_teacher_spec(const std::string& text);
 
-/// A saved teacher: its weights file and the model section ({"zoo": ..., "layers": [...]}) that builds it.
+/// A saved teacher: its weights file and the model section ({"zoo": ..., "layers": [...]} or
+/// {"zoo": "onnx", "onnx": FILE}) that builds it. For an ONNX teacher file both are the file.
 struct SavedTeacher {
-  std::string weights_path;
+  std::string weights_path;  ///< .safetensors, or the .onnx file of an ONNX teacher
   nlohmann::json model_config;
   std::string origin;  ///< how it was found, for the run's events ("store artifact of run X", ...)
 };
@@ -39,7 +43,8 @@ SavedTeacher resolve_saved_teacher(const TeacherSpec& spec, const RunResolver& r
                                    const std::string& runs_root);
 
 /// Builds (without params) the model a config's model section describes, for `image_shape` {C, H, W};
-/// a zoo model gets `zoo_classes` outputs.
+/// a zoo model gets `zoo_classes` outputs. Zoo and custom sections only: an ONNX section is a
+/// ConfigError here (run/model_graph.h's build_model_graph builds every kind).
 std::unique_ptr<Model> build_model_from_section(const nlohmann::json& model_config, const Shape& image_shape,
                                                 int zoo_classes = 10);
 
