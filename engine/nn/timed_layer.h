@@ -1,6 +1,7 @@
-// TimedLayer: wraps a Model node's Layer and adds up the wall time of its forward and backward
-// calls (for bench/profile_layers: where a training step's time goes, layer by layer). Everything
-// else is delegated, so a timed model computes exactly what the untimed one does.
+// TimedLayer: wraps a Model node's Layer and adds up the wall time (or the calling thread's CPU
+// time, LayerClock::thread_cpu: with one thread, immune to a loaded machine) of its forward and
+// backward calls (for bench/profile_layers: where a training step's time goes, layer by layer).
+// Everything else is delegated, so a timed model computes exactly what the untimed one does.
 #pragma once
 
 #include <memory>
@@ -12,9 +13,14 @@
 
 namespace lathe {
 
+enum class LayerClock : uint8_t { wall, thread_cpu };
+
+/// Now on that clock, in seconds.
+double layer_clock_seconds(LayerClock clock);
+
 class TimedLayer final : public Layer {
  public:
-  explicit TimedLayer(std::unique_ptr<Layer> inner);
+  explicit TimedLayer(std::unique_ptr<Layer> inner, LayerClock clock = LayerClock::wall);
 
   std::string kind() const override { return m_inner->kind(); }
   std::string describe() const override { return m_inner->describe(); }
@@ -52,8 +58,9 @@ class TimedLayer final : public Layer {
   Layer& inner() { return *m_inner; }
 
  private:
-  friend std::vector<TimedLayer*> time_every_layer(Model& model);
+  friend std::vector<TimedLayer*> time_every_layer(Model& model, LayerClock clock);
   std::unique_ptr<Layer> m_inner;
+  LayerClock m_clock = LayerClock::wall;
   double m_forward_s = 0, m_backward_s = 0;
   int64_t m_forward_calls = 0, m_backward_calls = 0;
 };
@@ -61,6 +68,6 @@ class TimedLayer final : public Layer {
 /// Wraps every node of `model` (after create_params()) in a TimedLayer; returns them in node order.
 /// A ReLU node fused into the layer before it is never called forward (its forward time stays 0);
 /// its backward runs as a pass of its own.
-std::vector<TimedLayer*> time_every_layer(Model& model);
+std::vector<TimedLayer*> time_every_layer(Model& model, LayerClock clock = LayerClock::wall);
 
 }  // namespace lathe
