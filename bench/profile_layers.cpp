@@ -229,7 +229,13 @@ nlohmann::json profile_training(const std::string& model_name, Backend& be, cons
     const bool first = model->node_inputs(i)[0] == Model::kModelInput;
     const double fwd_flops = static_cast<double>(flops.at(model->node_name(i))) * static_cast<double>(batch);
     const double all = fwd_flops * (first ? 2.0 : 3.0);
-    rows.push_back({model->node_name(i), t.describe() + (fused_away ? " (forward fused into the layer before)" : ""),
+    const bool folded = model->relu_backward_folded(i);
+    rows.push_back({model->node_name(i),
+                    t.describe() + (fused_away && folded ? " (forward fused into the layer before, backward into the "
+                                                           "pooling after)"
+                                    : fused_away         ? " (forward fused into the layer before)"
+                                    : folded             ? " (backward fused into the pooling after)"
+                                                         : ""),
                     1000 * f, 1000 * b, all / 1e9});
     if (all > 0 && f + b > 0)
       best_rate = std::max(best_rate, all / (f + b));

@@ -41,6 +41,8 @@ class TimedLayer final : public Layer {
   }
   bool can_fuse_relu() const override { return m_inner->can_fuse_relu(); }
   void set_fused_relu(bool on) override { m_inner->set_fused_relu(on); }
+  bool can_mask_input_relu() const override { return m_inner->can_mask_input_relu(); }
+  void set_input_relu(bool on) override { m_inner->set_input_relu(on); }
   void set_compute_precision(DType precision) override { m_inner->set_compute_precision(precision); }
   LowPrecisionIo low_precision_io(const Backend& backend, DType precision) const override {
     return m_inner->low_precision_io(backend, precision);
@@ -67,7 +69,8 @@ class TimedLayer final : public Layer {
 
 /// Wraps every node of `model` (after create_params()) in a TimedLayer; returns them in node order.
 /// A ReLU node fused into the layer before it is never called forward (its forward time stays 0);
-/// its backward runs as a pass of its own.
+/// its backward runs as a pass of its own, unless the max pooling after it applies it
+/// (Model::relu_backward_folded: then its backward time stays 0 too).
 std::vector<TimedLayer*> time_every_layer(Model& model, LayerClock clock = LayerClock::wall);
 
 }  // namespace lathe
