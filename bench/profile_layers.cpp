@@ -240,7 +240,10 @@ nlohmann::json profile_training(const std::string& model_name, Backend& be, cons
     if (all > 0 && f + b > 0)
       best_rate = std::max(best_rate, all / (f + b));
   }
-  peaks.raise(dt, best_rate);
+  // The calling thread's CPU time understates a layer's time when other threads share its work
+  // (a passive wait sleeps through it): only wall time, or one thread, may raise the peak.
+  if (clock == LayerClock::wall || peaks.threads == 1)
+    peaks.raise(dt, best_rate);
   const double peak = peaks.get(dt).flops_per_s;
   const double step_s = (fwd_s + loss_s + bwd_s + sgd_s) / reps;
   const double train_flops = 3.0 * static_cast<double>(model->flops_per_sample()) * static_cast<double>(batch);
