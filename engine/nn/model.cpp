@@ -272,12 +272,14 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output,
       diff_dst = &m_diffs[ii];
       had_extra = true;
     }
-    if (m_relu_folded[ii] && diff_dst == &m_diffs[ii] && !had_extra) {
-      // The consumer applied this ReLU's mask: its gradient is the gradient at the ReLU's input.
+    if (m_relu_folded[ii] && diff_dst == &m_diffs[ii]) {
+      // The consumer applied this ReLU's mask: its gradient is the gradient at the ReLU's input,
+      // unless a gradient entered here from outside (then the ReLU's backward runs).
       const int p = n.inputs[0];
       const Tensor& g = m_diffs[ii];
       const Tensor& in = m_outputs[p];
-      if (!m_diff_ready[p] && g.shape() == in.shape() && g.dtype() == in.dtype() && g.strides() == in.strides()) {
+      if (!had_extra && !m_diff_ready[p] && g.shape() == in.shape() && g.dtype() == in.dtype() &&
+          g.strides() == in.strides()) {
         m_diffs[p] = g;  // shares the storage
         m_diff_ready[p] = 1;
         continue;
