@@ -73,6 +73,13 @@ class Layer {
   virtual bool can_fuse_relu() const { return false; }
   virtual void set_fused_relu(bool) {}
 
+  /// Layers whose backward can apply the gradient mask of the ReLU that feeds them (max pooling: the
+  /// ReLU's output at a window's maximum is the pooling's output) say so; the Model then skips that
+  /// ReLU's backward pass, a full-size read-read-write, and the layer's input gradient is the
+  /// gradient before the ReLU (see Model::set_fuse_relu).
+  virtual bool can_mask_input_relu() const { return false; }
+  virtual void set_input_relu(bool) {}
+
   /// Mixed-precision training: layers with matmuls (Linear, Conv2d) compute them at `precision`
   /// (f32, bf16 or f16) with f32 parameters (see matmul_precision.h); the others stay f32.
   virtual void set_compute_precision(DType precision) {}

@@ -99,6 +99,25 @@ void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
       m_fused_relu_of[p] = static_cast<int>(r);
     }
   }
+  m_relu_folded.assign(m_nodes.size(), 0);
+  if (m_fuse_relu) {
+    std::vector<std::vector<int>> users(m_nodes.size());
+    for (size_t i = 0; i < m_nodes.size(); ++i)
+      for (int j : m_nodes[i].inputs)
+        if (j != kModelInput)
+          users[j].push_back(static_cast<int>(i));
+    for (size_t r = 0; r < m_nodes.size(); ++r) {
+      const Node& n = m_nodes[r];
+      if (n.layer->kind() != "relu" || n.inputs[0] == kModelInput || users[n.inputs[0]].size() != 1 ||
+          users[r].size() != 1)
+        continue;
+      Node& q = m_nodes[users[r][0]];
+      if (q.inputs.size() != 1 || !q.layer->can_mask_input_relu())
+        continue;
+      q.layer->set_input_relu(true);
+      m_relu_folded[r] = 1;
+    }
+  }
   m_created = true;
 }
 
@@ -117,6 +136,19 @@ std::unique_ptr<Layer> Model::replace_layer(size_t i, std::unique_ptr<Layer> lay
                 n.name, "'");
     layer->set_fused_relu(true);
   }
+  if (m_relu_folded[i] && layer->kind() != "relu") {  // no ReLU here any more: its consumer masks nothing
+    m_relu_folded[i] = 0;
+    for (Node& q : m_nodes)
+      if (q.inputs.size() == 1 && q.inputs[0] == static_cast<int>(i))
+        q.layer->set_input_relu(false);
+  }
+  for (int j : n.inputs)  // a ReLU whose backward the old layer applied
+    if (j != kModelInput && m_relu_folded[j]) {
+      if (layer->can_mask_input_relu())
+        layer->set_input_relu(true);
+      else
+        m_relu_folded[j] = 0;
+    }
   std::swap(n.layer, layer);
   return layer;
 }
@@ -219,6 +251,7 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output,
   for (size_t ii = m_nodes.size(); ii-- > 0;) {
     Node& n = m_nodes[ii];
     const Tensor* diff_dst = ii == last ? &diff_output : (m_diff_ready[ii] ? &m_diffs[ii] : nullptr);
+    bool had_extra = false;
     for (const auto& [node, extra_diff] : extra) {  // gradients entering here from outside the graph
       if (node != static_cast<int>(ii))
         continue;
@@ -237,6 +270,22 @@ void Model::backward(LayerContext& ctx, const Tensor& diff_output,
         ctx.backend.copy(*extra_diff, m_diffs[ii]);
       }
       diff_dst = &m_diffs[ii];
+      had_extra = true;
+    }
+    if (m_relu_folded[ii] && diff_dst == &m_diffs[ii]) {
+      // The consumer applied this ReLU's mask: its gradient is the gradient at the ReLU's input,
+      // unless a gradient entered here from outside (then the ReLU's backward runs).
+      const int p = n.inputs[0];
+      const Tensor& g = m_diffs[ii];
+      const Tensor& in = m_outputs[p];
+      if (!had_extra && !m_diff_ready[p] && g.shape() == in.shape() && g.dtype() == in.dtype() &&
+          g.strides() == in.strides()) {
+        m_diffs[p] = g;  // shares the storage
+        m_diff_ready[p] = 1;
+        continue;
+      }
+      if (m_diffs[p].defined() && m_diffs[p].raw() == g.raw())  // not this time: a buffer of its own
+        m_diffs[p] = Tensor();
     }
     if (!diff_dst) {  // output unused downstream: no gradient flows here
       for (Param* p : n.layer->params()) {

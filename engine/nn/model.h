@@ -46,8 +46,12 @@ class Model {
   /// Fuses each ReLU into the Linear/Conv2d before it when that layer feeds nothing else (on by
   /// default): the ReLU's output then is the layer's output, written once. The fused layer's own
   /// pre-activation output no longer exists, so activation() refuses it and names the ReLU node.
-  /// Call before create_params().
+  /// Also folds the backward of a ReLU whose one consumer can apply its mask (max pooling, see
+  /// Layer::can_mask_input_relu) into that consumer, when the ReLU's input feeds nothing else: the
+  /// ReLU's backward pass is skipped (same numbers). Call before create_params().
   void set_fuse_relu(bool on) { m_fuse_relu = on; }
+  /// True when node i is a ReLU whose backward its consumer applies (set_fuse_relu).
+  bool relu_backward_folded(size_t i) const { return i < m_relu_folded.size() && m_relu_folded[i]; }
 
   /// Mixed-precision training: every Linear/Conv2d computes at `precision` (f32, bf16 or f16) with
   /// the f32 parameters as master weights (see matmul_precision.h). Any time; f32 by default.
@@ -129,6 +133,7 @@ class Model {
   std::vector<Tensor> m_outputs, m_diffs, m_temps;
   std::vector<char> m_diff_ready;
   std::vector<int> m_fused_relu_of;  // per node: the ReLU node fused into it, or -1
+  std::vector<char> m_relu_folded;   // per node: a ReLU whose backward its one consumer applies
   std::vector<DType> m_act_dtype;    // per node: the dtype its output is stored in (this forward)
   bool m_low_precision_activations = true;
   bool m_fuse_relu = true;

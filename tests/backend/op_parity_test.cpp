@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -190,6 +191,90 @@ TEST_P(OpParity, MaxPoolForwardBackwardInBothLayouts) {
       be().maxpool2d_backward(p, up(dy), ws1, dx1);
       EXPECT_TRUE(all_close(down(dx1), dx0, 1e-6, 1e-6));
     }
+}
+
+/// Elements of a and b (logical order) that differ, a NaN matching a NaN.
+int64_t differing(const Tensor& a, const Tensor& b) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.at_flat(i), y = b.at_flat(i);
+    n += !(x == y || (std::isnan(x) && std::isnan(y)));
+  }
+  return n;
+}
+
+/// Values with many ties inside a window (a handful of levels, negative ones and -0), all of them
+/// bf16-exact; with specials, -inf and a few NaN too.
+Tensor tied_values(const Shape& shape, Rng& rng, DType dt, MemoryFormat fmt, bool specials) {
+  const double levels[] = {-3.0, -1.5, -0.25, -0.0, 0.0, 0.5, 2.0, -2.0};
+  Tensor t = Tensor::empty(shape, dt, Device::cpu(), fmt);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double u = rng.uniform(0, 1);
+    const double v = levels[static_cast<int>(u * 8) % 8];
+    t.set_flat(i, !specials ? v : u < 0.03 ? std::nan("") : u > 0.75 ? -std::numeric_limits<double>::infinity() : v);
+  }
+  return t;
+}
+
+// Ties (the first maximum in (kh, kw) order wins, as in PyTorch), negative values, windows
+// that leave rows/columns uncovered, channel counts off the vector width; f32 and, where the backend
+// stores bf16 activations, bf16 (whose results must be the same values: pooling only selects).
+TEST_P(OpParity, MaxPoolTiesNegativesAndBf16Exactly) {
+  Rng rng(1237);
+  const bool bf16 = be().supports(Op::maxpool2d, DType::bf16);
+  for (MemoryFormat fmt : {MemoryFormat::contiguous, MemoryFormat::channels_last})
+    for (auto [C, H, W, k] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+             {32, 28, 28, 2}, {5, 7, 9, 2}, {17, 9, 7, 3}, {64, 14, 14, 2}, {3, 4, 6, 1}}) {
+      const PoolParams p{k, k, k, k, 0, 0};
+      const Shape in{3, C, H, W}, out{3, C, conv_out_size(H, k, k, 0), conv_out_size(W, k, k, 0)};
+      const std::string what = "maxpool k" + std::to_string(k) + " " + shape_str(in) +
+                               (fmt == MemoryFormat::channels_last ? " channels-last" : " contiguous");
+      Tensor x = tied_values(in, rng, DType::f32, fmt, false);
+      Tensor dy = tied_values(out, rng, DType::f32, fmt, false);
+      Tensor y0 = Tensor::empty(out, DType::f32), ws0, dx0 = Tensor::empty(in, DType::f32);
+      ref().maxpool2d_forward(p, x, y0, ws0);
+      ref().maxpool2d_backward(p, dy, ws0, dx0);
+      for (DType dt : {DType::f32, DType::bf16}) {
+        if (dt == DType::bf16 && !bf16)
+          continue;
+        Tensor xh = Tensor::empty(in, dt, Device::cpu(), fmt);  // the same values (bf16-exact)
+        for (int64_t i = 0; i < x.numel(); ++i)
+          xh.set_flat(i, x.at_flat(i));
+        const Tensor xd = up(xh);
+        Tensor y1 = be().empty(out, dt, fmt), ws1;
+        be().maxpool2d_forward(p, xd, y1, ws1);
+        EXPECT_EQ(differing(down(y1), y0), 0) << what << " " << dtype_name(dt) << " forward";
+        Tensor dyh = Tensor::empty(out, dt, Device::cpu(), fmt);
+        for (int64_t i = 0; i < dy.numel(); ++i)
+          dyh.set_flat(i, dy.at_flat(i));
+        Tensor dx1 = be().empty(in, dt, fmt);
+        be().maxpool2d_backward(p, up(dyh), ws1, dx1);
+        EXPECT_EQ(differing(down(dx1), dx0), 0) << what << " " << dtype_name(dt) << " backward";
+        if (GetParam() == "cpu" && fmt == MemoryFormat::channels_last)  // the compact argmax: a byte per output
+          EXPECT_EQ(ws1.numel(), y1.numel()) << what;
+      }
+    }
+}
+
+// NaN: kept where it is the window's first tap, passed over elsewhere (the reference's rule); a
+// window of -inf gives -inf. Pinned for the host backends' channels-last pooling only (oneDNN's
+// plain-layout pooling, which the cpu backend keeps for NCHW, gives -FLT_MAX for an all -inf window).
+TEST_P(OpParity, MaxPoolNaNAndInfAsTheReference) {
+  if (GetParam() != "cpu" && GetParam() != "reference")
+    GTEST_SKIP() << "NaN order is pinned on the host backends only";
+  Rng rng(1238);
+  const PoolParams p{2, 2, 2, 2, 0, 0};
+  const Shape in{2, 32, 8, 10}, out{2, 32, 4, 5};
+  Tensor x = tied_values(in, rng, DType::f32, MemoryFormat::channels_last, true);
+  Tensor y0 = Tensor::empty(out, DType::f32), y1 = be().empty(out, DType::f32, MemoryFormat::channels_last), ws0, ws1;
+  ref().maxpool2d_forward(p, x, y0, ws0);
+  be().maxpool2d_forward(p, up(x), y1, ws1);
+  EXPECT_EQ(differing(down(y1), y0), 0);
+  Tensor dy = random_tensor(out, rng, DType::f32, MemoryFormat::channels_last);
+  Tensor dx0 = Tensor::empty(in, DType::f32), dx1 = be().empty(in, DType::f32, MemoryFormat::channels_last);
+  ref().maxpool2d_backward(p, dy, ws0, dx0);
+  be().maxpool2d_backward(p, up(dy), ws1, dx1);
+  EXPECT_EQ(differing(down(dx1), dx0), 0);
 }
 
 TEST_P(OpParity, ElementwiseLossAndOptimizers) {

@@ -13,6 +13,7 @@
 #include "engine/nn/maxpool2d.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/relu.h"
+#include "engine/nn/timed_layer.h"
 #include "engine/nn/zoo.h"
 #include "tests/support/random_tensor.h"
 
@@ -162,6 +163,53 @@ TEST(Model, FusedReluGivesTheSameOutputsAndGradients) {
   ASSERT_EQ(fused.size(), plain.size());
   for (size_t i = 0; i < fused.size(); ++i)
     EXPECT_TRUE(test::all_close(fused[i], plain[i], 1e-5, 1e-6)) << i;
+}
+
+// The backward of a ReLU feeding a max pooling is folded into the pooling (it masks the pooled
+// gradient): the ReLU's own backward never runs, and the gradients are those of the plain graph,
+// also with a gradient entering at the ReLU from outside (then the ReLU's backward runs after all).
+TEST(Model, ReluBackwardFoldedIntoThePoolingGivesThePlainGradients) {
+  Rng rng(5);
+  Tensor x = test::random_tensor({4, 1, 28, 28}, rng);
+  Tensor labels = Tensor::empty({4}, DType::s32);
+  for (int i = 0; i < 4; ++i)
+    labels.set({i}, i);
+  DnnlBackend be;
+  Tensor extra;
+  auto run = [&](bool fuse, bool with_extra) {
+    auto m = build_zoo_model("cnn");
+    m->set_fuse_relu(fuse);
+    Rng init(13);
+    m->create_params(be, DType::f32, init);
+    EXPECT_EQ(m->relu_backward_folded(1), fuse);  // relu '1' -> maxpool '2'
+    EXPECT_EQ(m->relu_backward_folded(4), fuse);  // relu '4' -> maxpool '5'
+    EXPECT_FALSE(m->relu_backward_folded(8));     // relu '8' -> linear '9'
+    std::vector<TimedLayer*> timed = time_every_layer(*m);
+    std::vector<Tensor> r;
+    for (int step = 0; step < 2; ++step) {  // the second step reuses the shared gradient buffers
+      LayerContext ctx{be, true, static_cast<uint64_t>(step)};
+      const Tensor& logits = m->forward(ctx, x);
+      Tensor diff = be.empty(logits.shape(), DType::f32);
+      be.softmax_cross_entropy(logits, labels, &diff, 0.25);
+      if (with_extra && step == 1) {  // a step without, then one with: the shared buffer is split again
+        if (!extra.defined())         // the same extra gradient for every run
+          extra = test::random_tensor({4, 32, 28, 28}, rng, DType::f32, MemoryFormat::channels_last, -0.01, 0.01);
+        m->backward(ctx, diff, {{1, &extra}});
+      } else {
+        m->backward(ctx, diff);
+      }
+    }
+    EXPECT_EQ(timed[1]->backward_calls(), fuse ? (with_extra ? 1 : 0) : 2) << "relu '1' backward";
+    for (auto& p : m->named_params())
+      r.push_back(p.param->grad.contiguous_copy());
+    return r;
+  };
+  for (bool with_extra : {false, true}) {
+    const auto folded = run(true, with_extra), plain = run(false, with_extra);
+    ASSERT_EQ(folded.size(), plain.size());
+    for (size_t i = 0; i < folded.size(); ++i)
+      EXPECT_TRUE(test::all_close(folded[i], plain[i], 1e-5, 1e-6)) << "grad " << i << " extra " << with_extra;
+  }
 }
 
 TEST(Model, LayerListErrorsNameThePosition) {

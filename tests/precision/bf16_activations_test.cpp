@@ -10,7 +10,9 @@
 #include <numeric>
 #include <random>
 
+#include "engine/backend/cpu/bf16_conv_c1.h"
 #include "engine/backend/cpu/dnnl_backend.h"
+#include "engine/backend/cpu/reference_backend.h"
 #include "engine/compress/quant/calibration_set.h"
 #include "engine/nn/add.h"
 #include "engine/nn/linear.h"
@@ -127,6 +129,66 @@ TEST_F(Bf16Activations, ConvAndLinearWriteTheirF32ResultsRoundedToBf16) {
   cpu.linear_backward_data(ldy, lw, ldx);
   cpu.linear_backward_data(ldy, lw, ldx32);
   EXPECT_TRUE(all_close(widened(ldx), widened(rounded_bf16(ldx32)), kOneBf16Step, 1e-6));
+}
+
+// The first conv of a grey-image net (one input channel) runs in Lathe's own kernel (bf16_conv_c1):
+// its forward and weight gradient against the reference backend on the same bf16 operands (widened
+// exactly, f32 sums), through the backend and called directly, over strides, paddings, odd sizes,
+// odd batch counts (threads split images) and more than one 16-channel block.
+TEST_F(Bf16Activations, FirstConvWithOneInputChannelMatchesTheReference) {
+  ReferenceBackend ref;
+  struct Case {
+    int64_t n, h, w, o, stride, pad;
+  };
+  for (const Case& c : {Case{5, 28, 28, 32, 1, 1}, Case{3, 9, 7, 16, 2, 0}, Case{2, 6, 11, 48, 1, 2},
+                        Case{1, 5, 5, 16, 3, 1}}) {
+    SCOPED_TRACE(testing::Message() << "n=" << c.n << " " << c.h << "x" << c.w << " o=" << c.o << " s" << c.stride
+                                    << " p" << c.pad);
+    const ConvParams p{c.stride, c.stride, c.pad, c.pad};
+    const int64_t oh = conv_out_size(c.h, 3, c.stride, c.pad), ow = conv_out_size(c.w, 3, c.stride, c.pad);
+    const Tensor x = test::random_tensor({c.n, 1, c.h, c.w}, rng, DType::bf16, kCl);
+    const Tensor w = test::random_tensor({c.o, 1, 3, 3}, rng, DType::bf16);
+    const Tensor b = test::random_tensor({c.o}, rng);
+    Tensor y = Tensor::empty({c.n, c.o, oh, ow}, DType::bf16, Device::cpu(), kCl);
+    ASSERT_TRUE(cpu::bf16_conv_c1_applies(p, x, w, y)) << "this CPU has bf16 instructions: the kernel must take it";
+    for (PostOp post : {PostOp::none, PostOp::relu}) {
+      Tensor want = Tensor::empty(y.shape(), DType::f32);
+      ref.conv2d_forward(p, x, w, &b, want, post);
+      cpu.conv2d_forward(p, x, w, &b, y, post);
+      EXPECT_TRUE(all_close(widened(y), widened(rounded_bf16(want)), kOneBf16Step, 1e-6)) << "bf16 forward";
+      Tensor y32 = Tensor::empty(y.shape(), DType::f32, Device::cpu(), kCl);
+      cpu::bf16_conv_c1_forward(p, x, w, &b, y32, post);
+      EXPECT_TRUE(all_close(y32, want, 1e-5, 1e-6)) << "f32 forward";
+    }
+    Tensor y0 = Tensor::empty(y.shape(), DType::f32), ynb = y;
+    ref.conv2d_forward(p, x, w, nullptr, y0, PostOp::none);
+    cpu.conv2d_forward(p, x, w, nullptr, ynb, PostOp::none);
+    EXPECT_TRUE(all_close(widened(ynb), widened(rounded_bf16(y0)), kOneBf16Step, 1e-6)) << "forward without bias";
+
+    const Tensor dy = test::random_tensor(y.shape(), rng, DType::bf16, kCl);
+    Tensor dw0 = Tensor::empty(w.shape(), DType::f32), db0 = Tensor::empty({c.o}, DType::f32);
+    ref.conv2d_backward_weights(p, x, dy, dw0, &db0);
+    const double atol = 1e-5 * std::sqrt(static_cast<double>(c.n * oh * ow));
+    Tensor dw = Tensor::empty(w.shape(), DType::f32), db = Tensor::empty({c.o}, DType::f32);
+    cpu.conv2d_backward_weights(p, x, dy, dw, &db);
+    EXPECT_TRUE(all_close(dw, dw0, 1e-4, atol)) << "weight gradient";
+    EXPECT_TRUE(all_close(db, db0, 1e-4, atol)) << "bias gradient";
+    Tensor dw2 = Tensor::empty(w.shape(), DType::f32);
+    cpu::bf16_conv_c1_backward_weights(p, x, dy, dw2, nullptr);
+    EXPECT_TRUE(all_close(dw2, dw0, 1e-4, atol)) << "weight gradient without bias";
+  }
+  // Cases the kernel leaves to oneDNN: f32 operands, more than one input channel, channel counts
+  // off the 16-lane block.
+  const ConvParams p{1, 1, 1, 1};
+  const Tensor x32 = test::random_tensor({2, 1, 8, 8}, rng, DType::f32, kCl);
+  const Tensor w16 = test::random_tensor({16, 1, 3, 3}, rng, DType::bf16);
+  const Tensor out = Tensor::empty({2, 16, 8, 8}, DType::bf16, Device::cpu(), kCl);
+  EXPECT_FALSE(cpu::bf16_conv_c1_applies(p, x32, w16, out));
+  const Tensor x2 = test::random_tensor({2, 2, 8, 8}, rng, DType::bf16, kCl);
+  EXPECT_FALSE(cpu::bf16_conv_c1_applies(p, x2, test::random_tensor({16, 2, 3, 3}, rng, DType::bf16), out));
+  const Tensor x1 = test::random_tensor({2, 1, 8, 8}, rng, DType::bf16, kCl);
+  EXPECT_FALSE(cpu::bf16_conv_c1_applies(p, x1, test::random_tensor({12, 1, 3, 3}, rng, DType::bf16),
+                                         Tensor::empty({2, 12, 8, 8}, DType::bf16, Device::cpu(), kCl)));
 }
 
 /// One cnn training step at bf16 compute precision; returns the logits and every gradient.

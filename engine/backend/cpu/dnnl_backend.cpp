@@ -4,7 +4,9 @@
 // (weights are small next to activations).
 #include "engine/backend/cpu/dnnl_backend.h"
 
+#include "engine/backend/cpu/bf16_conv_c1.h"
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/maxpool_kernels.h"
 #include "engine/backend/cpu/round_kernels.h"
 
 #include <omp.h>
@@ -94,6 +96,7 @@ struct DnnlBackend::Impl {
   std::unordered_map<std::string, dnnl::eltwise_backward> eltwise_bwd;
   size_t created = 0;
   bool native_bf16 = false;  // oneDNN runs bf16 matmul/conv on bf16 instructions here (see probe_native_bf16)
+  bool own_kernels = true;   // Lathe's pooling and first-conv kernels where they apply (set_own_kernels)
 
   memory mem(const Tensor& t) { return memory(md_of(t), eng, t.raw()); }
 
@@ -225,6 +228,8 @@ void DnnlBackend::round_to_precision(const Tensor& src, Tensor& dst, DType preci
 }
 
 size_t DnnlBackend::primitives_created() const { return m_impl->created; }
+void DnnlBackend::set_own_kernels(bool on) { m_impl->own_kernels = on; }
+bool DnnlBackend::own_kernels() const { return m_impl->own_kernels; }
 
 void DnnlBackend::reorder_impl(const Tensor& src, Tensor& dst) {
   if (src.dtype() == DType::f64 || dst.dtype() == DType::f64)
@@ -319,6 +324,8 @@ void DnnlBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, co
   const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32_or_bf16(dst);
   if (!bf16 && !(is_f32(src) && is_f32(weights)))
     return ReferenceBackend::conv2d_forward_impl(p, src, weights, bias, dst, post);
+  if (bf16 && m_impl->own_kernels && (!bias || is_f32(*bias)) && cpu::bf16_conv_c1_applies(p, src, weights, dst))
+    return cpu::bf16_conv_c1_forward(p, src, weights, bias, dst, post);
   ConvEntry& e = m_impl->conv_entry(p, src, weights, bias != nullptr, dst, post);
   memory w_user = m_impl->mem(weights);
   memory w = w_user;
@@ -390,6 +397,9 @@ void DnnlBackend::conv2d_backward_weights_impl(const ConvParams& p, const Tensor
   const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(diff_dst) && is_f32(diff_weights);
   if (!bf16 && !(is_f32(src) && is_f32(diff_dst)))
     return ReferenceBackend::conv2d_backward_weights_impl(p, src, diff_dst, diff_weights, diff_bias);
+  if (bf16 && m_impl->own_kernels && (!diff_bias || is_f32(*diff_bias)) &&
+      cpu::bf16_conv_c1_applies(p, src, diff_weights, diff_dst))
+    return cpu::bf16_conv_c1_backward_weights(p, src, diff_dst, diff_weights, diff_bias);
   std::string key = "conv_bw";
   append_key(key, src);
   append_key(key, diff_dst);
@@ -448,6 +458,8 @@ bool native_float(const Tensor& t, bool native_bf16) { return is_f32(t) || (nati
 void DnnlBackend::maxpool2d_forward_impl(const PoolParams& p, const Tensor& src, Tensor& dst, Tensor& workspace) {
   if (!native_float(src, m_impl->native_bf16) || dst.dtype() != src.dtype())
     return ReferenceBackend::maxpool2d_forward_impl(p, src, dst, workspace);
+  if (m_impl->own_kernels && cpu::maxpool_nhwc_applies(p, src, dst))  // workspace: a byte per output element
+    return cpu::maxpool_nhwc_forward(p, src, dst, workspace);
   std::string key = "pool";
   append_key(key, src);
   append_key(key, dst);
@@ -482,6 +494,9 @@ void DnnlBackend::maxpool2d_backward_impl(const PoolParams& p, const Tensor& dif
                                           Tensor& diff_src) {
   if (!native_float(diff_dst, m_impl->native_bf16) || diff_src.dtype() != diff_dst.dtype())
     return ReferenceBackend::maxpool2d_backward_impl(p, diff_dst, workspace, diff_src);
+  // The workspace says which forward ran (own_kernels may have changed since).
+  if (cpu::maxpool_nhwc_applies(p, diff_src, diff_dst) && cpu::is_maxpool_nhwc_index(workspace, diff_dst))
+    return cpu::maxpool_nhwc_backward(p, diff_dst, workspace, diff_src);
   std::string key = "pool";
   append_key(key, diff_src);
   append_key(key, diff_dst);

@@ -1,7 +1,8 @@
 // DnnlBackend: the fast CPU backend. Matmul, convolution (forward, backward-data, backward-weights),
 // pooling and eltwise run as oneDNN primitives, cached by their descriptors; the light ops (loss,
 // optimizer updates, reductions) are vectorised loops over dense f32 memory. Conv activations are
-// kept channels-last (NHWC), the layout oneDNN's AVX-512 kernels run without reorders.
+// kept channels-last (NHWC), the layout oneDNN's AVX-512 kernels run without reorders. Where oneDNN
+// 2.6 is slow for the training step's shapes, Lathe's own kernels run instead (set_own_kernels).
 // Mixed precision: where the CPU has bf16 instructions (AVX512_BF16, AMX), linear and conv also run
 // bf16 src/weights/diff_dst with f32 outputs (supports(op, bf16) says so); f16 has no oneDNN 2.6 CPU
 // kernels, and bf16 elsewhere is emulated by the layers through round_to_precision.
@@ -66,6 +67,12 @@ class DnnlBackend final : public ReferenceBackend {
 
   /// Number of primitives built so far (cache misses), for tests of the cache.
   size_t primitives_created() const;
+
+  /// Lathe's own kernels for the cases they take (on by default): the non-overlapping max pooling
+  /// of maxpool_kernels.h and the bf16 single-input-channel conv of bf16_conv_c1.h. Off, oneDNN's
+  /// primitives run those too: bench/profile_layers --kernels compares the two in one process.
+  void set_own_kernels(bool on);
+  bool own_kernels() const;
 
  private:
   struct Impl;
