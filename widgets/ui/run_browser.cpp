@@ -168,8 +168,9 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
       m_selectionLabel->hide();
     }
     updateButtons();
+    // Bold: the rows picked in the table; brushed runs are already the coloured lines.
     if (!m_parallel->isHidden())
-      m_parallel->highlightRuns(selectedRunIds());
+      m_parallel->highlightRuns(m_brushed.isEmpty() ? selectedRunIds() : QStringList());
   });
   connect(m_parallelButton, &QPushButton::toggled, this, [this](bool on) {
     m_parallel->setVisible(on);

@@ -7,7 +7,7 @@
 // become the selection, on every page (selectedRunIds() is the whole brushed set, so Compare,
 // Export, Tags, Re-run and Delete act on all of them; each page shows its brushed rows selected
 // and a line says how many are selected and how many on this page); clicking the table replaces
-// that selection with the clicked rows. The table's selection is drawn bold there.
+// that selection with the clicked rows. Rows picked in the table are drawn bold there.
 #pragma once
 
 #include <QAction>
