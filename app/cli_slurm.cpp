@@ -45,13 +45,6 @@ Output run_command(const std::string& cmd) {
   return o;
 }
 
-/// A Slurm option value: no whitespace, quotes or newlines (it goes on an #SBATCH line).
-void check_slurm_value(const std::string& flag, const std::string& v) {
-  for (unsigned char c : v)
-    if (c <= 0x20 || c == '\'' || c == '"' || c == '\\' || c == 0x7f)
-      throw ConfigError(flag + " '" + v + "': allowed: a Slurm value without whitespace or quotes");
-}
-
 }  // namespace
 
 void add_slurm_options(CLI::App& sweep, SlurmOptions& o) {
@@ -95,13 +88,10 @@ std::string sbatch_script(const std::string& sweep_id, const std::string& lathe_
 }
 
 int submit_slurm_sweep(Store& store, const std::string& sweep_id, const SlurmOptions& options, bool json) {
-  if (options.out.empty())
-    throw ConfigError("--out: missing; allowed: a folder every Slurm node can write (shared file system)");
-  check_slurm_value("--partition", options.partition);
-  check_slurm_value("--time", options.time);
+  check_slurm_resources(options);  // the same checks as the GUI's sweep dialog
   SlurmOptions o = options;
   o.out = std::filesystem::absolute(options.out).lexically_normal().string();
-  check_slurm_value("--out", o.out);
+  check_slurm_resources(o);
   for (const char* sub : {"configs", "stores", "logs"})
     std::filesystem::create_directories(std::filesystem::path(o.out) / sub);
 

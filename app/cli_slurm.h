@@ -7,19 +7,17 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "engine/run/slurm_options.h"
+
 namespace lathe {
 class Store;
 }
 
 namespace lathe::cli {
 
-struct SlurmOptions {
-  bool enabled = false;   ///< --slurm
-  std::string out;        ///< --out: the shared folder (configs/, stores/, logs/, sweep.sbatch)
-  std::string partition;  ///< --partition ("" : the cluster's default)
-  std::string time;       ///< --time, Slurm's format (e.g. 30:00); "" : the partition's default
-  int gpus = -1;          ///< --gpus per task; -1: compute.devices when compute.backend is cuda, else 0
-  int cpus = -1;          ///< --cpus per task; -1: train.threads when set, else Slurm's default
+/// The resources (engine/run/slurm_options.h, shared with the GUI's sweep dialog) and --slurm.
+struct SlurmOptions : SlurmResources {
+  bool enabled = false;  ///< --slurm
 };
 
 void add_slurm_options(CLI::App& sweep, SlurmOptions& options);

@@ -18,6 +18,7 @@
 #include "app/gui/run_overview.h"
 #endif
 #include "engine/core/error.h"
+#include "engine/core/file_write.h"
 #include "widgets/ui/sweep_dialog.h"
 
 namespace lathe::app {
@@ -188,7 +189,8 @@ void MainWindow::buildToolbar() {
   m_cancelSweepAction->setToolTip("Cancel the Slurm sweep chosen in the Runs tab's sweep filter (scancel)");
   m_runAction->setShortcut(QKeySequence("Ctrl+R"));
   m_stopAction->setToolTip("Stop the running experiment (SIGTERM: it finishes the step and saves)");
-  m_sweepAction->setToolTip("Queue one run per value of one or two knobs");
+  m_sweepAction->setToolTip(
+      "One run per value of one or two knobs: queued here, or submitted to Slurm as a job array (Run on)");
   m_exportAction->setToolTip("Report of the selected runs (HTML, PDF or CSV)");
 }
 
@@ -266,6 +268,10 @@ void MainWindow::sweep() {
   ui::SweepDialog dialog(base, this);
   if (dialog.exec() != QDialog::Accepted)
     return;
+  if (dialog.onSlurm()) {
+    submitSlurmSweep(base, dialog.axes(), dialog.slurmResources());
+    return;
+  }
   try {
     // Each run is named by its values ("mlp-fashion lr=0.02"), so the runs of a sweep tell apart.
     // Stored as a sweep first (definition, members, planned run ids): the Runs tab shows its
@@ -285,6 +291,70 @@ void MainWindow::sweep() {
   } catch (const Error& e) {
     QMessageBox::warning(this, "Sweep", QString::fromUtf8(e.what()));
   }
+}
+
+bool MainWindow::submitSlurmSweep(const nlohmann::json& base, const std::vector<ui::SweepAxis>& axes,
+                                  const SlurmResources& resources) {
+  const auto fail = [this](const QString& text) {
+    statusBar()->showMessage("Slurm sweep not submitted: " + text.section('\n', 0, 0), 10000);
+    if (m_interactive)
+      QMessageBox::warning(this, "Sweep on Slurm", text);
+    emit slurmFailed(text);
+  };
+  QStringList args;
+  try {
+    // The same definition file and command line a terminal user would write.
+    const nlohmann::json def = ui::sweep_definition(base, axes);
+    check_slurm_resources(resources);
+    const QString folder = QString::fromStdString(resources.out);
+    if (!QDir().mkpath(folder))
+      throw Error("--out " + resources.out + ": cannot create the folder; allowed: a folder this user can write");
+    const std::string defPath = QDir(folder).filePath("sweep-definition.json").toStdString();
+    write_file_atomic(defPath, def.dump(2) + "\n");
+    const std::vector<std::string> argv = ui::slurm_sweep_args(m_opt.dbPath.toStdString(), defPath, resources);
+    for (const std::string& a : argv)
+      args << QString::fromStdString(a);
+  } catch (const std::exception& e) {
+    fail(QString::fromUtf8(e.what()));
+    return false;
+  }
+  if (m_opt.cliPath.isEmpty()) {
+    fail("lathe-cli was not found next to this program or on PATH; build it or set LATHE_CLI.");
+    return false;
+  }
+  auto* proc = new QProcess(this);
+  connect(proc, &QProcess::finished, this, [this, proc, fail](int code, QProcess::ExitStatus) {
+    const QString out = QString::fromUtf8(proc->readAllStandardOutput()).trimmed();
+    const QString err = QString::fromUtf8(proc->readAllStandardError()).trimmed();
+    proc->deleteLater();
+    // --json: the last stdout line is {"sweep", "slurm_job", "folder", "tasks"}.
+    const nlohmann::json j = nlohmann::json::parse(out.section('\n', -1).toStdString(), nullptr, false);
+    if (code != 0 || !j.is_object() || !j.contains("slurm_job")) {
+      fail(QString("lathe-cli sweep --slurm failed (exit %1):\n%2").arg(code).arg(err.isEmpty() ? out : err));
+      return;
+    }
+    const QString sweepId = QString::fromStdString(j.value("sweep", std::string()));
+    const QString job = QString::fromStdString(j.value("slurm_job", std::string()));
+    const QString folder = QString::fromStdString(j.value("folder", std::string()));
+    watchFolder(folder);  // runs and samples arrive as the tasks write them
+    m_browser->showSweep(sweepId);  // Cancel sweep acts on the sweep chosen there
+    showTab("runs");
+    statusBar()->showMessage(QString("Sweep %1 submitted as Slurm job %2 (%3 runs); importing %4 every 3 s")
+                                 .arg(sweepId, job)
+                                 .arg(j.value("tasks", 0))
+                                 .arg(folder),
+                             15000);
+    emit slurmSubmitted(sweepId, job, folder);
+  });
+  connect(proc, &QProcess::errorOccurred, this, [proc, fail](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart)
+      return;
+    fail("cannot start " + proc->program() + ": " + proc->errorString());
+    proc->deleteLater();
+  });
+  statusBar()->showMessage("Submitting the sweep to Slurm...", 5000);
+  proc->start(m_opt.cliPath, args);
+  return true;
 }
 
 void MainWindow::stop() {

@@ -1,6 +1,7 @@
 // MainWindow: wires the widgets into the app. Left: the experiment designer with Run / Sweep /
 // Stop. Right: Live (charts of the watched run and the run queue), Runs (the history browser),
-// Compare; Watch folder... follows a Slurm sweep's shared folder (FolderImporter), Cancel sweep
+// Compare; Sweep... queues a sweep here or submits it to Slurm (lathe-cli sweep --slurm, then its
+// folder is watched); Watch folder... follows a Slurm sweep's shared folder (FolderImporter), Cancel sweep
 // scancels it. Status bar: messages, the active run's progress with ETA, the store path. Runs are
 // lathe-cli children (RunQueue); everything shown comes from the store (LiveFeed, RunBrowser,
 // CompareView), so a run started from a terminal shows up the same way.
@@ -21,6 +22,7 @@
 #include "widgets/ui/run_progress.h"
 #include "widgets/ui/run_queue.h"
 #include "widgets/ui/store_tailer.h"
+#include "widgets/ui/sweep.h"
 
 namespace lathe::app {
 
@@ -79,8 +81,19 @@ class MainWindow : public QMainWindow {
   QString modelExportRun() const;
   /// Imports a Slurm sweep's shared folder now and every 3 s (new runs and samples appear live).
   void watchFolder(const QString& folder);
+  /// Writes the definition of `axes` over `base` into the folder and runs `lathe-cli sweep DEF
+  /// --slurm --out FOLDER ...` as a child (slurm_sweep_args). Then `slurmSubmitted` (the job id in
+  /// the status bar, the folder watched, the Runs tab on the sweep so Cancel sweep scancels it) or
+  /// `slurmFailed` with lathe-cli's / sbatch's message (a dialog when interactive). Returns false
+  /// when the child could not be started (with `slurmFailed`).
+  bool submitSlurmSweep(const nlohmann::json& base, const std::vector<ui::SweepAxis>& axes,
+                        const SlurmResources& resources);
   /// `lathe-cli sweep --cancel ID` (scancel of its job) for the sweep chosen in the Runs tab.
   void cancelSweep(const QString& sweepId);
+
+ signals:
+  void slurmSubmitted(const QString& sweepId, const QString& job, const QString& folder);
+  void slurmFailed(const QString& text);
 
  private:
   void buildToolbar();

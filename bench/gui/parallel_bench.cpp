@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QItemSelectionModel>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
 
   // Brushing: a drag along the accuracy axis is one brushAxis per mouse move.
   std::vector<double> select_ms, shown_ms, select_cpu, shown_cpu, second_cpu;
-  size_t selectedTable = 0, selectedRuns = 0;
+  size_t selectedTable = 0, selectedRuns = 0, selection = 0;
   for (int i = 0; i < 40; ++i) {
     const double lo = 0.05 + 0.02 * (i % 20), hi = lo + 0.3 + 0.01 * (i % 7);
     t0 = Clock::now();
@@ -153,7 +154,8 @@ int main(int argc, char** argv) {
     shown_ms.push_back(ms_since(t0));
     shown_cpu.push_back(thread_cpu_ms() - c0);
     selectedRuns = panel->model().selectedCount();
-    selectedTable = static_cast<size_t>(browser.selectedRunIds().size());
+    selection = static_cast<size_t>(browser.selectedRunIds().size());
+    selectedTable = static_cast<size_t>(browser.table()->selectionModel()->selectedRows().size());
   }
   // A second brush on another axis (the selection is the intersection).
   std::vector<double> second_ms;
@@ -232,7 +234,9 @@ int main(int argc, char** argv) {
   std::printf(
       "| replot without the lines (axes, labels, bands; %zu layerable hidden) | %.1f frames/s | | %.1f frames/s | |\n",
       hidden.size(), bare.wall, bare.cpu);
-  std::printf("\nlast brush: %zu runs inside; %zu of them on the table's page selected\n", selectedRuns, selectedTable);
+  std::printf("\nlast brush: %zu runs inside; the browser's selection %zu runs (all pages), %zu rows of the table's page "
+              "selected\n",
+              selectedRuns, selection, selectedTable);
   std::filesystem::remove_all(dir);
   return 0;
 }

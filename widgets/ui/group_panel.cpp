@@ -3,6 +3,7 @@
 
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QMessageBox>
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -47,8 +48,14 @@ GroupPanel::GroupPanel(QWidget* parent) : QWidget(parent) {
   m_members->setToolTip("Draw each member run's own trace, thin, in its group's color");
   row->addWidget(new QLabel("Group by:", this));
   row->addWidget(m_groupBy, 2);
+  m_curveX = new QComboBox(this);
+  m_curveX->setObjectName("groupCurveX");
+  m_curveX->addItem("step");
+  m_curveX->setToolTip("The curves' x axis: the step, or any metric (each group's mean against its mean x at that step)");
   row->addWidget(new QLabel("Metric:", this));
   row->addWidget(m_metric, 1);
+  row->addWidget(new QLabel("x:", this));
+  row->addWidget(m_curveX, 1);
   row->addWidget(m_band);
   row->addWidget(m_members);
   column->addLayout(row);
@@ -80,6 +87,13 @@ GroupPanel::GroupPanel(QWidget* parent) : QWidget(parent) {
   m_plot->legend->setVisible(true);
   m_plot->legend->setFont(QFont("sans", 7));
   m_plot->xAxis->setLabel("step");
+  m_plot->setToolTip("Right-click: log axes, y range, export PNG / SVG");
+  m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_plot, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    QMenu* menu = buildPlotMenu();
+    menu->exec(m_plot->mapToGlobal(at));
+    menu->deleteLater();
+  });
   split->addWidget(m_table);
   split->addWidget(m_plot);
   split->setStretchFactor(0, 1);
@@ -89,6 +103,7 @@ GroupPanel::GroupPanel(QWidget* parent) : QWidget(parent) {
 
   connect(m_groupBy, &QLineEdit::editingFinished, this, &GroupPanel::regroup);
   connect(m_metric, &QComboBox::currentTextChanged, this, &GroupPanel::draw);
+  connect(m_curveX, &QComboBox::currentTextChanged, this, &GroupPanel::draw);
   connect(m_band, &QComboBox::currentIndexChanged, this, &GroupPanel::draw);
   connect(m_members, &QCheckBox::toggled, this, &GroupPanel::draw);
   connect(m_view, &QComboBox::currentIndexChanged, this, &GroupPanel::draw);
@@ -109,6 +124,14 @@ void GroupPanel::setData(const CompareData* data) {
     if (!want.isEmpty() && m_metric->findText(want) >= 0 && (want == keep || m_metric->currentText() != keep))
       m_metric->setCurrentText(want);
   m_metric->blockSignals(false);
+  const QString keepX = m_curveX->currentText();
+  m_curveX->blockSignals(true);
+  m_curveX->clear();
+  m_curveX->addItem("step");
+  for (int i = 0; i < m_metric->count(); ++i)
+    m_curveX->addItem(m_metric->itemText(i));
+  m_curveX->setCurrentIndex(std::max(0, m_curveX->findText(keepX)));
+  m_curveX->blockSignals(false);
   for (QComboBox* box : {m_scatterX, m_scatterY}) {  // any metric with a summary (one value a run)
     const QString keepAxis = box->currentText();
     box->blockSignals(true);
@@ -146,8 +169,40 @@ void GroupPanel::setScatterAxes(const QString& xMetric, const QString& yMetric) 
     draw();
 }
 
+void GroupPanel::setCurveX(const QString& xMetric) { m_curveX->setCurrentText(xMetric); }
+
+void GroupPanel::setPlotOptions(const PlotOptions& options) {
+  applyPlotOptions(m_plot, options);  // throws before anything is kept
+  m_options = options;
+  draw();
+}
+
+QMenu* GroupPanel::buildPlotMenu() {
+  auto* menu = new QMenu(this);
+  addPlotOptionsActions(menu, m_plot, m_options, [this](const PlotOptions& o) {
+    try {
+      setPlotOptions(o);
+    } catch (const std::exception& e) {
+      QMessageBox::warning(this, "Chart options", e.what());
+    }
+  });
+  return menu;
+}
+
+void GroupPanel::finishPlot(double pad) {
+  applyPlotOptions(m_plot, m_options);
+  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis})
+    padAxis(axis, pad);
+  if (m_options.fixedY)
+    m_plot->yAxis->setRange(m_options.yMin, m_options.yMax);
+  addHiddenNote(m_plot, m_hidden);
+  m_plot->replot();
+}
+
 void GroupPanel::drawScatter() {
   m_plot->clearPlottables();
+  m_plot->clearItems();
+  m_hidden = 0;
   // Small models with high accuracy sit top left: the legend goes bottom right.
   m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   const std::string xm = m_scatterX->currentText().toStdString(), ym = m_scatterY->currentText().toStdString();
@@ -163,6 +218,10 @@ void GroupPanel::drawScatter() {
     const GroupMetric *gx = m_groups[g].metric(xm), *gy = m_groups[g].metric(ym);
     if (!gx || !gy || gx->last.n == 0 || gy->last.n == 0)
       continue;
+    if ((m_options.logX && !(gx->last.mean > 0)) || (m_options.logY && !(gy->last.mean > 0))) {
+      ++m_hidden;  // a log axis cannot show it
+      continue;
+    }
     const QColor color = widgets::chart_color(g);
     QCPGraph* point = m_plot->addGraph();
     point->setLineStyle(QCPGraph::lsNone);
@@ -183,18 +242,17 @@ void GroupPanel::drawScatter() {
   }
   m_plot->xAxis->setLabel(QString::fromStdString(xm) + "    (group mean of last values; bars: \u00b1 1 sample std)");
   m_plot->yAxis->setLabel(QString::fromStdString(ym));
+  applyPlotOptions(m_plot, m_options);
   m_plot->rescaleAxes();
-  // rescaleAxes() ignores the error bars: widen to them, then pad.
+  // rescaleAxes() ignores the error bars: widen to them (on a log axis only while the range
+  // stays above 0), then pad.
   if (xr.lower <= xr.upper) {
-    m_plot->xAxis->setRange(xr);
-    m_plot->yAxis->setRange(yr);
+    if (!m_options.logX || xr.lower > 0)
+      m_plot->xAxis->setRange(xr);
+    if (!m_options.logY || yr.lower > 0)
+      m_plot->yAxis->setRange(yr);
   }
-  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis}) {
-    const QCPRange r = axis->range();
-    const double pad = r.size() > 0 ? 0.08 * r.size() : std::max(1e-9, 0.05 * std::abs(r.center()));
-    axis->setRange(r.lower - pad, r.upper + pad);
-  }
-  m_plot->replot();
+  finishPlot(0.08);
 }
 
 void GroupPanel::regroup() {
@@ -272,73 +330,117 @@ void GroupPanel::draw() {
     return;
   }
   m_plot->clearPlottables();
+  m_plot->clearItems();
+  m_hidden = 0;
   m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
-  m_plot->xAxis->setLabel("step");
   const std::string metric = m_metric->currentText().toStdString();
+  const std::string xMetric = m_curveX->currentText().isEmpty() ? "step" : m_curveX->currentText().toStdString();
+  const bool byStep = xMetric == "step";
   const bool envelope = m_band->currentIndex() == static_cast<int>(Band::envelope);
   if (m_data && !metric.empty()) {
     auto curves = m_data->curves.find(metric);
+    auto xCurves = m_data->curves.find(xMetric);
+    if (!byStep && xCurves == m_data->curves.end())
+      curves = m_data->curves.end();  // an x metric these runs do not log: nothing to draw
     std::map<std::string, size_t> index;
     for (size_t i = 0; i < m_data->runs.size(); ++i)
       index[m_data->runs[i].id] = i;
     for (size_t g = 0; g < m_groups.size() && curves != m_data->curves.end(); ++g) {
       const QColor color = widgets::chart_color(g);
-      std::vector<std::vector<Point>> members;
-      for (const std::string& id : m_groups[g].run_ids)
+      std::vector<std::vector<Point>> members, xMembers;
+      for (const std::string& id : m_groups[g].run_ids) {
         members.push_back(curves->second[index[id]]);
-      QVector<double> x, mean, lo, hi;
+        if (!byStep)
+          xMembers.push_back(xCurves->second[index[id]]);
+      }
+      std::vector<Point> meanPts, loPts, hiPts;  // y by step: mean, band low, band high
       for (const GroupPoint& p : group_series(members)) {
         const double sd = p.spread.n >= 2 ? p.spread.std : 0.0;
-        x << static_cast<double>(p.step);
-        mean << p.spread.mean;
-        lo << (envelope ? p.spread.min : p.spread.mean - sd);
-        hi << (envelope ? p.spread.max : p.spread.mean + sd);
+        meanPts.push_back({p.step, 0.0, p.spread.mean});
+        loPts.push_back({p.step, 0.0, envelope ? p.spread.min : p.spread.mean - sd});
+        hiPts.push_back({p.step, 0.0, envelope ? p.spread.max : p.spread.mean + sd});
       }
+      std::vector<Point> xMean;  // metric as x: the group's mean x at each step
+      if (!byStep)
+        for (const GroupPoint& p : group_series(xMembers))
+          xMean.push_back({p.step, 0.0, p.spread.mean});
+      // (x, y) of a series: by step, or paired with the mean x at (or before) its step.
+      const auto xy = [&](const std::vector<Point>& ys, const std::vector<Point>& xs, QVector<double>& x,
+                          QVector<double>& y, bool count) {
+        if (byStep)
+          for (const Point& p : ys) {
+            x << static_cast<double>(p.step);
+            y << p.value;
+          }
+        else
+          for (const std::pair<double, double>& p : pairByStep(xs, ys)) {
+            x << p.first;
+            y << p.second;
+          }
+        const int dropped = dropUnplottable(x, y, m_options.logX, m_options.logY);
+        if (count)
+          m_hidden += dropped;
+      };
+      QVector<double> x, mean, lx, lo, hx, hi;
+      xy(meanPts, xMean, x, mean, true);
+      xy(loPts, xMean, lx, lo, false);
+      xy(hiPts, xMean, hx, hi, false);
+      const bool monotonic = byStep || std::is_sorted(x.begin(), x.end());
       QCPGraph* lower = m_plot->addGraph();
-      lower->setData(x, lo, true);
+      lower->setData(lx, lo, byStep);
       lower->setPen(Qt::NoPen);
       lower->removeFromLegend();
       QCPGraph* upper = m_plot->addGraph();
-      upper->setData(x, hi, true);
+      upper->setData(hx, hi, byStep);
       upper->setPen(Qt::NoPen);
       QColor fill = color;
       fill.setAlpha(60);
-      upper->setBrush(fill);
-      upper->setChannelFillGraph(lower);
+      if (monotonic) {  // a band only where x rises with the step (else dots, no band)
+        upper->setBrush(fill);
+        upper->setChannelFillGraph(lower);
+      }
       upper->removeFromLegend();
       if (m_members->isChecked())
-        for (const auto& pts : members) {
+        for (size_t k = 0; k < members.size(); ++k) {
           QCPGraph* m = m_plot->addGraph();
           QColor thin = color;
           thin.setAlpha(110);
           m->setPen(QPen(thin, 0.8));
           QVector<double> mx, my;
-          for (const Point& p : pts) {
-            mx << static_cast<double>(p.step);
-            my << p.value;
-          }
-          m->setData(mx, my, true);
+          if (byStep)
+            for (const Point& p : members[k]) {
+              mx << static_cast<double>(p.step);
+              my << p.value;
+            }
+          else
+            for (const std::pair<double, double>& p : pairByStep(xMembers[k], members[k])) {
+              mx << p.first;
+              my << p.second;
+            }
+          dropUnplottable(mx, my, m_options.logX, m_options.logY);
+          if (!monotonic)
+            m->setLineStyle(QCPGraph::lsNone);
+          m->setData(mx, my, byStep);
           m->removeFromLegend();
         }
       QCPGraph* line = m_plot->addGraph();
       line->setPen(QPen(color, 2.0));
       line->setName(
           QString("%1 (n=%2)").arg(QString::fromStdString(m_groups[g].label)).arg(m_groups[g].run_ids.size()));
-      line->setData(x, mean, true);
-      if (x.size() <= 30)
+      line->setData(x, mean, byStep);
+      if (!monotonic)
+        line->setLineStyle(QCPGraph::lsNone);
+      if (x.size() <= 30 || !monotonic)
         line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, 5));
     }
   }
   m_plot->yAxis->setLabel(QString::fromStdString(metric));
-  m_plot->xAxis->setLabel(envelope ? "step    (line: group mean; band: min to max of the members)"
-                                   : "step    (line: group mean; band: \u00b1 1 sample std, ddof=1)");
+  const QString x = byStep ? QString("step") : QString::fromStdString(xMetric) + " (group mean)";
+  m_plot->xAxis->setLabel(envelope ? x + "    (line: group mean; band: min to max of the members)"
+                                   : x + "    (line: group mean; band: \u00b1 1 sample std, ddof=1)");
+  applyPlotOptions(m_plot, m_options);
   m_plot->rescaleAxes();
-  for (QCPAxis* axis : {m_plot->xAxis, m_plot->yAxis}) {  // room for the markers at the ends
-    const QCPRange r = axis->range();
-    const double pad = r.size() > 0 ? 0.03 * r.size() : std::max(1e-9, 0.05 * std::abs(r.center()));
-    axis->setRange(r.lower - pad, r.upper + pad);
-  }
-  m_plot->replot();
+  finishPlot(0.03);  // room for the markers at the ends
 }
 
 }  // namespace lathe::ui

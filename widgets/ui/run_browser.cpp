@@ -89,6 +89,8 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   m_exportModelAction = new QAction("Export model (ONNX)...", this);
   m_exportModelAction->setObjectName("exportModelAction");
   m_export = new QPushButton("Export...", this);
+  m_export->setObjectName("exportButton");
+  m_compare->setObjectName("compareButton");
   m_delete = new QPushButton("Delete", this);
   m_note = new QPushButton("Note...", this);
   m_note->setObjectName("noteButton");
@@ -103,6 +105,13 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   for (QPushButton* b :
        {m_watch, m_compare, m_open, m_rerun, m_resume, m_export, m_note, m_tags, m_delete, m_parallelButton})
     actions->addWidget(b);
+  m_selectionLabel = new QLabel(this);
+  m_selectionLabel->setObjectName("selectionLabel");
+  m_selectionLabel->setToolTip("The runs inside the parallel-coordinates brushes are the selection on every page: "
+                               "Compare, Export, Tags, Re-run and Delete act on all of them. Clicking the table "
+                               "selects the clicked rows instead.");
+  m_selectionLabel->hide();
+  actions->addWidget(m_selectionLabel);
   actions->addStretch(1);
   column->addLayout(actions);
 
@@ -152,10 +161,18 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   connect(m_prev, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() - m_model->pageSize()); });
   connect(m_next, &QPushButton::clicked, this, [this]() { m_model->setPage(m_model->offset() + m_model->pageSize()); });
   connect(m_model, &RunTableModel::loaded, this, &RunBrowser::updatePager);
-  connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunBrowser::updateButtons);
+  connect(m_model, &QAbstractItemModel::modelAboutToBeReset, this, [this]() { m_resetting = true; });
+  connect(m_model, &QAbstractItemModel::modelReset, this, [this]() { m_resetting = false; });
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this]() {
+    // A click in the table replaces a brushed selection; a page swap or our own select does not.
+    if (!m_selectingBrushed && !m_resetting && !m_brushed.isEmpty()) {
+      m_brushed.clear();
+      m_selectionLabel->hide();
+    }
+    updateButtons();
+    // Bold: the rows picked in the table; brushed runs are already the coloured lines.
     if (!m_parallel->isHidden())
-      m_parallel->highlightRuns(selectedRunIds());
+      m_parallel->highlightRuns(m_brushed.isEmpty() ? selectedRunIds() : QStringList());
   });
   connect(m_parallelButton, &QPushButton::toggled, this, [this](bool on) {
     m_parallel->setVisible(on);
@@ -163,7 +180,7 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
       m_parallel->load(m_model->query());
   });
   connect(m_parallel, &ParallelCoordsPanel::loadRequested, this, [this]() { m_parallel->load(m_model->query()); });
-  connect(m_parallel, &ParallelCoordsPanel::brushedRuns, this, &RunBrowser::selectRuns);
+  connect(m_parallel, &ParallelCoordsPanel::brushedRuns, this, &RunBrowser::selectBrushed);
   connect(m_table, &QTableView::doubleClicked, this,
           [this](const QModelIndex& i) { emit showRun(m_model->runId(i.row())); });
   connect(m_watch, &QPushButton::clicked, this, [this]() {
@@ -328,6 +345,8 @@ void RunBrowser::updatePager(qint64 total, const QString& error) {
     m_pendingSelection.clear();
     selectRuns(ids);
   }
+  if (!m_brushed.isEmpty())
+    showBrushedOnPage();  // a new page, sort or filter: its brushed rows selected
   updateButtons();
 }
 
@@ -352,13 +371,47 @@ void RunBrowser::updateButtons() {
 }
 
 QStringList RunBrowser::selectedRunIds() const {
+  if (!m_brushed.isEmpty())
+    return m_brushed;
   QStringList ids;
   for (const QModelIndex& i : m_table->selectionModel()->selectedRows())
     ids << m_model->runId(i.row());
   return ids;
 }
 
+void RunBrowser::selectBrushed(const QStringList& ids) {
+  m_pendingSelection.clear();
+  m_brushed = ids;
+  if (ids.isEmpty()) {
+    m_selectionLabel->hide();
+    m_table->selectionModel()->clearSelection();  // the handler updates the buttons and the bold curves
+    updateButtons();
+    return;
+  }
+  if (!m_model->loading())
+    showBrushedOnPage();  // else updatePager does it when the page arrives
+  updateButtons();
+}
+
+void RunBrowser::showBrushedOnPage() {
+  const QSet<QString> wanted(m_brushed.begin(), m_brushed.end());
+  QItemSelection selection;
+  int onPage = 0;
+  for (int r = 0; r < m_model->rowCount(); ++r)
+    if (wanted.contains(m_model->runId(r))) {
+      selection.select(m_model->index(r, 0), m_model->index(r, m_model->columnCount() - 1));
+      ++onPage;
+    }
+  m_selectingBrushed = true;
+  m_table->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  m_selectingBrushed = false;
+  m_selectionLabel->setText(QString("%1 brushed runs selected (%2 on this page)").arg(m_brushed.size()).arg(onPage));
+  m_selectionLabel->show();
+}
+
 void RunBrowser::selectRuns(const QStringList& ids) {
+  m_brushed.clear();
+  m_selectionLabel->hide();
   if (m_model->loading()) {
     m_pendingSelection = ids;
     return;

@@ -3,8 +3,11 @@
 // config in the designer, re-run, resume (interrupted or cancelled runs with a checkpoint; also on
 // the table's context menu), export (a report; the context menu also exports one run's model as ONNX), delete. Actions that need the app (designer, queue,
 // report) are signals; delete is done here after a confirmation. "Parallel coordinates" opens a
-// ParallelCoordsPanel under the table over every run of the filter: brushing it selects runs in
-// the table, the table's selection is drawn bold there.
+// ParallelCoordsPanel under the table over every run of the filter: the runs inside its brushes
+// become the selection, on every page (selectedRunIds() is the whole brushed set, so Compare,
+// Export, Tags, Re-run and Delete act on all of them; each page shows its brushed rows selected
+// and a line says how many are selected and how many on this page); clicking the table replaces
+// that selection with the clicked rows. Rows picked in the table are drawn bold there.
 #pragma once
 
 #include <QAction>
@@ -32,8 +35,15 @@ class RunBrowser : public QWidget {
   QAction* resumeAction() const { return m_resumeAction; }
   /// The context menu's "Export model (ONNX)...": enabled for one selected run (exportModel).
   QAction* exportModelAction() const { return m_exportModelAction; }
+  /// The selection: the brushed runs of parallel coordinates (all pages) while a brush selects
+  /// some, else the table's selected rows.
   QStringList selectedRunIds() const;
+  /// Selects these runs' rows on the current page (the table's selection; drops a brushed set).
   void selectRuns(const QStringList& ids);
+  /// Makes these runs the selection across pages (what a brush does; empty: back to the table's).
+  void selectBrushed(const QStringList& ids);
+  /// "N runs selected by the brush, M on this page" (hidden without a brushed selection).
+  QLabel* selectionLabel() const { return m_selectionLabel; }
   /// Reads the store's config of a run (synchronously; one row).
   nlohmann::json runConfig(const QString& runId) const;
   /// Deletes runs without asking (the Delete button asks first). Returns an error text or "".
@@ -78,6 +88,8 @@ class RunBrowser : public QWidget {
   void updatePager(qint64 total, const QString& error);
   void updateButtons();
   void reloadSweeps();
+  /// Selects the brushed runs that the page shows and updates the selection line.
+  void showBrushedOnPage();
 
   QString m_db;
   RunTableModel* m_model;
@@ -94,6 +106,10 @@ class RunBrowser : public QWidget {
   QAction* m_resumeAction;  ///< the context menu's Resume, enabled like the button
   QAction* m_exportModelAction;
   QStringList m_pendingSelection;
+  QStringList m_brushed;             ///< the brushed selection (all pages); empty: the table's rows
+  bool m_selectingBrushed = false;   ///< the table's selection is being set from m_brushed
+  bool m_resetting = false;          ///< a page is being swapped in (its selection clears)
+  QLabel* m_selectionLabel;
 };
 
 }  // namespace lathe::ui

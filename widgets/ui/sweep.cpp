@@ -110,6 +110,26 @@ std::string store_sweep(const std::string& db_path, const nlohmann::json& base, 
   return id;
 }
 
+nlohmann::json sweep_definition(const nlohmann::json& base, const std::vector<SweepAxis>& axes) {
+  expand_sweep(axes);  // the same refusals as a queued sweep
+  nlohmann::json grid = nlohmann::json::object();
+  for (const SweepAxis& axis : axes)
+    if (!axis.knob.empty())
+      grid[axis.knob] = axis.values;
+  const std::string name = base.is_object() ? base.value("name", std::string("sweep")) : "sweep";
+  return {{"name", name}, {"config", base}, {"grid", grid}};
+}
+
+std::vector<std::string> slurm_sweep_args(const std::string& db_path, const std::string& definition_path,
+                                          const SlurmResources& resources) {
+  check_slurm_resources(resources);
+  std::vector<std::string> args = {"--db", db_path, "sweep", definition_path};
+  for (std::string& a : slurm_cli_args(resources))
+    args.push_back(std::move(a));
+  args.push_back("--json");
+  return args;
+}
+
 std::vector<std::pair<std::string, std::string>> sweep_name_knobs(const std::string& name) {
   std::vector<std::pair<std::string, std::string>> out;
   std::istringstream in(name);

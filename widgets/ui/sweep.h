@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/run/slurm_options.h"
+
 namespace lathe::ui {
 
 struct SweepAxis {
@@ -40,6 +42,18 @@ std::vector<SweepRun> plan_sweep(const nlohmann::json& base, const std::vector<S
 /// browser shows the sweep's progress as the queue runs them with `--run-id`. Returns the sweep id.
 std::string store_sweep(const std::string& db_path, const nlohmann::json& base, const std::vector<SweepAxis>& axes,
                         std::vector<SweepRun>& runs);
+
+/// The sweep definition (engine/run/sweep_definition.h) of `axes` over `base`, what `lathe-cli
+/// sweep DEF` reads: {"name": base's name, "config": base, "grid": {knob: [values as typed]}}.
+/// ConfigError (as expand_sweep) for an axis with a knob and no values or an unknown knob.
+nlohmann::json sweep_definition(const nlohmann::json& base, const std::vector<SweepAxis>& axes);
+
+/// The arguments of the `lathe-cli` child that submits the definition file `definition_path` to
+/// Slurm for the store at `db_path`: `--db DB sweep DEF --slurm --out OUT ... --json` (the
+/// resources through slurm_cli_args, the same options a terminal user types). Throws ConfigError
+/// from check_slurm_resources first.
+std::vector<std::string> slurm_sweep_args(const std::string& db_path, const std::string& definition_path,
+                                          const SlurmResources& resources);
 
 /// The knob=value tokens of a sweep run's name ("mlp-fashion lr=0.02" -> {{"lr", "0.02"}}).
 std::vector<std::pair<std::string, std::string>> sweep_name_knobs(const std::string& name);

@@ -1,11 +1,16 @@
 // SweepDialog: asks for one or two knobs (schema paths, with completion) and their values, checks
 // every value at its field against the schema as the run would apply it (a bad value is marked with
 // the form allowed, and OK stays disabled), shows how many runs that makes, and returns the sweep
-// axes (expanded by expand_sweep()).
+// axes (expanded by expand_sweep()). "Run on" picks this machine (the runs are queued) or a Slurm
+// cluster: then the shared output folder and the resources per run (partition, time limit, GPUs,
+// CPUs) are asked for and checked with check_slurm_resources (the CLI's own checks), the error
+// naming the field; OK stays disabled until they are accepted.
 #pragma once
 
 #include <QComboBox>
 #include <QDialog>
+#include <QGroupBox>
+#include <QSpinBox>
 #include <QDialogButtonBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -28,8 +33,22 @@ class SweepDialog : public QDialog {
   bool acceptable() const;
   QLabel* countLabel() const { return m_count; }
 
+  /// true: submit to Slurm (lathe-cli sweep --slurm); false: queue the runs here.
+  bool onSlurm() const;
+  void setOnSlurm(bool slurm);
+  /// The Slurm fields as typed, the folder made absolute ("" stays "").
+  SlurmResources slurmResources() const;
+  void setSlurmResources(const SlurmResources& r);
+  /// Why the Slurm fields are refused ("" when accepted or when running here).
+  QString slurmError() const;
+
  private:
   void updateCount();
+  QComboBox* m_target;
+  QGroupBox* m_slurmBox;
+  QLineEdit *m_out, *m_partition, *m_time;
+  QSpinBox *m_gpus, *m_cpus;
+  QLabel *m_slurmError, *m_slurmNote;
   nlohmann::json m_base;
   QComboBox *m_knob1, *m_knob2;
   QLineEdit *m_values1, *m_values2;
