@@ -29,12 +29,6 @@ using namespace lathe;
 
 namespace {
 
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 Tensor random_f32(const Shape& shape, Rng& rng, double lo, double hi) {
   Tensor t = Tensor::empty(shape, DType::f32);
   float* p = t.data<float>();

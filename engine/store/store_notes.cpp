@@ -49,7 +49,9 @@ void fill_notes(sql::Db& db, const std::vector<int64_t>& rids, const std::vector
   std::string list = "[";
   for (size_t i = 0; i < rids.size() && i < records.size(); ++i) {
     by_rid[rids[i]] = records[i];
-    list += (i ? "," : "") + std::to_string(rids[i]);
+    if (i)
+      list += ',';
+    list += std::to_string(rids[i]);
   }
   list += "]";
   sql::Stmt n = db.prepare("SELECT r.rid, r.note FROM json_each(?1) j CROSS JOIN runs r ON r.rid = j.value");
