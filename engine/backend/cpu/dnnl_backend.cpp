@@ -317,7 +317,7 @@ void DnnlBackend::linear_backward_weights_impl(const Tensor& src, const Tensor& 
 namespace {
 /// A conv's image side (src, diff_src) in NCHW with C > 1 beside a channels-last output: a
 /// network's first conv on colour data (the loader hands out NCHW batches). oneDNN 2.6 has no JIT
-/// convolution for that mix of layouts and runs its reference loop (measured ~100x slower on the
+/// convolution for that mix of layouts and runs its reference loop (over 50x slower on the
 /// 3x32x32 ResNet-style stem), so that tensor goes through a channels-last copy instead.
 bool plain_beside_channels_last(const Tensor& image, const Tensor& out) {
   return image.ndim() == 4 && image.dim(1) > 1 && image.format() == MemoryFormat::contiguous &&
