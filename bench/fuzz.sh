@@ -8,7 +8,7 @@
 # Usage: bench/fuzz.sh SECONDS [target...]     (default: every target; BUILD: $FUZZ_BUILD or build-asan)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-all=(config set idx safetensors teacher_cache sparse_model int8_model store)
+all=(config set idx safetensors teacher_cache sparse_model int8_model store npy npz)
 seconds=${1:?usage: bench/fuzz.sh SECONDS [target...]}
 shift
 targets=("$@")

@@ -1,11 +1,15 @@
 // Lathe's side of the ONNX Runtime comparison (bench/peers/onnx_check.py): imports an ONNX file
 // into Lathe, runs the Fashion-MNIST test set through it in evaluation mode, and writes the inputs
-// it fed (f32 [N, 1, 28, 28], normalised as training does) and its logits (f32 [N, K]) as raw
+// it fed (f32 [N, C, H, W], normalised as training does) and its logits (f32 [N, K]) as raw
 // little-endian files, so the peer script runs ONNX Runtime on exactly the same numbers.
 // With --int8 FILE (a run's model_int8.safetensors, MODEL.onnx then the run's f32 model.onnx) the
 // logits are Lathe's INT8 model's: rebuilt from the f32 weights with the file's activation
 // parameters (int8_onnx.h), its s8 weights checked identical to the file's.
+// With --npz FILE or --folder DIR (and --image-size S, --channels C as data.image_size/channels)
+// the test set is that dataset's, normalised per channel on its training split as a run does
+// (load_run_data), so the accuracy is what Lathe measures on the imported model before training.
 //   onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR] [--int8 FILE]
+//               [--npz FILE | --folder DIR [--image-size S] [--channels C]]
 // writes OUT_PREFIX.inputs.f32, OUT_PREFIX.logits.f32 and prints one JSON line (N, K, accuracy).
 #include <cstdio>
 #include <cstring>
@@ -18,23 +22,44 @@
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/io/onnx/onnx_import.h"
+#include "engine/run/config.h"
+#include "engine/run/data_setup.h"
 #include "engine/run/int8_onnx.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR] [--int8 FILE]\n");
+                 "usage: onnx_logits MODEL.onnx OUT_PREFIX [--backend cpu|reference] [--data DIR] [--int8 FILE]\n"
+                 "                   [--npz FILE | --folder DIR [--image-size S] [--channels C]]\n");
     return 2;
   }
   std::string backend_name = "cpu", data_dir, int8_file;
-  for (int i = 3; i + 1 < argc; i += 2) {
+  lathe::DataConfig own;  // --npz / --folder
+  for (int i = 3; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--backend")
-      backend_name = argv[i + 1];
-    else if (flag == "--data")
-      data_dir = argv[i + 1];
-    else if (flag == "--int8")
-      int8_file = argv[i + 1];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "onnx_logits: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const std::string value = argv[i + 1];
+    if (flag == "--backend") {
+      backend_name = value;
+    } else if (flag == "--data") {
+      data_dir = value;
+    } else if (flag == "--int8") {
+      int8_file = value;
+    } else if (flag == "--npz" || flag == "--folder") {
+      own.dataset = flag == "--npz" ? lathe::DatasetKind::npz : lathe::DatasetKind::folder;
+      own.path = value;
+    } else if (flag == "--image-size" || flag == "--channels") {
+      (flag == "--channels" ? own.channels : own.image_size) = std::stoll(value);
+    } else {
+      std::fprintf(stderr,
+                   "onnx_logits: unknown option '%s'; allowed: --backend, --data, --int8, --npz, --folder, "
+                   "--image-size, --channels\n",
+                   flag.c_str());
+      return 2;
+    }
   }
   try {
     auto be = lathe::make_backend(backend_name);
@@ -59,7 +84,8 @@ int main(int argc, char** argv) {
           int8_identical = int8_identical && saved.count(name) && saved[name].nbytes() == t.nbytes() &&
                            std::memcmp(saved[name].raw(), t.contiguous_copy().raw(), t.nbytes()) == 0;
     }
-    const lathe::TrainTest data = lathe::load_fashion_mnist(data_dir);
+    const lathe::TrainTest data =
+        own.path.empty() ? lathe::load_fashion_mnist(data_dir) : lathe::load_run_data(own);
     lathe::check_onnx_input(model, data.test.sample_shape());
     lathe::LoaderOptions opt;
     opt.batch_size = 500;
@@ -98,6 +124,8 @@ int main(int argc, char** argv) {
                                 {"k", k},
                                 {"accuracy", static_cast<double>(correct) / static_cast<double>(n)},
                                 {"backend", be->name()},
+                                {"data", own.path.empty() ? "fashion-mnist" : own.path},
+                                {"normalisation", {{"mean", data.train.channel_mean}, {"std", data.train.channel_std}}},
                                 {"sha256", imported.sha256},
                                 {"notes", imported.notes},
                                 {"int8", !int8_file.empty()},

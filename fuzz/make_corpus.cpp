@@ -1,8 +1,10 @@
 // Writes the seed corpora of the fuzz targets (fuzz/corpus/<target>/): small valid files of every
-// format, made by Lathe's own writers so the fuzzers start from inputs that get past the headers.
+// format, made by Lathe's own writers (.npz archives by the tests' zip writer, tests/support/numpy_writer.h)
+// so the fuzzers start from inputs that get past the headers.
 // Usage: lathe_fuzz_corpus OUT_DIR [SOURCE_DIR]   (SOURCE_DIR: for experiments/*.json; default .)
 #include <sqlite3.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,10 +14,12 @@
 #include "engine/compress/prune/sparse_model_io.h"
 #include "engine/compress/quant/int8_model.h"
 #include "engine/data/idx_reader.h"
+#include "engine/data/npy_reader.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/safetensors.h"
 #include "engine/store/run_writer.h"
 #include "fuzz/fuzz_util.h"
+#include "tests/support/numpy_writer.h"
 
 namespace fs = std::filesystem;
 using namespace lathe;
@@ -42,6 +46,56 @@ void idx_seeds(const fs::path& dir) {
   write_idx((dir / "images-idx3.gz").string(), {2, 4, 4}, pixels, /*gzip=*/true);
   write_idx((dir / "labels-idx1").string(), {3}, {0, 9, 4});
   write_idx((dir / "rank4-idx").string(), {1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+}
+
+void write_bytes(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out)
+    throw Error("cannot write " + path.string());
+}
+
+std::vector<uint8_t> ramp(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>(i * 37 + 5);
+  return v;
+}
+
+/// .npy files: uint8 N,C,H,W images, float32 N,H,W, int64 and uint8 labels, a 0-d array; and a
+/// version 2.0 header (4-byte length) written by hand.
+void npy_seeds(const fs::path& dir) {
+  write_bytes(dir / "u8-nchw.npy", npy_bytes(NpyDtype::u8, {2, 3, 2, 2}, ramp(24)));
+  const std::vector<float> pixels = {0.f, .25f, .5f, 1.f, .75f, .125f, 0.f, 1.f};
+  std::vector<uint8_t> fbytes(pixels.size() * 4);
+  std::memcpy(fbytes.data(), pixels.data(), fbytes.size());
+  write_bytes(dir / "f32-nhw.npy", npy_bytes(NpyDtype::f32, {2, 2, 2}, fbytes));
+  std::vector<uint8_t> labels(3 * 8, 0);
+  labels[8] = 4;
+  labels[16] = 9;
+  write_bytes(dir / "s64-labels.npy", npy_bytes(NpyDtype::s64, {3}, labels));
+  write_bytes(dir / "u8-labels.npy", npy_bytes(NpyDtype::u8, {4}, {0, 1, 2, 1}));
+  write_bytes(dir / "scalar.npy", npy_bytes(NpyDtype::s32, {}, {7, 0, 0, 0}));
+  const std::string dict = "{'descr': '<u2', 'fortran_order': False, 'shape': (2, 1), }\n";
+  std::vector<uint8_t> v2 = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0};
+  test::put32(v2, static_cast<uint32_t>(dict.size()));
+  v2.insert(v2.end(), dict.begin(), dict.end());
+  v2.insert(v2.end(), {1, 0, 2, 0});
+  write_bytes(dir / "v2-u16.npy", v2);
+}
+
+/// .npz archives: a whole dataset (stored and deflated members), and a single deflated array.
+void npz_seeds(const fs::path& dir) {
+  std::vector<uint8_t> y_train(4 * 8, 0), y_test(2 * 8, 0);
+  y_train[8] = 2;
+  y_train[24] = 1;
+  y_test[8] = 2;
+  write_bytes(dir / "dataset.npz",
+              test::zip_bytes({{"x_train.npy", npy_bytes(NpyDtype::u8, {4, 3, 2, 2}, ramp(48)), false},
+                               {"y_train.npy", npy_bytes(NpyDtype::s64, {4}, y_train), true},
+                               {"x_test.npy", npy_bytes(NpyDtype::u8, {2, 3, 2, 2}, ramp(24)), true},
+                               {"y_test.npy", npy_bytes(NpyDtype::s64, {2}, y_test), false}}));
+  write_bytes(dir / "deflated.npz", test::zip_bytes({{"x.npy", npy_bytes(NpyDtype::u8, {3, 4, 4}, ramp(48)), true}}));
 }
 
 void safetensors_seeds(const fs::path& dir, Model& model, Backend& be) {
@@ -134,6 +188,8 @@ int main(int argc, char** argv) {
     auto be = make_backend("reference");
     auto model = fuzz::tiny_model(*be);
     idx_seeds(folder(out, "idx"));
+    npy_seeds(folder(out, "npy"));
+    npz_seeds(folder(out, "npz"));
     safetensors_seeds(folder(out, "safetensors"), *model, *be);
     teacher_cache_seed(folder(out, "teacher_cache"));
     model_file_seeds(folder(out, "sparse_model"), folder(out, "int8_model"), *be);

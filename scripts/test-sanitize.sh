@@ -18,7 +18,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FL
   -DLATHE_CUDA=OFF -DLATHE_GUI=OFF -DLATHE_BUILD_BENCH=OFF >/dev/null
 # The unit-labelled suites, as tests/CMakeLists.txt declares them (core backend nn data run ...).
 mapfile -t suites < <(sed -n 's/^lathe_test_suite(\([a-z0-9_]*\) unit.*/\1/p' tests/CMakeLists.txt)
-targets=(config set idx safetensors teacher_cache sparse_model int8_model store)
+targets=(config set idx safetensors teacher_cache sparse_model int8_model store npy npz)
 cmake --build "$build" -j "$(nproc)" --target "${suites[@]/#/test_}" "${targets[@]/#/fuzz_}"
 t1=$(date +%s)
 echo "test-sanitize: build $((t1 - t0)) s"

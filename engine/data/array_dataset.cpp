@@ -37,6 +37,11 @@ Dataset dataset_from_arrays(const NpyArray& images, const std::string& images_na
   if (ds.channels < 1 || ds.rows < 1 || ds.cols < 1)
     throw DataError("NumPy array '" + images_name + "': images of shape " + shape_text(xs) +
                     "; channels, rows and cols must be at least 1");
+  int64_t image_elements = 0;  // bounded by the file when N > 0, not when the array is empty (N = 0)
+  if (__builtin_mul_overflow(ds.channels, ds.rows, &image_elements) ||
+      __builtin_mul_overflow(image_elements, ds.cols, &image_elements) || image_elements > (int64_t{1} << 40))
+    throw DataError("NumPy array '" + images_name + "': images of shape " + shape_text(xs) +
+                    "; an image of more than 2^40 values is not a plausible image");
   if (xs.size() == 4 && ds.channels > 4 && ds.cols <= 4)
     throw DataError("NumPy array '" + images_name + "': shape " + shape_text(xs) +
                     " looks channels-last (N,H,W,C); Lathe reads N,C,H,W: save np.transpose(x, (0, 3, 1, 2))");

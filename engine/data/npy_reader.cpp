@@ -1,6 +1,7 @@
 // The .npy header parser (a tiny reader for the Python dict literal NumPy writes) and the file reader.
 #include "engine/data/npy_reader.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -104,6 +105,18 @@ T load_le(const uint8_t* p) {
   return v;
 }
 
+/// Truncation toward zero, saturated at the int64 range; NaN is 0 (a plain cast of NaN, an infinity
+/// or 1e30 is undefined behaviour: fuzz_npy found as_int on a NaN float element).
+int64_t float_to_int(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 9223372036854775808.0)  // 2^63
+    return std::numeric_limits<int64_t>::max();
+  if (v <= -9223372036854775808.0)
+    return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
 }  // namespace
 
 const char* npy_dtype_name(NpyDtype t) {
@@ -136,9 +149,15 @@ size_t npy_dtype_size(NpyDtype t) {
 }
 
 int64_t NpyHeader::count() const {
+  // An empty array (a 0 anywhere) has 0 elements however large the other dimensions are: those are
+  // not multiplied (fuzz_npy: (10^17, 10^17, 0) overflowed int64 before its 0 was reached).
+  for (int64_t d : shape)
+    if (d == 0)
+      return 0;
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      throw DataError("NumPy array: shape with dimension " + std::to_string(d) + " has more than 2^63 elements");
   return n;
 }
 
@@ -252,8 +271,8 @@ int64_t NpyArray::as_int(int64_t i) const {
                                                                               : static_cast<int64_t>(v);
     }
     case NpyDtype::s64: return load_le<int64_t>(p);
-    case NpyDtype::f32: return static_cast<int64_t>(load_le<float>(p));
-    case NpyDtype::f64: return static_cast<int64_t>(load_le<double>(p));
+    case NpyDtype::f32: return float_to_int(load_le<float>(p));
+    case NpyDtype::f64: return float_to_int(load_le<double>(p));
   }
   return 0;
 }

@@ -44,7 +44,8 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t header_size, size_t tota
 struct NpyArray {
   NpyHeader header;
   std::vector<uint8_t> data;  // header.data_bytes() bytes
-  /// Element i as a double / an int64 (integers exactly; floats truncated toward zero in as_int).
+  /// Element i as a double / an int64 (integers exactly; floats truncated toward zero in as_int,
+  /// saturated at the int64 range, NaN as 0).
   double as_double(int64_t i) const;
   int64_t as_int(int64_t i) const;
   bool is_integer() const;

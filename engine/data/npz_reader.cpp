@@ -3,6 +3,7 @@
 
 #include <zip.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "engine/core/error.h"
@@ -28,6 +29,13 @@ NpzArchive::NpzArchive(const std::string& path) : m_path(path) {
     throw DataError("NumPy archive '" + path + "': cannot open: " + what);
   }
   m_zip = z;
+  std::error_code ec;
+  m_file_bytes = std::filesystem::file_size(path, ec);
+  if (ec) {
+    zip_discard(z);
+    m_zip = nullptr;
+    throw DataError("NumPy archive '" + path + "': cannot tell its size: " + ec.message());
+  }
 }
 
 NpzArchive::~NpzArchive() {
@@ -73,6 +81,12 @@ NpyArray NpzArchive::read(const std::string& key) const {
   if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE)
     throw DataError("NumPy archive member '" + where + "': compression method " + std::to_string(st.comp_method) +
                     " is not supported; allowed: stored (np.savez) or deflate (np.savez_compressed)");
+  // A claimed compressed size larger than the archive (fuzz_npz: a stored member claiming 2 GiB in a
+  // 150-byte file was allocated in full) is refused, which also keeps the deflate bound from overflowing.
+  if (st.comp_size > m_file_bytes)
+    throw DataError("NumPy archive member '" + where + "' claims " + std::to_string(st.comp_size) +
+                    " compressed bytes but the archive holds only " + std::to_string(m_file_bytes) +
+                    " (corrupt or truncated archive)");
   const uint64_t limit = st.comp_method == ZIP_CM_STORE ? st.comp_size : st.comp_size * kMaxDeflateRatio + 64;
   if (st.size > limit)
     throw DataError("NumPy archive member '" + where + "' claims " + std::to_string(st.size) + " bytes, more than its " +

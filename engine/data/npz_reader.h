@@ -1,9 +1,10 @@
 // NumPy .npz archives (a zip of .npy members, stored or deflated) read with libzip from Debian.
-// A member's claimed size is checked against what its compressed bytes can expand to before it is
-// read, and its CRC is checked by libzip at the end; errors are lathe::DataErrors naming the archive
+// A member's claimed compressed size is checked against the archive's size and its claimed size
+// against what those compressed bytes can expand to before it is read, and its CRC is checked by libzip at the end; errors are lathe::DataErrors naming the archive
 // and the member.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ class NpzArchive {
 
  private:
   std::string m_path;
-  void* m_zip = nullptr;  // zip_t*, kept out of the header
+  uint64_t m_file_bytes = 0;  // the archive's size: no member's compressed bytes can claim more
+  void* m_zip = nullptr;      // zip_t*, kept out of the header
 };
 
 }  // namespace lathe

@@ -171,6 +171,36 @@ TEST_P(OpParity, ConvForwardBackwardInBothLayouts) {
     }
 }
 
+// A network's first conv on colour data: the loader's NCHW batch (C > 1) into a channels-last
+// output, and its gradients back into NCHW (the cpu backend goes through a channels-last copy).
+TEST_P(OpParity, ConvOfAPlainColourInputIntoChannelsLast) {
+  Rng rng(1238);
+  for (const ConvCase& cc : std::vector<ConvCase>{{4, 3, 32, 32, 16, 3, 1, 1}, {2, 2, 9, 7, 5, 3, 2, 0}}) {
+    SCOPED_TRACE(testing::Message() << "c=" << cc.c << " o=" << cc.o);
+    const ConvParams p{cc.stride, cc.stride, cc.pad, cc.pad};
+    const Shape out{cc.n, cc.o, conv_out_size(cc.h, cc.k, cc.stride, cc.pad), conv_out_size(cc.w, cc.k, cc.stride, cc.pad)};
+    Tensor x = random_tensor({cc.n, cc.c, cc.h, cc.w}, rng);  // NCHW
+    Tensor w = random_tensor({cc.o, cc.c, cc.k, cc.k}, rng), b = random_tensor({cc.o}, rng);
+    const Tensor xd = up(x), wd = up(w), bd = up(b);
+    Tensor y0 = Tensor::empty(out, DType::f32), y1 = be().empty(out, DType::f32, MemoryFormat::channels_last);
+    ref().conv2d_forward(p, x, w, &b, y0, PostOp::relu);
+    be().conv2d_forward(p, xd, wd, &bd, y1, PostOp::relu);
+    EXPECT_TRUE(all_close(down(y1), y0, 1e-4, 1e-4)) << "forward";
+    Tensor dy = random_tensor(out, rng, DType::f32, MemoryFormat::channels_last);
+    const Tensor dyd = up(dy);
+    Tensor dx0 = Tensor::empty(x.shape(), DType::f32), dx1 = be().empty(x.shape(), DType::f32);
+    ref().conv2d_backward_data(p, dy, w, dx0);
+    be().conv2d_backward_data(p, dyd, wd, dx1);
+    EXPECT_TRUE(all_close(down(dx1), dx0, 1e-4, 1e-4)) << "backward data";
+    Tensor dw0 = Tensor::empty(w.shape(), DType::f32), dw1 = be().empty(w.shape(), DType::f32);
+    Tensor db0 = Tensor::empty({cc.o}, DType::f32), db1 = be().empty({cc.o}, DType::f32);
+    ref().conv2d_backward_weights(p, x, dy, dw0, &db0);
+    be().conv2d_backward_weights(p, xd, dyd, dw1, &db1);
+    EXPECT_TRUE(all_close(down(dw1), dw0, 1e-3, 1e-3)) << "backward weights";
+    EXPECT_TRUE(all_close(down(db1), db0, 1e-3, 1e-3)) << "backward bias";
+  }
+}
+
 TEST_P(OpParity, MaxPoolForwardBackwardInBothLayouts) {
   Rng rng(1236);
   for (MemoryFormat fmt : {MemoryFormat::contiguous, MemoryFormat::channels_last})

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 
 #include "engine/data/array_dataset.h"
@@ -145,6 +146,11 @@ TEST(NpzReader, RefusesCorruptArchivesNamingTheMember) {
   // A deflated member claiming more than deflate can expand to.
   write_file_bytes(p, test::zip_bytes({{"x.npy", member, true, int64_t{1} << 31}}));
   expect_data_error([&] { NpzArchive(p).read("x"); }, {"bad.npz:x.npy", "corrupt archive"});
+  // A stored member claiming 2 GiB of compressed and uncompressed bytes in a small archive (fuzz_npz
+  // found it allocated in full): refused naming both sizes, before allocating.
+  write_file_bytes(p, test::zip_bytes({{"x.npy", member, false, 0x7ffffff0, false, 0x7ffffff0}}));
+  expect_data_error([&] { NpzArchive(p).read("x"); },
+                    {"bad.npz:x.npy", "claims 2147483632 compressed bytes", "the archive holds only"});
   // A wrong CRC.
   write_file_bytes(p, test::zip_bytes({{"x.npy", member, true, -1, true}}));
   expect_data_error([&] { NpzArchive(p).read("x"); }, {"bad.npz:x.npy"});
@@ -216,6 +222,43 @@ TEST(NumpyDataset, RefusesWrongLabelsShapesAndTypes) {
   const NpyArray nan = parse_npy(npy_bytes(NpyDtype::f32, {3, 1, 1}, le_bytes(std::vector<float>{0, NAN, 1})), "x");
   expect_data_error([&] { dataset_from_arrays(nan, "x", y3, "y"); }, {"element 1", "finite"});
   expect_data_error([&] { load_numpy_dataset(dir.file("none.npz")); }, {"none.npz", "does not exist"});
+}
+
+// fuzz_npy regression: as_int of a float element that no int64 holds (NaN, infinities, 1e30) was
+// a plain cast, undefined behaviour (UBSan: "-nan is outside the range of representable values").
+TEST(NpyReader, AsIntOfFloatsTruncatesSaturatesAndMapsNanToZero) {
+  const std::vector<float> f = {-2.75f, 3.5f, NAN, INFINITY, -INFINITY, 1e30f, -1e30f};
+  const NpyArray a = parse_npy(npy_bytes(NpyDtype::f32, {7}, le_bytes(f)), "f");
+  const std::vector<int64_t> want = {-2, 3, 0, INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN};
+  for (int64_t i = 0; i < 7; ++i)
+    EXPECT_EQ(a.as_int(i), want[static_cast<size_t>(i)]) << "element " << i;
+  const NpyArray d = parse_npy(npy_bytes(NpyDtype::f64, {2}, le_bytes(std::vector<double>{-NAN, 9.3e18})), "d");
+  EXPECT_EQ(d.as_int(0), 0);
+  EXPECT_EQ(d.as_int(1), INT64_MAX);
+}
+
+// fuzz_npy regressions: an empty array (a 0 in its shape) whose other dimensions multiply past
+// int64 holds 0 bytes and reads as 0 elements, without the overflow UBSan reported in count(); as
+// images it is refused (the image size is not bounded by the file when N = 0).
+TEST(NpyReader, AnEmptyArrayWithHugeOtherDimensionsHasZeroElements) {
+  TempDir dir;
+  write_file_bytes(dir.file("e.npy"),
+                   npy_with_header("{'descr': '|u1', 'fortran_order': False, 'shape': (100000000000000000, "
+                                   "100000000000000000, 0), }",
+                                   {}));
+  const NpyArray a = read_npy(dir.file("e.npy"));
+  EXPECT_EQ(a.header.count(), 0);
+  EXPECT_EQ(a.header.data_bytes(), 0u);
+  EXPECT_TRUE(a.data.empty());
+  const NpyArray x = parse_npy(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (0, "
+                                               "100000000000000000, 100000000000000000, 100000000000000000), }",
+                                               {}),
+                               "x");
+  const NpyArray y = parse_npy(npy_bytes(NpyDtype::s64, {0}, {}), "y");
+  expect_data_error([&] { dataset_from_arrays(x, "x", y, "y"); }, {"'x'", "2^40"});
+  // An empty array of plausible images is still a (0-image) dataset; the run refuses it later.
+  const NpyArray x0 = parse_npy(npy_bytes(NpyDtype::u8, {0, 3, 2, 2}, {}), "x");
+  EXPECT_EQ(dataset_from_arrays(x0, "x", y, "y").count, 0);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ struct ZipMember {
   bool deflate = false;
   int64_t claimed_size = -1;  // >= 0: the uncompressed size written in the headers instead of the real one
   bool bad_crc = false;       // write a wrong CRC-32
+  int64_t claimed_comp_size = -1;  // >= 0: the compressed size written in the headers instead of the real one
 };
 
 inline void put16(std::vector<uint8_t>& b, uint32_t v) {
@@ -65,7 +66,8 @@ inline std::vector<uint8_t> zip_bytes(const std::vector<ZipMember>& members) {
       put16(b, 0);                    // time
       put16(b, 0x21);                 // date: 1980-01-01
       put32(b, crc);
-      put32(b, static_cast<uint32_t>(data.size()));
+      put32(b, static_cast<uint32_t>(m.claimed_comp_size >= 0 ? m.claimed_comp_size
+                                                               : static_cast<int64_t>(data.size())));
       put32(b, size);
       put16(b, static_cast<uint32_t>(m.name.size()));
       put16(b, 0);  // extra

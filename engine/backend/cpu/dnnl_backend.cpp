@@ -319,6 +319,21 @@ void DnnlBackend::linear_backward_weights_impl(const Tensor& src, const Tensor& 
 }
 
 // ---------------------------------------------------------------- conv2d
+namespace {
+/// A conv's image side (src, diff_src) in NCHW with C > 1 beside a channels-last output: a
+/// network's first conv on colour data (the loader hands out NCHW batches). oneDNN 2.6 has no JIT
+/// convolution for that mix of layouts and runs its reference loop (over 50x slower on the
+/// 3x32x32 ResNet-style stem), so that tensor goes through a channels-last copy instead.
+bool plain_beside_channels_last(const Tensor& image, const Tensor& out) {
+  return image.ndim() == 4 && image.dim(1) > 1 && image.format() == MemoryFormat::contiguous &&
+         out.format() == MemoryFormat::channels_last;
+}
+
+Tensor channels_last_like(const Tensor& t) {
+  return Tensor::empty(t.shape(), t.dtype(), Device::cpu(), MemoryFormat::channels_last);
+}
+}  // namespace
+
 void DnnlBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
                                       Tensor& dst, PostOp post) {
   const bool bf16 = m_impl->native_bf16 && is_bf16(src) && is_bf16(weights) && is_f32_or_bf16(dst);
@@ -326,6 +341,11 @@ void DnnlBackend::conv2d_forward_impl(const ConvParams& p, const Tensor& src, co
     return ReferenceBackend::conv2d_forward_impl(p, src, weights, bias, dst, post);
   if (bf16 && m_impl->own_kernels && (!bias || is_f32(*bias)) && cpu::bf16_conv_c1_applies(p, src, weights, dst))
     return cpu::bf16_conv_c1_forward(p, src, weights, bias, dst, post);
+  if (plain_beside_channels_last(src, dst)) {
+    Tensor src_cl = channels_last_like(src);
+    reorder_impl(src, src_cl);
+    return conv2d_forward_impl(p, src_cl, weights, bias, dst, post);
+  }
   ConvEntry& e = m_impl->conv_entry(p, src, weights, bias != nullptr, dst, post);
   memory w_user = m_impl->mem(weights);
   memory w = w_user;
@@ -346,6 +366,12 @@ void DnnlBackend::conv2d_backward_data_impl(const ConvParams& p, const Tensor& d
   const bool bf16 = m_impl->native_bf16 && is_bf16(diff_dst) && is_bf16(weights) && is_f32_or_bf16(diff_src);
   if (!bf16 && !(is_f32(diff_dst) && is_f32(weights)))
     return ReferenceBackend::conv2d_backward_data_impl(p, diff_dst, weights, diff_src);
+  if (plain_beside_channels_last(diff_src, diff_dst)) {
+    Tensor dx = channels_last_like(diff_src);
+    conv2d_backward_data_impl(p, diff_dst, weights, dx);
+    reorder_impl(dx, diff_src);
+    return;
+  }
   std::string key = "conv_bd";
   append_key(key, diff_dst);
   append_key(key, weights);
@@ -400,6 +426,11 @@ void DnnlBackend::conv2d_backward_weights_impl(const ConvParams& p, const Tensor
   if (bf16 && m_impl->own_kernels && (!diff_bias || is_f32(*diff_bias)) &&
       cpu::bf16_conv_c1_applies(p, src, diff_weights, diff_dst))
     return cpu::bf16_conv_c1_backward_weights(p, src, diff_dst, diff_weights, diff_bias);
+  if (plain_beside_channels_last(src, diff_dst)) {
+    Tensor src_cl = channels_last_like(src);
+    reorder_impl(src, src_cl);
+    return conv2d_backward_weights_impl(p, src_cl, diff_dst, diff_weights, diff_bias);
+  }
   std::string key = "conv_bw";
   append_key(key, src);
   append_key(key, diff_dst);
