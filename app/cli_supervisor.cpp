@@ -20,6 +20,7 @@
 #include "engine/core/rng.h"
 #include "engine/run/cost_model.h"
 #include "engine/store/run_writer.h"
+#include "engine/store/store.h"
 
 namespace lathe::cli {
 
@@ -98,6 +99,13 @@ struct Interruption {
   double up_s = 0;  ///< run clock when the interrupted child had finished setting up
 };
 
+/// Whether the run already ended `finished` in the store (read only, nothing reaped).
+bool run_finished(const std::string& db, const std::string& run_id) {
+  Store::OpenOptions o;
+  o.read_only = true;
+  return Store::open(db, o).run(run_id).status == RunStatus::finished;
+}
+
 }  // namespace
 
 int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup) {
@@ -147,6 +155,14 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
       if (!noticed) {
         exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         break;  // finished, failed or cancelled on its own
+      }
+      if (run_finished(setup.db, setup.run_id)) {
+        // The notice (or the kill) came as the child was finishing: the run ended before the
+        // machine went, so there is nothing to resume and the interruption cost nothing.
+        interruptions.pop_back();
+        if (!setup.json)
+          std::fprintf(stderr, "lathe: spot supervisor: the run finished inside the notice window\n");
+        break;
       }
       Interruption& it = interruptions.back();
       it.killed = killed;

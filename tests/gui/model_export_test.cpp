@@ -8,6 +8,7 @@
 #include <QApplication>
 #include <QFileInfo>
 #include <QFileDialog>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QSettings>
 #include <QStandardItemModel>
@@ -130,7 +131,11 @@ TEST(GuiModelExport, TheInteractivePathAsksWritesAndSaysSo) {
       d->accept();
     } else if (auto* f = qobject_cast<QFileDialog*>(w)) {
       start_dir = f->directory().absolutePath();
-      f->selectFile(chosen);
+      // Typed into the name field as a user would: QFileDialog::selectFile leaves a focused name
+      // field alone (Qt 6.4), and the field has focus once the dialog is active.
+      auto* name = f->findChild<QLineEdit*>("fileNameEdit");
+      ASSERT_NE(name, nullptr);
+      name->setText(QFileInfo(chosen).fileName());
       static_cast<QDialog*>(f)->accept();  // QFileDialog::accept (protected there) through QDialog
     } else if (auto* m = qobject_cast<QMessageBox*>(w)) {
       message = m->text();
