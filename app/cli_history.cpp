@@ -19,6 +19,7 @@
 #include "engine/core/error.h"
 #include "engine/core/file_write.h"
 #include "engine/store/store.h"
+#include "engine/store/sweep_store.h"
 
 #ifdef LATHE_HAVE_REPORT
 #include "widgets/common/offscreen_app.h"
@@ -166,9 +167,11 @@ const char* kListMetrics[] = {"test/accuracy", "test/loss", "train/samples_per_s
 
 int cmd_list(const std::string& db, const std::vector<std::string>& statuses, const std::string& glob,
              const std::vector<std::string>& params, const std::string& sort, int64_t limit, bool json,
-             const std::vector<std::string>& tags, const std::string& search) {
+             const std::vector<std::string>& tags, const std::string& search, const std::string& sweep) {
   Store store = open_for_reading(db);
   RunQuery q;
+  if (!sweep.empty())
+    q.sweep = find_sweep(store, sweep).id;  // id, unique prefix or name; refused naming what exists
   q.tags = tags;
   q.search = search;
   for (const std::string& s : statuses)
@@ -575,7 +578,7 @@ int cmd_delete(const std::string& db, const std::vector<std::string>& refs, bool
 void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_code) {
   struct ListArgs {
     std::vector<std::string> statuses, params, tags;
-    std::string glob, sort, search;
+    std::string glob, sort, search, sweep;
     int64_t limit = 50;
     bool json = false;
   };
@@ -590,9 +593,10 @@ void add_history_commands(CLI::App& app, const std::string& db_path, int& exit_c
   list->add_flag("--json", list_args->json, "JSON instead of a table");
   list->add_option("--tag", list_args->tags, "Only runs with this tag (repeatable: every one)");
   list->add_option("--search", list_args->search, "Only runs whose id, name, note or a tag contains this text");
+  list->add_option("--sweep", list_args->sweep, "Only the runs of this sweep (id, unique id prefix or name)");
   list->callback([&, list_args] {
     exit_code = cmd_list(db_path, list_args->statuses, list_args->glob, list_args->params, list_args->sort,
-                         list_args->limit, list_args->json, list_args->tags, list_args->search);
+                         list_args->limit, list_args->json, list_args->tags, list_args->search, list_args->sweep);
   });
 
   auto show_ref = std::make_shared<std::string>();

@@ -48,7 +48,7 @@ as_workstation "$cli" --db lathe.db sweep "$repo/experiments/sweeps/mlp-prune-st
 id_of() { "$cli" --db lathe.db list --json | python3 -c "import json,sys; print(next(r['id'] for r in json.load(sys.stdin)['runs'] if r['name'] == sys.argv[1]))" "$1"; }
 pruned=$(id_of 'mlp-fashion prune+int8')
 sweep="$(id_of 'mlp-fashion lr=0.01'),$(id_of 'mlp-fashion lr=0.05'),$(id_of 'mlp-fashion lr=0.2')"
-study=$("$cli" --db lathe.db list --name 'mlp-prune ratio=*' --status finished --json |
+study=$("$cli" --db lathe.db list --sweep mlp-prune-study --status finished --limit 0 --json |
   python3 -c "import json,sys; ids=[r['id'] for r in json.load(sys.stdin)['runs']]; assert len(ids) == 12, ids; print(','.join(ids))")
 
 shot() { QT_QPA_PLATFORM=offscreen "$gui" --db lathe.db --size 1400x900 "$@"; }

@@ -161,6 +161,23 @@ TEST_F(CliSweep, KilledMidwayAndResumedToCompletion) {
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0]["finished"], 4);
   EXPECT_EQ(list[0]["total"], 4);
+
+  // `lathe-cli list --sweep` keeps to the sweep's runs (by name or id), beside a run of no sweep.
+  const CmdResult other = run_cmd("--db " + db() + " run " + (m_dir / "small.json").string() +
+                                  " --set name=outside --set data.train_subset=256 --set train.epochs=1 --set output.dir=" +
+                                  (m_dir / "runs").string());
+  ASSERT_EQ(other.code, 0) << other.out;
+  const auto total_of = [&](const std::string& args) {
+    const CmdResult r = run_cmd("--db " + db() + " list --json --limit 0" + args);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return nlohmann::json::parse(r.out)["total"].get<int>();
+  };
+  EXPECT_EQ(total_of(""), 5);
+  EXPECT_EQ(total_of(" --sweep tiny-sweep"), 4);
+  EXPECT_EQ(total_of(" --sweep " + sweep_id), 4);
+  const CmdResult none = run_cmd("--db " + db() + " list --sweep no-such-sweep");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("no sweep matches \"no-such-sweep\""), std::string::npos) << none.out;
 }
 
 TEST_F(CliSweep, MalformedDefinitionExitsTwoNamingTheField) {
