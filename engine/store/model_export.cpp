@@ -35,22 +35,37 @@ bool is_f32_kind(const std::string& kind) {
   return std::find(k.begin(), k.end(), kind) != k.end();
 }
 
-/// The last artifact of `kind` with a safetensors file, or null.
-const ArtifactRecord* last_of(const std::vector<ArtifactRecord>& artifacts, const std::string& kind) {
+/// The artifact with a safetensors file whose kind `wanted` accepts recorded last (in recording
+/// order: the most final), or null.
+template <typename KindPredicate>
+const ArtifactRecord* last_matching(const std::vector<ArtifactRecord>& artifacts, KindPredicate wanted) {
   const ArtifactRecord* found = nullptr;
   for (const ArtifactRecord& a : artifacts)
-    if (a.kind == kind && a.path.size() > 12 && a.path.ends_with(".safetensors"))
+    if (wanted(a.kind) && a.path.size() > 12 && a.path.ends_with(".safetensors"))
       found = &a;
   return found;
 }
 
-/// The f32 artifact recorded last (any f32 kind), or null.
-const ArtifactRecord* last_f32(const std::vector<ArtifactRecord>& artifacts) {
-  const ArtifactRecord* found = nullptr;
-  for (const ArtifactRecord& a : artifacts)  // in recording order: the last one is the most final
-    if (is_f32_kind(a.kind) && a.path.size() > 12 && a.path.ends_with(".safetensors"))
-      found = &a;
-  return found;
+const ArtifactRecord* last_of(const std::vector<ArtifactRecord>& artifacts, const std::string& kind) {
+  return last_matching(artifacts, [&](const std::string& k) { return k == kind; });
+}
+
+/// Why run `id` cannot be exported as INT8 QDQ, or "" when it can (its INT8 file and the f32 graph
+/// the quant stage saved beside it).
+std::string int8_missing(const std::vector<ArtifactRecord>& artifacts, const std::string& id) {
+  if (!last_of(artifacts, kInt8))
+    return "run " + id + " recorded no model-int8 artifact (quant.mode none, or train.save_model off?)";
+  if (!last_of(artifacts, "model-f32"))
+    return "run " + id + " recorded no model-f32 artifact beside its INT8 file; the QDQ graph needs it";
+  return "";
+}
+
+/// model-int8 on a run that recorded one, else the f32 artifact recorded last; "" when none.
+std::string default_kind(const std::vector<ArtifactRecord>& artifacts) {
+  if (last_of(artifacts, kInt8))
+    return kInt8;
+  const ArtifactRecord* f32 = last_matching(artifacts, is_f32_kind);
+  return f32 ? f32->kind : std::string();
 }
 
 // The graph the run's (validated) config describes, for its images: their shape and classes come
@@ -130,26 +145,17 @@ std::vector<ModelExportChoice> model_export_choices(const Store& store, const st
     }
     out.push_back(c);
   }
-  ModelExportChoice q{.kind = kInt8, .label = labels.at(kInt8)};
-  const ArtifactRecord* int8 = last_of(artifacts, kInt8);
-  if (!int8)
-    q.why_not = "run " + run_id + " recorded no model-int8 artifact (quant.mode none, or train.save_model off?)";
-  else if (!last_of(artifacts, "model-f32"))
-    q.why_not = "run " + run_id + " recorded no model-f32 artifact beside its INT8 file; the QDQ graph needs it";
-  else {
+  ModelExportChoice q{.kind = kInt8, .label = labels.at(kInt8), .why_not = int8_missing(artifacts, run_id)};
+  if (q.why_not.empty()) {
     q.available = true;
-    q.path = int8->path;
+    q.path = last_of(artifacts, kInt8)->path;
   }
   out.push_back(q);
   return out;
 }
 
 std::string default_model_export_kind(const Store& store, const std::string& run_id) {
-  const std::vector<ArtifactRecord> artifacts = store.artifacts(run_id);
-  if (last_of(artifacts, kInt8))
-    return kInt8;
-  const ArtifactRecord* f32 = last_f32(artifacts);
-  return f32 ? f32->kind : std::string();
+  return default_kind(store.artifacts(run_id));
 }
 
 ModelExportResult export_run_model(const Store& store, const std::string& id, const std::string& kind_asked,
@@ -162,17 +168,15 @@ ModelExportResult export_run_model(const Store& store, const std::string& id, co
   const nlohmann::json cfg = run_config(store, id);
   const std::vector<ArtifactRecord> artifacts = store.artifacts(id);
   const std::vector<EventRecord> events = store.events(id);
-  const std::string kind = kind_asked.empty() ? default_model_export_kind(store, id) : kind_asked;
+  const std::string kind = kind_asked.empty() ? default_kind(artifacts) : kind_asked;
   ModelExportResult r{.path = out, .kind = kind};
   ReferenceBackend be;
 
   if (kind == kInt8) {  // the f32 graph (model-f32, saved by the quant stage) with the INT8 file's weights
+    if (const std::string missing = int8_missing(artifacts, id); !missing.empty())
+      throw DataError(missing);
     const ArtifactRecord* int8 = last_of(artifacts, kInt8);
-    if (!int8)
-      throw DataError("run " + id + " recorded no model-int8 artifact (quant.mode none, or train.save_model off?)");
     const ArtifactRecord* f32 = last_of(artifacts, "model-f32");
-    if (!f32)
-      throw DataError("run " + id + " recorded no model-f32 artifact beside its INT8 file; the QDQ graph needs it");
     std::unique_ptr<Model> model = load_run_model(cfg, events, *f32, be);
     const QdqPlan plan = qdq_plan_from_file(load_safetensors(int8->path), int8->path);
     r.bytes = export_onnx_qdq(*model, be, plan, out,
