@@ -254,6 +254,16 @@ void check_cross_fields(const json& out, Validator& val) {
       }
     }
   }
+  // An ONNX file (model.onnx, an ONNX distill.teacher) read and every node checked now, so an
+  // unsupported op stops the run before it starts; its input shape and classes are checked against
+  // Fashion-MNIST's here, against other data at set-up. Throws ConfigError / DataError.
+  const auto check_onnx_file = [&](const std::string& file) {
+    const OnnxImport imported = import_onnx(file);
+    if (ok("data.dataset") && out.at("data").at("dataset") == "fashion-mnist") {
+      check_onnx_input(*imported.model, {1, 28, 28});
+      check_model_outputs(*imported.model, 10);
+    }
+  };
   if (ok("model.zoo") && ok("model.onnx")) {
     const bool onnx = model.at("zoo") == "onnx";
     const std::string file = model.at("onnx").get<std::string>();
@@ -262,15 +272,9 @@ void check_cross_fields(const json& out, Validator& val) {
     if (!onnx && !file.empty())
       val.problem("model.onnx", "only used when model.zoo is \"onnx\" (model.zoo is " + model.at("zoo").dump() +
                                     "); remove it or set model.zoo to \"onnx\"");
-    // The file is read and every node checked now, so an unsupported op stops the run before it
-    // starts; its input shape is checked against Fashion-MNIST's here, against other data at set-up.
     if (onnx && !file.empty()) {
       try {
-        const OnnxImport imported = import_onnx(file);
-        if (ok("data.dataset") && out.at("data").at("dataset") == "fashion-mnist") {
-          check_onnx_input(*imported.model, {1, 28, 28});
-          check_model_outputs(*imported.model, 10);
-        }
+        check_onnx_file(file);
       } catch (const Error& e) {  // ConfigError (unsupported) or DataError (unreadable file)
         val.problem("model.onnx", e.what());
       }
@@ -281,13 +285,8 @@ void check_cross_fields(const json& out, Validator& val) {
   if (ok("distill.teacher") && out.contains("distill") && out.at("distill").contains("teacher")) {
     try {
       const TeacherSpec spec = parse_teacher_spec(out.at("distill").at("teacher").get<std::string>());
-      if (spec.kind == TeacherSpec::Kind::onnx) {
-        const OnnxImport imported = import_onnx(spec.value);
-        if (ok("data.dataset") && out.at("data").at("dataset") == "fashion-mnist") {
-          check_onnx_input(*imported.model, {1, 28, 28});
-          check_model_outputs(*imported.model, 10);
-        }
-      }
+      if (spec.kind == TeacherSpec::Kind::onnx)
+        check_onnx_file(spec.value);
     } catch (const Error& e) {  // parse_teacher_spec's messages start with the field already
       const std::string text = e.what();
       const std::string field = "distill.teacher: ";

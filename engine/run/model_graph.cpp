@@ -4,6 +4,7 @@
 #include "engine/compress/distill/teacher_source.h"
 #include "engine/core/error.h"
 #include "engine/io/onnx/onnx_import.h"
+#include "engine/nn/zoo.h"
 
 namespace lathe {
 
@@ -17,6 +18,18 @@ std::string onnx_file_of(const nlohmann::json& m) {
   if (!m.contains("onnx") || !m["onnx"].is_string() || m["onnx"].get<std::string>().empty())
     throw ConfigError("model.onnx: required when model.zoo is \"onnx\" (the .onnx file)");
   return m["onnx"].get<std::string>();
+}
+
+OnnxImport import_onnx_for_data(const std::string& file, const Shape& image_shape, int num_classes,
+                                const std::string& field) {
+  OnnxImport imported = import_onnx(file);
+  try {
+    check_onnx_input(*imported.model, image_shape);
+    check_model_outputs(*imported.model, num_classes);
+  } catch (const ConfigError& e) {
+    throw ConfigError(field + ": " + file + ": " + e.what());
+  }
+  return imported;
 }
 
 std::unique_ptr<Model> build_model_graph(const nlohmann::json& m, const Shape& image_shape, int zoo_classes,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/io/onnx/onnx_import.h"
 #include "engine/nn/model.h"
 
 namespace lathe {
@@ -17,6 +18,12 @@ namespace lathe {
 /// DataError naming `field` and the file.
 std::unique_ptr<Model> build_model_graph(const nlohmann::json& model_section, const Shape& image_shape,
                                          int zoo_classes, const std::string& field);
+
+/// `file` imported (graph and weights) and checked against the data it will see: `image_shape`
+/// ({C, H, W}) inputs and `num_classes` outputs; a mismatch is a ConfigError naming `field` and the
+/// file (a student's model.onnx, an ONNX distillation teacher).
+OnnxImport import_onnx_for_data(const std::string& file, const Shape& image_shape, int num_classes,
+                                const std::string& field);
 
 /// Whether the section's graph comes from an ONNX file, and which ("" when not).
 std::string onnx_file_of(const nlohmann::json& model_section);

@@ -98,15 +98,10 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
     stage->onnx_file = onnx_file_of(stage->saved.model_config);
     if (stage->spec.kind == TeacherSpec::Kind::onnx) {
       // Graph and weights from the file, as a student's model.onnx (trainer.cpp) is read.
-      OnnxImport imported = import_onnx(stage->onnx_file);
+      OnnxImport imported =
+          import_onnx_for_data(stage->onnx_file, image_shape, data.train.num_classes, "distill.teacher");
       stage->onnx_sha256 = imported.sha256;
       stage->teacher = std::move(imported.model);
-      try {
-        check_onnx_input(*stage->teacher, image_shape);
-        check_model_outputs(*stage->teacher, data.train.num_classes);
-      } catch (const ConfigError& e) {
-        throw ConfigError("distill.teacher: " + stage->onnx_file + ": " + e.what());
-      }
       stage->teacher->create_params(be, DType::f32, teacher_rng);
       load_onnx_weights(*stage->teacher, be, imported);
     } else {

@@ -16,6 +16,7 @@
 #include "engine/data/loader.h"
 #include "engine/io/onnx/onnx_export.h"
 #include "engine/io/onnx/onnx_import.h"
+#include "engine/run/model_graph.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
@@ -36,15 +37,8 @@ namespace {
 std::unique_ptr<Model> build_model(const ModelConfig& m, const Dataset& data, int zoo_classes,
                                    std::optional<OnnxImport>& onnx) {
   if (m.zoo == ModelZoo::onnx) {
-    onnx = import_onnx(m.onnx);
-    std::unique_ptr<Model> model = std::move(onnx->model);
-    try {
-      check_onnx_input(*model, data.sample_shape());
-      check_model_outputs(*model, data.num_classes);
-    } catch (const ConfigError& e) {
-      throw ConfigError("model.onnx: " + m.onnx + ": " + e.what());
-    }
-    return model;
+    onnx = import_onnx_for_data(m.onnx, data.sample_shape(), data.num_classes, "model.onnx");
+    return std::move(onnx->model);
   }
   if (m.zoo == ModelZoo::custom) {
     auto model = build_model_from_layers(m.layers, data.sample_shape());
