@@ -82,30 +82,19 @@ void Model::create_params(Backend& backend, DType dtype, Rng& rng) {
   m_temps.assign(m_nodes.size(), Tensor());
   m_diff_ready.assign(m_nodes.size(), 0);
   m_fused_relu_of.assign(m_nodes.size(), -1);
+  m_relu_folded.assign(m_nodes.size(), 0);
   if (m_fuse_relu) {
-    std::vector<int> consumers(m_nodes.size(), 0);
-    for (const Node& n : m_nodes)
-      for (int j : n.inputs)
-        if (j != kModelInput)
-          ++consumers[j];
+    const std::vector<std::vector<int>> users = consumers();
     for (size_t r = 0; r < m_nodes.size(); ++r) {
       const Node& n = m_nodes[r];
       if (n.layer->kind() != "relu" || n.inputs[0] == kModelInput)
         continue;
       const int p = n.inputs[0];
-      if (consumers[p] != 1 || !m_nodes[p].layer->can_fuse_relu() || m_fused_relu_of[p] >= 0)
+      if (users[p].size() != 1 || !m_nodes[p].layer->can_fuse_relu() || m_fused_relu_of[p] >= 0)
         continue;
       m_nodes[p].layer->set_fused_relu(true);
       m_fused_relu_of[p] = static_cast<int>(r);
     }
-  }
-  m_relu_folded.assign(m_nodes.size(), 0);
-  if (m_fuse_relu) {
-    std::vector<std::vector<int>> users(m_nodes.size());
-    for (size_t i = 0; i < m_nodes.size(); ++i)
-      for (int j : m_nodes[i].inputs)
-        if (j != kModelInput)
-          users[j].push_back(static_cast<int>(i));
     for (size_t r = 0; r < m_nodes.size(); ++r) {
       const Node& n = m_nodes[r];
       if (n.layer->kind() != "relu" || n.inputs[0] == kModelInput || users[n.inputs[0]].size() != 1 ||
@@ -166,6 +155,15 @@ void ensure(Backend& backend, Tensor& t, const Shape& shape, DType dtype, Memory
 }
 }  // namespace
 
+std::vector<std::vector<int>> Model::consumers() const {
+  std::vector<std::vector<int>> users(m_nodes.size());
+  for (size_t i = 0; i < m_nodes.size(); ++i)
+    for (int j : m_nodes[i].inputs)
+      if (j != kModelInput)
+        users[j].push_back(static_cast<int>(i));
+  return users;
+}
+
 void Model::plan_activation_dtypes(const Backend& backend) {
   using Io = Layer::LowPrecisionIo;
   const size_t n = m_nodes.size();
@@ -174,13 +172,9 @@ void Model::plan_activation_dtypes(const Backend& backend) {
   if (!m_low_precision_activations || low == DType::f32 || m_dtype != DType::f32)
     return;
   std::vector<Io> io(n);
-  std::vector<std::vector<int>> consumers(n);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i)
     io[i] = m_nodes[i].layer->low_precision_io(backend, low);
-    for (int j : m_nodes[i].inputs)
-      if (j != kModelInput)
-        consumers[j].push_back(static_cast<int>(i));
-  }
+  const std::vector<std::vector<int>> consumers = this->consumers();
   // Candidates: written by a layer that can, read by exactly one layer that can (one consumer, so
   // no gradient sums at low precision), not the model output. A pass-through layer cannot change
   // the dtype, so its input and output are stored alike: drop both until nothing changes.

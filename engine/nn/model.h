@@ -126,6 +126,8 @@ class Model {
   const Tensor& input_of(int index, const Tensor& model_input) const;
   /// Fills m_act_dtype for this backend: which node outputs are stored at the compute precision.
   void plan_activation_dtypes(const Backend& backend);
+  /// Per node, the nodes that read its output (in node order).
+  std::vector<std::vector<int>> consumers() const;
 
   Shape m_input_shape;
   std::vector<Node> m_nodes;
