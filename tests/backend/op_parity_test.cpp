@@ -69,6 +69,24 @@ class OpParity : public ::testing::TestWithParam<std::string> {
     return h;
   }
 
+  /// A conv's backward on the backend (input gradient written in `dx_format`, weight and bias
+  /// gradients) against the reference's, for input x, weights w and output gradient dy (host f32).
+  void expect_conv_backward_matches(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& dy,
+                                    MemoryFormat dx_format) {
+    const Tensor xd = up(x), wd = up(w), dyd = up(dy);
+    Tensor dx0 = Tensor::empty(x.shape(), DType::f32), dx1 = be().empty(x.shape(), DType::f32, dx_format);
+    ref().conv2d_backward_data(p, dy, w, dx0);
+    be().conv2d_backward_data(p, dyd, wd, dx1);
+    EXPECT_TRUE(all_close(down(dx1), dx0, 1e-4, 1e-4)) << "backward data";
+    const int64_t o = w.dim(0);
+    Tensor dw0 = Tensor::empty(w.shape(), DType::f32), dw1 = be().empty(w.shape(), DType::f32);
+    Tensor db0 = Tensor::empty({o}, DType::f32), db1 = be().empty({o}, DType::f32);
+    ref().conv2d_backward_weights(p, x, dy, dw0, &db0);
+    be().conv2d_backward_weights(p, xd, dyd, dw1, &db1);
+    EXPECT_TRUE(all_close(down(dw1), dw0, 1e-3, 1e-3)) << "backward weights";
+    EXPECT_TRUE(all_close(down(db1), db0, 1e-3, 1e-3)) << "backward bias";
+  }
+
   /// got vs want elementwise (logical order): f32 within rel * (|want| + 1), 8-bit within lsb.
   static void expect_close(const Tensor& got, const Tensor& want, double rel, double lsb, const std::string& op) {
     ASSERT_EQ(got.shape(), want.shape()) << op;
@@ -156,18 +174,8 @@ TEST_P(OpParity, ConvForwardBackwardInBothLayouts) {
         be().conv2d_forward(p, xd, wd, &bd, y1, post);
         EXPECT_TRUE(all_close(down(y1), y0, 1e-4, 1e-4)) << "forward";
       }
-      Tensor dy = random_tensor({cc.n, cc.o, oh, ow}, rng, DType::f32, fmt);
-      const Tensor dyd = up(dy);
-      Tensor dx0 = Tensor::empty(x.shape(), DType::f32), dx1 = be().empty(x.shape(), DType::f32, fmt);
-      ref().conv2d_backward_data(p, dy, w, dx0);
-      be().conv2d_backward_data(p, dyd, wd, dx1);
-      EXPECT_TRUE(all_close(down(dx1), dx0, 1e-4, 1e-4)) << "backward data";
-      Tensor dw0 = Tensor::empty(w.shape(), DType::f32), dw1 = be().empty(w.shape(), DType::f32);
-      Tensor db0 = Tensor::empty({cc.o}, DType::f32), db1 = be().empty({cc.o}, DType::f32);
-      ref().conv2d_backward_weights(p, x, dy, dw0, &db0);
-      be().conv2d_backward_weights(p, xd, dyd, dw1, &db1);
-      EXPECT_TRUE(all_close(down(dw1), dw0, 1e-3, 1e-3)) << "backward weights";
-      EXPECT_TRUE(all_close(down(db1), db0, 1e-3, 1e-3)) << "backward bias";
+      const Tensor dy = random_tensor({cc.n, cc.o, oh, ow}, rng, DType::f32, fmt);
+      expect_conv_backward_matches(p, x, w, dy, fmt);
     }
 }
 
@@ -186,18 +194,8 @@ TEST_P(OpParity, ConvOfAPlainColourInputIntoChannelsLast) {
     ref().conv2d_forward(p, x, w, &b, y0, PostOp::relu);
     be().conv2d_forward(p, xd, wd, &bd, y1, PostOp::relu);
     EXPECT_TRUE(all_close(down(y1), y0, 1e-4, 1e-4)) << "forward";
-    Tensor dy = random_tensor(out, rng, DType::f32, MemoryFormat::channels_last);
-    const Tensor dyd = up(dy);
-    Tensor dx0 = Tensor::empty(x.shape(), DType::f32), dx1 = be().empty(x.shape(), DType::f32);
-    ref().conv2d_backward_data(p, dy, w, dx0);
-    be().conv2d_backward_data(p, dyd, wd, dx1);
-    EXPECT_TRUE(all_close(down(dx1), dx0, 1e-4, 1e-4)) << "backward data";
-    Tensor dw0 = Tensor::empty(w.shape(), DType::f32), dw1 = be().empty(w.shape(), DType::f32);
-    Tensor db0 = Tensor::empty({cc.o}, DType::f32), db1 = be().empty({cc.o}, DType::f32);
-    ref().conv2d_backward_weights(p, x, dy, dw0, &db0);
-    be().conv2d_backward_weights(p, xd, dyd, dw1, &db1);
-    EXPECT_TRUE(all_close(down(dw1), dw0, 1e-3, 1e-3)) << "backward weights";
-    EXPECT_TRUE(all_close(down(db1), db0, 1e-3, 1e-3)) << "backward bias";
+    const Tensor dy = random_tensor(out, rng, DType::f32, MemoryFormat::channels_last);
+    expect_conv_backward_matches(p, x, w, dy, MemoryFormat::contiguous);  // dx back into NCHW
   }
 }
 

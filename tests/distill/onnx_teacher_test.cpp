@@ -20,6 +20,7 @@
 #include "engine/run/data_setup.h"
 #include "engine/run/stage_distill.h"
 #include "engine/run/trainer.h"
+#include "tests/distill/distill_run_fixture.h"
 #include "tests/support/config_from.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/random_tensor.h"
@@ -57,22 +58,9 @@ Tensor logits(Model& m, Backend& be, const Tensor& x) {
   return m.forward(ctx, x).contiguous_copy();
 }
 
-class OnnxTeacher : public ::testing::Test {
+class OnnxTeacher : public test::DistillRunFixture {
  protected:
-  void SetUp() override {
-    if (!fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
-      GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
-    m_dir = fs::temp_directory_path() / ("lathe-onnx-teacher-" + std::to_string(::getpid()));
-    fs::create_directories(m_dir);
-  }
-  void TearDown() override { fs::remove_all(m_dir); }
-  std::vector<std::string> tiny(const std::vector<std::string>& extra) const {
-    std::vector<std::string> s{
-        "model.zoo=student",   "train.epochs=1",      "data.train_subset=512", "data.test_subset=300",
-        "train.batch_size=64", "compute.backend=cpu", "train.threads=1",       "output.dir=" + m_dir.string()};
-    s.insert(s.end(), extra.begin(), extra.end());
-    return s;
-  }
+  OnnxTeacher() : DistillRunFixture("lathe-onnx-teacher-") {}
   /// The distillation stage of `cfg` prepared on `be` (the teacher loaded as a run would).
   std::unique_ptr<DistillStage> prepare(const ExperimentConfig& cfg, Backend& be) {
     m_data = load_run_data(cfg.data);
@@ -81,7 +69,6 @@ class OnnxTeacher : public ::testing::Test {
     m_student->create_params(be, DType::f32, rng);
     return prepare_distill_stage(cfg, be, m_data, *m_student, {});
   }
-  fs::path m_dir;
   TrainTest m_data;
   std::unique_ptr<Model> m_student;
 };

@@ -10,6 +10,7 @@
 #include "engine/data/dataset.h"
 #include "engine/run/config.h"
 #include "engine/run/trainer.h"
+#include "tests/distill/distill_run_fixture.h"
 #include "tests/support/config_from.h"
 
 namespace lathe {
@@ -19,23 +20,9 @@ namespace fs = std::filesystem;
 
 using test::config_from;
 
-class DistillStageRun : public ::testing::Test {
+class DistillStageRun : public test::DistillRunFixture {
  protected:
-  void SetUp() override {
-    if (!fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
-      GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
-    m_dir = fs::temp_directory_path() / ("lathe-distill-" + std::to_string(::getpid()));
-    fs::create_directories(m_dir);
-  }
-  void TearDown() override { fs::remove_all(m_dir); }
-  std::vector<std::string> tiny(const std::vector<std::string>& extra) const {
-    std::vector<std::string> s{
-        "model.zoo=student",   "train.epochs=1",      "data.train_subset=512", "data.test_subset=300",
-        "train.batch_size=64", "compute.backend=cpu", "train.threads=1",       "output.dir=" + m_dir.string()};
-    s.insert(s.end(), extra.begin(), extra.end());
-    return s;
-  }
-  fs::path m_dir;
+  DistillStageRun() : DistillRunFixture("lathe-distill-") {}
 };
 
 TEST_F(DistillStageRun, ZooTeacherIsTrainedFirstAndTheMetricsAreLogged) {
