@@ -4,19 +4,15 @@
 #include "engine/backend/cpu/maxpool_empty_windows.h"
 
 #include <cfloat>
-#include <cstring>
+
+#include "engine/core/dtype.h"
 
 namespace lathe::cpu {
 
 namespace {
 
 inline float value(float v) { return v; }
-inline float value(uint16_t v) {  // a bf16's value: its bits are the top half of the f32's
-  const uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline float value(uint16_t v) { return bf16_to_f32(v); }
 
 constexpr int64_t kParallelMin = 1 << 18;  // outputs below which one thread scans faster
 
