@@ -5,9 +5,10 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <sstream>
+
+#include "engine/core/timing.h"
 
 namespace lathe {
 
@@ -43,13 +44,12 @@ const Param* find_local(Layer& l, const char* name) {
 /// Best of a few runs (at least 3, until ~20 ms or 50 runs), in ms; one untimed warm-up first.
 template <class F>
 double best_ms(F&& run) {
-  using Clock = std::chrono::steady_clock;
   run();
   double best = 1e300, total = 0;
   for (int i = 0; i < 50 && (i < 3 || total < 20.0); ++i) {
     const auto t0 = Clock::now();
     run();
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double ms = 1e3 * seconds_since(t0);
     best = std::min(best, ms);
     total += ms;
   }
