@@ -21,6 +21,7 @@
 #include "app/cli_history.h"
 #include "app/cli_importance.h"
 #include "app/cli_notes.h"
+#include "app/cli_openmp.h"
 #include "app/cli_peak.h"
 #include "app/cli_ranks.h"
 #include "app/cli_repair.h"
@@ -473,6 +474,7 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
 }  // namespace
 
 int main(int argc, char** argv) {
+  lathe::cli::settle_openmp_wait_policy(argc, argv);  // may execute lathe-cli again, once
 #ifdef LATHE_HAVE_CUDA
   lathe::cuda::register_backend();
   lathe::cuda::register_nccl_communicator();

@@ -114,8 +114,8 @@ TEST_F(GlooCommunicatorTest, GradientMeanExactInOneBucketTwoAndThreeRanks) {
 }
 
 // Ranks on one machine sum through shared memory unless told not to; both transports give the exact
-// mean of integer-valued gradients, and a bucket larger than a shared-memory chunk (1 Mi floats)
-// goes through in several chunks.
+// mean of integer-valued gradients, and a bucket larger than a shared-memory chunk
+// (GlooCommunicator::kSharedMemoryChunk floats) goes through in several chunks.
 TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
   for (bool shm : {true, false}) {
     auto opts = options(shm ? "shm" : "tcp"), probe_opts = options(shm ? "shm-probe" : "tcp-probe");
@@ -138,7 +138,7 @@ TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
       [&](int r) {
         GlooCommunicator comm(r, 2, big);
         require(comm.uses_shared_memory(), "2 ranks here should share memory");
-        const int64_t n = (int64_t{1} << 20) * 5 / 2;  // 2.5 chunks
+        const int64_t n = GlooCommunicator::kSharedMemoryChunk * 5 / 2;  // 2.5 chunks
         Param p{"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)};
         for (int64_t i = 0; i < n; ++i)
           p.grad.data<float>()[i] = static_cast<float>((i % 1001) * (r + 1));
@@ -271,6 +271,65 @@ TEST_F(GlooCommunicatorTest, AllReduceSumOfDoubles) {
         require(v[3] == 3e12, "v[3]");
       },
       30);
+  expect_all_ok(results);
+}
+
+// Through shared memory every element is summed once, in rank order, by one rank: the sums of
+// doubles (the per-step votes and metric sums) and the gradient mean of fractions of several
+// pieces that cross chunk boundaries are bit-identical to that order computed here, on every rank,
+// on the blocking and on the overlapped path.
+TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBit) {
+  auto tiny = options("doubles", 16.0 / (1024 * 1024));  // 4 floats a chunk: 2 doubles
+  auto big = options("pieces");
+  const std::vector<int64_t> sizes = {GlooCommunicator::kSharedMemoryChunk + 17, 3,
+                                      GlooCommunicator::kSharedMemoryChunk * 3 / 2};
+  auto value = [](int r, size_t k, int64_t i) {
+    return static_cast<float>(std::sin(0.37 * r + 1.3 * static_cast<double>(k) + 0.011 * static_cast<double>(i)) * 3.7);
+  };
+  auto results = run_processes(
+      3,
+      [&](int r) {
+        {
+          GlooCommunicator comm(r, 3, tiny);
+          require(comm.uses_shared_memory(), "3 ranks here should share memory");
+          std::vector<double> v(7);
+          for (size_t i = 0; i < v.size(); ++i)
+            v[i] = std::sin(0.7 * r + 0.3 * static_cast<double>(i)) * 1e3;
+          comm.all_reduce_sum(v.data(), static_cast<int64_t>(v.size()));  // 4 chunks of 2 doubles
+          for (size_t i = 0; i < v.size(); ++i) {
+            double expected = 0;
+            for (int o = 0; o < 3; ++o)
+              expected += std::sin(0.7 * o + 0.3 * static_cast<double>(i)) * 1e3;
+            require(v[i] == expected, "sum " + std::to_string(i) + " is not the rank-order sum");
+          }
+        }
+        GlooCommunicator comm(r, 3, big);
+        std::vector<Param> storage;
+        for (int64_t n : sizes)
+          storage.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
+        std::vector<NamedParam> named;
+        for (size_t k = 0; k < storage.size(); ++k)
+          named.push_back({std::to_string(k) + ".w", &storage[k]});
+        for (bool overlap : {false, true}) {
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i)
+              storage[k].grad.data<float>()[i] = value(r, k, i);
+          if (overlap) {
+            auto hook = comm.grad_ready_hook(named);
+            for (size_t k = named.size(); k-- > 0;)
+              hook(named[k].param);
+          }
+          comm.all_reduce_gradients(named);
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i) {
+              const float expected = ((value(0, k, i) + value(1, k, i)) + value(2, k, i)) / 3.0f;
+              if (storage[k].grad.data<float>()[i] != expected)
+                require(false, std::string(overlap ? "overlapped" : "blocking") + ": param " + std::to_string(k) +
+                                   "[" + std::to_string(i) + "] is not the rank-order mean");
+            }
+        }
+      },
+      60);
   expect_all_ok(results);
 }
 
