@@ -142,11 +142,7 @@ TEST(GuiParallelPanel, BrushingSelectsRunsInTheTableAndTheTableHighlightsBack) {
   ASSERT_TRUE(
       test::wait_until([&]() { return !browser.model()->loading() && browser.model()->rowCount() == 6; }, 10000));
   ParallelCoordsPanel* panel = browser.parallelPanel();
-  QString error = "not loaded";
-  QObject::connect(panel, &ParallelCoordsPanel::loaded, [&](const QString& e) { error = e; });
-  browser.parallelButton()->setChecked(true);
-  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
-  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  ASSERT_EQ(test::open_parallel(browser), "");
   EXPECT_EQ(panel->model().runCount(), 6u);
   const std::vector<std::string> knobs = panel->runs().knobs;
   EXPECT_NE(std::find(knobs.begin(), knobs.end(), "train.optimizer.lr"), knobs.end());
@@ -196,9 +192,7 @@ TEST(GuiParallelPanel, BrushingSelectsRunsInTheTableAndTheTableHighlightsBack) {
   EXPECT_TRUE(browser.selectedRunIds().isEmpty());
   // A sweep prefix that matches nothing reads no runs.
   panel->prefixBox()->setText("nothing-like-this");
-  error = "not loaded";
-  panel->load(browser.model()->query());
-  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_EQ(test::load_parallel(panel, [&]() { panel->load(browser.model()->query()); }), "");
   EXPECT_EQ(panel->model().runCount(), 0u);
 }
 
