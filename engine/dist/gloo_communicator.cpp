@@ -463,6 +463,10 @@ void GlooCommunicator::broadcast_parameters(const std::vector<NamedParam>& param
   for (const auto& p : params) {
     const Tensor& v = p.param->value;
     float* data = host_f32(v, "parameter " + p.name);
+    if (m_impl->shm) {  // ranks on this machine
+      m_impl->shm->broadcast(data, v.numel(), root);
+      continue;
+    }
     try {
       gloo::BroadcastOptions opts(m_impl->context);
       opts.setOutput(data, static_cast<size_t>(v.numel()));

@@ -26,6 +26,23 @@ struct alignas(kLine) Counter {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters must be lock-free");
 
+// Holds a rank's collective for the duration of one call: the generation counters are shared, so a
+// second thread's call would silently interleave with the first one's chunks; it is refused instead.
+class OneAtATime {
+ public:
+  OneAtATime(std::atomic<bool>& busy, int rank) : m_busy(busy) {
+    bool idle = false;
+    if (!m_busy.compare_exchange_strong(idle, true))
+      throw Error("rank " + std::to_string(rank) + ": two shared-memory collectives at once (one thread at a time)");
+  }
+  ~OneAtATime() { m_busy.store(false); }
+  OneAtATime(const OneAtATime&) = delete;
+  OneAtATime& operator=(const OneAtATime&) = delete;
+
+ private:
+  std::atomic<bool>& m_busy;
+};
+
 // Slots hold an even number of f32 elements, so that a slot is also an aligned array of doubles.
 int64_t even(int64_t chunk_elements) { return chunk_elements + (chunk_elements & 1); }
 
@@ -95,9 +112,11 @@ ShmAllReduce::~ShmAllReduce() {
     munmap(m_map, static_cast<size_t>(m_map_bytes));
 }
 
-void ShmAllReduce::wait_all(bool done, const char* what) {
+void ShmAllReduce::wait_all(bool done, const char* what) { wait_ranks(done, what, 0, m_world); }
+
+void ShmAllReduce::wait_ranks(bool done, const char* what, int first, int last) {
   const auto deadline = std::chrono::steady_clock::now() + m_timeout;
-  for (int k = 0; k < m_world; ++k) {
+  for (int k = first; k < last; ++k) {
     std::atomic<uint64_t>& c = (done ? m_header->done : m_header->arrived)[k].value;
     for (int spins = 0; c.load(std::memory_order_acquire) < m_generation; ++spins) {
       // Spin briefly (the other rank is usually a few microseconds away), then give the core up:
@@ -139,13 +158,7 @@ uint64_t ShmAllReduce::token() const { return m_header->token.value.load(std::me
 
 template <class T, class Fill, class Drain>
 void ShmAllReduce::reduce(int64_t total, T divisor, const char* what, Fill fill, Drain drain) {
-  bool idle = false;
-  if (!m_busy.compare_exchange_strong(idle, true))
-    throw Error("rank " + std::to_string(m_rank) + ": two shared-memory all-reduces at once (one thread at a time)");
-  struct Release {
-    std::atomic<bool>& busy;
-    ~Release() { busy.store(false); }
-  } release{m_busy};
+  const OneAtATime guard(m_busy, m_rank);
   const int64_t cap = m_chunk * static_cast<int64_t>(sizeof(float)) / static_cast<int64_t>(sizeof(T));
   T* slots = reinterpret_cast<T*>(m_slots);  // slot k: slots + k * cap
   T* out = reinterpret_cast<T*>(m_result);
@@ -186,6 +199,27 @@ void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
   reduce<double>(
       n, 1.0, "bring its values", [&](int64_t start, int64_t len, double* slot) { std::memcpy(slot, data + start, len * sizeof(double)); },
       [&](int64_t start, int64_t len, const double* r) { std::memcpy(data + start, r, len * sizeof(double)); });
+}
+
+void ShmAllReduce::broadcast(float* data, int64_t n, int root) {
+  LATHE_CHECK(root >= 0 && root < m_world, "ShmAllReduce: broadcast root ", root, " is not a rank of ", m_world);
+  const OneAtATime guard(m_busy, m_rank);
+  auto* result = reinterpret_cast<float*>(m_result);
+  for (int64_t start = 0; start < n; start += m_chunk) {
+    const int64_t len = std::min(m_chunk, n - start);
+    ++m_generation;
+    // Everyone has copied the previous generation's result out before the root overwrites it.
+    m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
+    wait_all(false, "come to the broadcast");
+    if (m_rank == root) {
+      std::memcpy(result, data + start, static_cast<size_t>(len) * sizeof(float));
+    } else {
+      wait_ranks(true, "send its values", root, root + 1);
+      std::memcpy(data + start, result, static_cast<size_t>(len) * sizeof(float));
+    }
+    // Done with this generation (the root once its values are in place): counters stay in step.
+    m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
+  }
 }
 
 namespace {

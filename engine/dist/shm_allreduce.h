@@ -40,6 +40,8 @@ class ShmAllReduce {
   /// The same for doubles (the training loop's per-step votes and metric sums: kept off the tcp
   /// transport, whose every small message wakes a thread on each rank).
   void all_reduce_sum(double* data, int64_t n);
+  /// Replaces data[0..n) on every rank with the root's (chunk by chunk through the result area).
+  void broadcast(float* data, int64_t n, int root);
   /// Pieces of f32 memory taken as one array, in order.
   struct Span {
     float* data;
@@ -65,6 +67,8 @@ class ShmAllReduce {
   struct Header;
   /// Waits until every rank's counter (arrived or done) has reached m_generation.
   void wait_all(bool done, const char* what);
+  /// The same for ranks first..last-1 only.
+  void wait_ranks(bool done, const char* what, int first, int last);
   /// One all-reduce of `total` elements of T in chunks (`what` a peer that does not come did not
   /// do, for the error: "bring its gradients"): fill(start, len, slot) copies this rank's
   /// [start, start + len) into its slot, drain(start, len, result) copies the result out; each

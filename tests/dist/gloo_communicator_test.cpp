@@ -277,8 +277,8 @@ TEST_F(GlooCommunicatorTest, AllReduceSumOfDoubles) {
 // Through shared memory every element is summed once, in rank order, by one rank: the sums of
 // doubles (the per-step votes and metric sums) and the gradient mean of fractions of several
 // pieces that cross chunk boundaries are bit-identical to that order computed here, on every rank,
-// on the blocking and on the overlapped path.
-TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBit) {
+// on the blocking and on the overlapped path; broadcasts of the same pieces give the root's values.
+TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBitAndBroadcasts) {
   auto tiny = options("doubles", 16.0 / (1024 * 1024));  // 4 floats a chunk: 2 doubles
   auto big = options("pieces");
   const std::vector<int64_t> sizes = {GlooCommunicator::kSharedMemoryChunk + 17, 3,
@@ -327,6 +327,18 @@ TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBit) {
                 require(false, std::string(overlap ? "overlapped" : "blocking") + ": param " + std::to_string(k) +
                                    "[" + std::to_string(i) + "] is not the rank-order mean");
             }
+        }
+        // Broadcasts from two roots in a row, each several chunks long, through the same segment.
+        for (int root : {2, 0}) {
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i)
+              storage[k].value.data<float>()[i] = value(r, k, i) + 100.0f * static_cast<float>(root + 1);
+          comm.broadcast_parameters(named, root);
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i)
+              if (storage[k].value.data<float>()[i] != value(root, k, i) + 100.0f * static_cast<float>(root + 1))
+                require(false, "broadcast from " + std::to_string(root) + ": param " + std::to_string(k) + "[" +
+                                   std::to_string(i) + "] is not the root's");
         }
       },
       60);

@@ -34,7 +34,7 @@ TEST(ShmAllReduce, TwoCallsAtOnceOnOneRankAreRefused) {
     rank0.all_reduce_sum(g, 4);
     ADD_FAILURE() << "a second call while the first waits was accepted";
   } catch (const lathe::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("two shared-memory all-reduces at once"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("two shared-memory collectives at once"), std::string::npos) << e.what();
   }
   first.join();
   EXPECT_NE(first_error.find("rank 1 did not bring its values within 1.5"), std::string::npos) << first_error;
