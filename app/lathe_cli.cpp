@@ -317,10 +317,12 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
     std::fprintf(
         stderr,
         "lathe: %s run %s in %s on %s (%s)\n"
-        "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f  MFU %.1f%%  model %.0f bytes  cost $%.4f\n"
+        "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f (mean; last window %.0f)  MFU %.1f%% (mean)"
+        "  model %.0f bytes  cost $%.4f\n"
         "  %s\n  recorded in %s\n",
         s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(), s.device.c_str(),
-        100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s"), 100 * metric("device/mfu"),
+        100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s_mean"),
+        metric("train/samples_per_s"), 100 * metric("device/mfu_mean"),
         metric("model/bytes"), metric("cost/usd"), s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
         worker ? "nothing (ranks > 0 leave the store to rank 0)" : db.c_str());
   }

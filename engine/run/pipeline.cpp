@@ -267,6 +267,8 @@ class TrainLoop {
       m_window_correct += r.correct;
       m_window_samples += b;
       m_window_global_samples += m_batch.global_size;
+      m_result.samples += static_cast<double>(m_batch.global_size);
+      m_result.flops += static_cast<double>(m_batch.global_size) * m_train_flops;
     }
     if (m_k > 1)
       for (size_t i = 0; i < m_params.size(); ++i)
