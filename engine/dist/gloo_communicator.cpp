@@ -460,13 +460,16 @@ void GlooCommunicator::broadcast_parameters(const std::vector<NamedParam>& param
     throw Error(concat("GlooCommunicator: broadcast root ", root, " is not a rank of ", m_world_size));
   if (m_world_size == 1)
     return;
+  if (m_impl->shm) {  // ranks on this machine: one copy through the segment for the whole list
+    std::vector<ShmAllReduce::Span> spans;
+    for (const auto& p : params)
+      spans.push_back({host_f32(p.param->value, "parameter " + p.name), p.param->value.numel()});
+    m_impl->shm->broadcast(spans, root);
+    return;
+  }
   for (const auto& p : params) {
     const Tensor& v = p.param->value;
     float* data = host_f32(v, "parameter " + p.name);
-    if (m_impl->shm) {  // ranks on this machine
-      m_impl->shm->broadcast(data, v.numel(), root);
-      continue;
-    }
     try {
       gloo::BroadcastOptions opts(m_impl->context);
       opts.setOutput(data, static_cast<size_t>(v.numel()));

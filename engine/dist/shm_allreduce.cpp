@@ -201,27 +201,6 @@ void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
       [&](int64_t start, int64_t len, const double* r) { std::memcpy(data + start, r, len * sizeof(double)); });
 }
 
-void ShmAllReduce::broadcast(float* data, int64_t n, int root) {
-  LATHE_CHECK(root >= 0 && root < m_world, "ShmAllReduce: broadcast root ", root, " is not a rank of ", m_world);
-  const OneAtATime guard(m_busy, m_rank);
-  auto* result = reinterpret_cast<float*>(m_result);
-  for (int64_t start = 0; start < n; start += m_chunk) {
-    const int64_t len = std::min(m_chunk, n - start);
-    ++m_generation;
-    // Everyone has copied the previous generation's result out before the root overwrites it.
-    m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
-    wait_all(false, "come to the broadcast");
-    if (m_rank == root) {
-      std::memcpy(result, data + start, static_cast<size_t>(len) * sizeof(float));
-    } else {
-      wait_ranks(true, "send its values", root, root + 1);
-      std::memcpy(data + start, result, static_cast<size_t>(len) * sizeof(float));
-    }
-    // Done with this generation (the root once its values are in place): counters stay in step.
-    m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
-  }
-}
-
 namespace {
 
 // Calls fn(piece pointer, count, offset into [start, start + len)) for the parts of the spans'
@@ -240,6 +219,32 @@ void for_range(const std::vector<ShmAllReduce::Span>& spans, int64_t start, int6
 }
 
 }  // namespace
+
+void ShmAllReduce::broadcast(const std::vector<Span>& spans, int root) {
+  LATHE_CHECK(root >= 0 && root < m_world, "ShmAllReduce: broadcast root ", root, " is not a rank of ", m_world);
+  const OneAtATime guard(m_busy, m_rank);
+  int64_t total = 0;
+  for (const auto& sp : spans)
+    total += sp.n;
+  auto* result = reinterpret_cast<float*>(m_result);
+  for (int64_t start = 0; start < total; start += m_chunk) {
+    const int64_t len = std::min(m_chunk, total - start);
+    ++m_generation;
+    // Everyone has copied the previous generation's result out before the root overwrites it.
+    m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
+    wait_all(false, "come to the broadcast");
+    if (m_rank == root) {
+      for_range(spans, start, len,
+                [&](float* p, int64_t n, int64_t at) { std::memcpy(result + at, p, n * sizeof(float)); });
+    } else {
+      wait_ranks(true, "send its values", root, root + 1);
+      for_range(spans, start, len,
+                [&](float* p, int64_t n, int64_t at) { std::memcpy(p, result + at, n * sizeof(float)); });
+    }
+    // Done with this generation (the root once its values are in place): counters stay in step.
+    m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
+  }
+}
 
 void ShmAllReduce::all_reduce_mean(const std::vector<Span>& spans, float divisor) {
   int64_t total = 0;

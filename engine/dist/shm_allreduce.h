@@ -40,13 +40,14 @@ class ShmAllReduce {
   /// The same for doubles (the training loop's per-step votes and metric sums: kept off the tcp
   /// transport, whose every small message wakes a thread on each rank).
   void all_reduce_sum(double* data, int64_t n);
-  /// Replaces data[0..n) on every rank with the root's (chunk by chunk through the result area).
-  void broadcast(float* data, int64_t n, int root);
   /// Pieces of f32 memory taken as one array, in order.
   struct Span {
     float* data;
     int64_t n;
   };
+  /// Replaces the concatenation of `spans` on every rank with the root's, bit for bit (copied chunk
+  /// by chunk through the result area: no arithmetic).
+  void broadcast(const std::vector<Span>& spans, int root);
   /// Replaces the concatenation of `spans` with its sum over the ranks divided by `divisor`: the
   /// pieces go straight into this rank's slot and the result straight back (no staging bucket), and
   /// each element is divided once, by the rank that sums it, so every rank gets the same bits.
