@@ -339,6 +339,12 @@ struct ChildOptions {
   std::string resume_checkpoint_dir;  ///< --resume-checkpoint-dir: a worker of a resumed data-parallel run
 };
 
+/// Knobs the config sets that do nothing for it (config_schema.h: unused_fields), on stderr.
+void warn_unused_fields(const nlohmann::json& cfg) {
+  for (const std::string& w : lathe::unused_fields(cfg))
+    std::fprintf(stderr, "lathe-cli: warning: %s\n", w.c_str());
+}
+
 int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db,
             const ChildOptions& child) {
   nlohmann::json cfg = lathe::load_config_file(config_path);
@@ -349,6 +355,8 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   const std::string run_id = child.run_id.empty() ? lathe::make_run_id() : child.run_id;
   ranks.plan = lathe::cli::plan_ranks(exp, child.ranks, run_id);
   ranks.resume_checkpoint_dir = child.resume_checkpoint_dir;
+  if (ranks.plan.rank.rank == 0 && child.run_id.empty())  // once: not again from workers or a supervised child
+    warn_unused_fields(cfg);
   if (ranks.plan.distributed()) {
     if (exp.cost.interruptions_per_hour > 0)
       throw lathe::ConfigError("compute.devices: " + std::to_string(ranks.plan.rank.world_size) +
@@ -535,6 +543,7 @@ int main(int argc, char** argv) {
     for (const std::string& s : validate_sets)
       lathe::apply_override(cfg, s);
     std::cout << lathe::validate_config(cfg).dump(2) << "\n";
+    warn_unused_fields(cfg);
   });
 
   lathe::cli::add_history_commands(app, db, exit_code);

@@ -297,24 +297,48 @@ std::string describe_allowed(const FieldSpec& f) {
   return os.str();
 }
 
-bool field_applies(const FieldSpec& f, const nlohmann::json& cfg) {
-  const FieldSpec::Condition& when = f.applies_when;
-  if (when.path.empty())
-    return true;
+namespace {
+
+/// The value at a dotted path of a config document, or nullptr where the document has none.
+const nlohmann::json* value_at(const nlohmann::json& cfg, const std::string& path) {
   const nlohmann::json* node = &cfg;
   size_t start = 0;
-  while (node && start <= when.path.size()) {
-    const size_t dot = when.path.find('.', start);
-    const std::string key = when.path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+  while (node && start <= path.size()) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     node = node->is_object() && node->contains(key) ? &node->at(key) : nullptr;
     if (dot == std::string::npos)
       break;
     start = dot + 1;
   }
+  return node;
+}
+
+}  // namespace
+
+bool field_applies(const FieldSpec& f, const nlohmann::json& cfg) {
+  const FieldSpec::Condition& when = f.applies_when;
+  if (when.path.empty())
+    return true;
+  const nlohmann::json* node = value_at(cfg, when.path);
   const FieldSpec* on = find_field(when.path);
   const nlohmann::json value = node ? *node : (on ? on->default_value : nlohmann::json());
   return value.is_string() &&
          std::find(when.values.begin(), when.values.end(), value.get<std::string>()) != when.values.end();
+}
+
+std::vector<std::string> unused_fields(const nlohmann::json& cfg) {
+  std::vector<std::string> out;
+  for (const FieldSpec& f : experiment_schema()) {
+    if (f.applies_when.path.empty() || !value_at(cfg, f.path) || field_applies(f, cfg))
+      continue;
+    const nlohmann::json* on = value_at(cfg, f.applies_when.path);
+    const FieldSpec* on_field = find_field(f.applies_when.path);
+    const nlohmann::json now = on ? *on : (on_field ? on_field->default_value : nlohmann::json());
+    out.push_back(f.path + " is set but only used when " + describe_applies_when(f) + " (" + f.applies_when.path +
+                  " is " + now.dump() + (on ? "" : ", the default") + "): it has no effect");
+  }
+  return out;
 }
 
 std::string describe_applies_when(const FieldSpec& f) {

@@ -72,6 +72,11 @@ std::string describe_allowed(const FieldSpec& field);
 /// field `cfg` leaves out counts as its default.
 bool field_applies(const FieldSpec& field, const nlohmann::json& cfg);
 
+/// The fields `cfg` sets that do not apply to it (FieldSpec::applies_when), one sentence each:
+/// `data.image_size is set but only used when data.dataset is "folder" (data.dataset is
+/// "fashion-mnist"): it has no effect`. Validation accepts them; lathe-cli warns.
+std::vector<std::string> unused_fields(const nlohmann::json& cfg);
+
 /// When a field applies, as text: `data.dataset is "folder"`, `data.dataset is "fashion-mnist",
 /// "npz" or "folder"`; "" for a field that always applies.
 std::string describe_applies_when(const FieldSpec& field);

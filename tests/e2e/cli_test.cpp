@@ -29,6 +29,17 @@ TEST_F(Cli, UnknownKeyIsRejectedWithItsPathAndExitCode2) {
   EXPECT_FALSE(store_written());
 }
 
+TEST_F(Cli, ValidateWarnsAboutAKnobThatDoesNothingForThisConfig) {
+  const std::string cfg = write("unused.json", R"({"data": {"dataset": "fashion-mnist", "image_size": 64}})");
+  const CmdResult r = run_cmd("validate " + cfg);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: data.image_size is set but only used when data.dataset is \"folder\""),
+            std::string::npos)
+      << r.out;
+  const CmdResult clean = run_cmd("validate " + cfg + " --set data.dataset=folder --set data.path=/nowhere");
+  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+}
+
 TEST_F(Cli, OutOfRangeValueNamesTheAllowedRange) {
   const std::string cfg = write("bad.json", R"({"train": {"batch_size": 0}})");
   const CmdResult r = run_cmd("run " + cfg + " " + out_dir());

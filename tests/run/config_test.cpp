@@ -109,6 +109,27 @@ TEST(ConfigSchema, AsJsonIsIntrospectable) {
 // applies_when: every condition names an enumeration field and values among its choices; the
 // dataset's conditions are exactly the fields the loaders read per dataset (data_setup.cpp), and
 // validate_config's own "only used when" refusals agree with them.
+// A knob the config sets where it does nothing is named with what would make it count and what the
+// controlling field is now (the user's value, or the default); set where it applies, or not set
+// at all, nothing is said.
+TEST(ConfigSchema, UnusedFieldsAreTheSetOnesThatDoNotApply) {
+  using nlohmann::json;
+  const auto one = lathe::unused_fields(json::parse(R"({"data": {"dataset": "fashion-mnist", "image_size": 64}})"));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_NE(one[0].find("data.image_size is set but only used when data.dataset is \"folder\""), std::string::npos)
+      << one[0];
+  EXPECT_NE(one[0].find("(data.dataset is \"fashion-mnist\")"), std::string::npos) << one[0];
+  const auto by_default = lathe::unused_fields(json::parse(R"({"data": {"channels": 3}})"));
+  ASSERT_EQ(by_default.size(), 1u);
+  EXPECT_NE(by_default[0].find("data.channels"), std::string::npos) << by_default[0];
+  EXPECT_NE(by_default[0].find(", the default)"), std::string::npos) << by_default[0];
+  EXPECT_TRUE(lathe::unused_fields(json::parse(R"({"data": {"dataset": "folder", "image_size": 64}})")).empty());
+  EXPECT_TRUE(lathe::unused_fields(json::parse(R"({"data": {"dataset": "fashion-mnist"}, "seed": 3})")).empty());
+  const auto two = lathe::unused_fields(
+      json::parse(R"({"train": {"optimizer": {"type": "sgd", "beta1": 0.8}}, "data": {"image_size": 28}})"));
+  EXPECT_EQ(two.size(), 2u);
+}
+
 TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
   std::map<std::string, std::vector<std::string>> by_dataset;
   for (const FieldSpec& f : experiment_schema()) {
