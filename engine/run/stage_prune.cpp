@@ -85,8 +85,12 @@ void mask_all(Model& model, Optimizer* opt, const std::vector<PruneMask>& masks,
     mask_tensor(grads ? p->grad : p->value, m);
     if (opt)
       for (Tensor* t : opt->state_of(p))
-        if (t && t->defined())
-          mask_tensor(*t, m);
+        if (t && t->defined()) {
+          if (t->shape() == p->value.shape())
+            mask_tensor(*t, m);
+          else  // a ZeRO-1 rank's slice of the state
+            mask_tensor_slice(*t, m, opt->state_offset(p));
+        }
   }
 }
 
