@@ -354,6 +354,8 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   Ranks ranks;
   const std::string run_id = child.run_id.empty() ? lathe::make_run_id() : child.run_id;
   ranks.plan = lathe::cli::plan_ranks(exp, child.ranks, run_id);
+  if (!ranks.plan.rank.note.empty())
+    std::fprintf(stderr, "lathe: %s\n", ranks.plan.rank.note.c_str());
   ranks.resume_checkpoint_dir = child.resume_checkpoint_dir;
   if (ranks.plan.rank.rank == 0 && child.run_id.empty())  // once: not again from workers or a supervised child
     warn_unused_fields(cfg);
