@@ -9,11 +9,14 @@ passive OpenMP wait that lathe-cli sets and one under libgomp's spinning default
 (exactly half). Each round also runs the 2 ranks with
 LATHE_DIST_SHM=0, so their gradients take Gloo's loopback tcp instead of shared memory (the ratio
 of that run is printed beside). Targets (issue 15): >= 0.90 on the cnn, >= 0.85 on the mlp, for the
-default (shared-memory) path. Measured on this machine's CPU; no projection.
+default (shared-memory) path. With --shard-optimizer each round also runs the 2 ranks with ZeRO-1
+(compute.shard_optimizer=true) and prints its throughput against the plain 2-rank run and each
+rank's dist/rank<i>/optimizer_bytes against the unsharded mem/optimizer_bytes.
+Measured on this machine's CPU; no projection.
 System python3 and its json module only.
 
 Usage: bench/dist_overhead.py [--cli build/app/lathe-cli] [--rounds 3] [--models cnn,mlp]
-       [--train-subset 12800] [--check]
+       [--train-subset 12800] [--shard-optimizer] [--check]
 --check exits 1 when a ratio is under its target or fp16 does not halve the bytes."""
 import argparse
 import glob
@@ -72,13 +75,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default="cnn,mlp")
     ap.add_argument("--train-subset", type=int, default=12800)
+    ap.add_argument("--shard-optimizer", action="store_true", help="also time ZeRO-1 on 2 ranks")
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="lathe-dist-bench-")
     failed = []
     try:
         for model in a.models.split(","):
-            ratios, tcp_ratios, one_sps, two_sps, fractions = [], [], [], [], []
+            ratios, tcp_ratios, one_sps, two_sps, fractions, zero_ratios = [], [], [], [], [], []
             bytes32 = None
             for rnd in range(a.rounds):
                 # The 1-rank baseline at its best: under lathe-cli's passive OpenMP wait and under
@@ -96,6 +100,14 @@ def main():
                 print(f"{model} round {rnd + 1}: 1x2 threads {s1:.0f} samples/s, 2x1 thread {s2:.0f} samples/s "
                       f"(tcp {st:.0f}), ratio {s2 / s1:.3f} (tcp {st / s1:.3f}), comm_fraction {fractions[-1]:.3f}",
                       flush=True)
+                if a.shard_optimizer:
+                    sz, mz = run(a.cli, work, model, a.train_subset, 2, ["compute.shard_optimizer=true"])
+                    zero_ratios.append(sz / s2)
+                    per_rank = [mz[f"dist/rank{r}/optimizer_bytes"][-1] for r in range(2)
+                                if f"dist/rank{r}/optimizer_bytes" in mz]
+                    print(f"{model} round {rnd + 1}: ZeRO-1 2x1 thread {sz:.0f} samples/s ({sz / s2:.3f}x plain); "
+                          f"optimizer bytes per rank {', '.join(f'{b:.0f}' for b in per_rank)} of "
+                          f"{m2['mem/optimizer_bytes'][-1]:.0f} unsharded", flush=True)
             _, m16 = run(a.cli, work, model, a.train_subset, 2, ["compute.grad_compression=fp16"])
             bytes16 = m16["dist/bytes_per_step"][-1]
             ratio = statistics.median(ratios)
@@ -104,6 +116,9 @@ def main():
                   f"{statistics.median(two_sps):.0f} samples/s: ratio {ratio:.3f} (target >= {TARGET[model]:.2f}: "
                   f"{'met' if ok else 'NOT met'}; loopback tcp {statistics.median(tcp_ratios):.3f}); dist/comm_fraction {statistics.median(fractions):.3f}; "
                   f"dist/bytes_per_step f32 {bytes32:.0f}, fp16 {bytes16:.0f} ({bytes16 / bytes32:.3f}x)")
+            if zero_ratios:
+                print(f"{model}: ZeRO-1 on 2 ranks at {statistics.median(zero_ratios):.3f}x the plain 2-rank samples/s "
+                      f"(median over rounds)")
             if not ok:
                 failed.append(f"{model} ratio {ratio:.3f}")
             if bytes16 * 2 != bytes32:

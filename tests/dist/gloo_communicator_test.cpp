@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <thread>
 
 #include "engine/core/error.h"
@@ -209,24 +212,36 @@ TEST_F(GlooCommunicatorTest, GradientMeanOfFractionsWithin1e6) {
   expect_all_ok(results);
 }
 
-TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsValues) {
-  auto opts = options("bcast");
-  auto results = run_processes(
-      3,
-      [&](int r) {
-        GlooCommunicator comm(r, 3, opts);
-        Params params(r, integer_valued);
-        comm.broadcast_parameters(params.named, 1);
-        Params root(1, integer_valued);
-        for (size_t k = 0; k < params.storage.size(); ++k)
-          for (int64_t i = 0; i < params.storage[k].value.numel(); ++i)
-            require(params.storage[k].value.at_flat(i) == root.storage[k].value.at_flat(i),
-                    "param " + std::to_string(k) + " differs from rank 1's");
-        // Gradients are left alone.
-        require(params.storage[0].grad.at_flat(0) == integer_valued(r, 0, 0), "gradient changed");
-      },
-      30);
-  expect_all_ok(results);
+TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsBits) {
+  // Through shared memory (a sum with -0.0 from every other rank) and through tcp: the root's bits,
+  // -0.0, infinities and NaN included.
+  const float specials[] = {-0.0f, 0.0f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(), -1e-40f};
+  for (bool shm : {true, false}) {
+    auto opts = options(shm ? "bcast-shm" : "bcast-tcp");
+    opts.shared_memory = shm;
+    auto results = run_processes(
+        3,
+        [&](int r) {
+          GlooCommunicator comm(r, 3, opts);
+          require(comm.uses_shared_memory() == shm, "uses_shared_memory() is not " + std::to_string(shm));
+          Params params(r, fractional);
+          Params root(1, fractional);
+          for (Params* p : {&params, &root})
+            for (size_t i = 0; i < std::size(specials); ++i)
+              p->storage[0].value.data<float>()[i] = r == 1 || p == &root ? specials[i] : 7.0f;
+          comm.broadcast_parameters(params.named, 1);
+          for (size_t k = 0; k < params.storage.size(); ++k)
+            require(std::memcmp(params.storage[k].value.raw(), root.storage[k].value.raw(),
+                                params.storage[k].value.nbytes()) == 0,
+                    "param " + std::to_string(k) + " differs from rank 1's bits");
+          // Gradients are left alone.
+          require(params.storage[0].grad.at_flat(0) == static_cast<float>(fractional(r, 0, 0)), "gradient changed");
+        },
+        30);
+    expect_all_ok(results);
+  }
 }
 
 // broadcast_bytes carries any bytes (an NCCL unique id has zeros in it) through the store, each call
