@@ -481,6 +481,28 @@ void GlooCommunicator::broadcast_parameters(const std::vector<NamedParam>& param
   }
 }
 
+void GlooCommunicator::all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners) {
+  if (!m_impl->shm || owners.size() != pieces.size()) {
+    Communicator::all_gather_parameters(pieces, owners);  // tcp broadcasts (and the size check)
+    return;
+  }
+  // One sum over the segment: each rank brings its own pieces and -0.0 for the others', and
+  // x + -0 = x for every x (±0 included, NaN stays NaN), so every rank gets the owners' bits.
+  for (size_t i = 0; i < pieces.size(); ++i)  // every piece checked before any is overwritten
+    if (owners[i] < 0 || owners[i] >= m_world_size)
+      throw Error(concat("GlooCommunicator: ", pieces[i].name, " is owned by rank ", owners[i], ", not a rank of ",
+                         m_world_size));
+  std::vector<ShmAllReduce::Span> spans;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Tensor& v = pieces[i].param->value;
+    float* data = host_f32(v, "parameter " + pieces[i].name);
+    if (owners[i] != m_rank)
+      std::fill(data, data + v.numel(), -0.0f);
+    spans.push_back({data, v.numel()});
+  }
+  m_impl->shm->all_reduce_mean(spans, 1.0f);
+}
+
 void GlooCommunicator::all_reduce_sum(double* values, int64_t n) {
   if (m_world_size == 1 || n == 0)
     return;

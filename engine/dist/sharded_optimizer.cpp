@@ -125,19 +125,18 @@ void ShardedOptimizer::step(Backend& backend, const std::vector<NamedParam>& par
   m_inner->step(backend, m_shard_params, lr);
   m_steps = m_inner->m_steps;
   backend.synchronize();
-  // The all-gather: every slice from its owner, one broadcast list per rank.
-  const int world = m_comm->world_size();
+  // The all-gather: every slice from its owner.
   std::vector<Param> views(m_part.slices.size());
-  std::vector<std::vector<NamedParam>> by_rank(static_cast<size_t>(world));
+  std::vector<NamedParam> pieces;
+  std::vector<int> owners;
   for (size_t k = 0; k < m_part.slices.size(); ++k) {
     const FlatPartition::Slice& s = m_part.slices[k];
     const NamedParam& p = params[s.index];
     views[k].value = flat(p.param->value, "parameter " + p.name).slice0(s.begin, s.end);
-    by_rank[static_cast<size_t>(s.rank)].push_back({p.name, &views[k]});
+    pieces.push_back({p.name, &views[k]});
+    owners.push_back(s.rank);
   }
-  for (int r = 0; r < world; ++r)
-    if (!by_rank[static_cast<size_t>(r)].empty())
-      m_comm->broadcast_parameters(by_rank[static_cast<size_t>(r)], r);
+  m_comm->all_gather_parameters(pieces, owners);
 }
 
 std::vector<std::pair<std::string, Tensor>> ShardedOptimizer::gathered_state_tensors(

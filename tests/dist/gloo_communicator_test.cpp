@@ -244,6 +244,49 @@ TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsBits) {
   }
 }
 
+TEST_F(GlooCommunicatorTest, AllGatherTakesEachPieceFromItsOwner) {
+  // ZeRO-1's all-gather: piece k from rank owners[k], bit for bit (-0.0 and NaN on rank 2's piece),
+  // in one shared-memory sum or by tcp broadcasts; owners that do not fit are refused.
+  const std::vector<int> owners = {0, 2, 1, 2};  // one per parameter of Params
+  for (bool shm : {true, false}) {
+    auto opts = options(shm ? "gather-shm" : "gather-tcp");
+    opts.shared_memory = shm;
+    auto results = run_processes(
+        3,
+        [&](int r) {
+          GlooCommunicator comm(r, 3, opts);
+          require(comm.uses_shared_memory() == shm, "uses_shared_memory() is not " + std::to_string(shm));
+          auto make = [](int rank) {
+            Params p(rank, fractional);
+            if (rank == 2) {
+              p.storage[1].value.data<float>()[0] = -0.0f;
+              p.storage[1].value.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+            }
+            return p;
+          };
+          Params mine = make(r);
+          comm.all_gather_parameters(mine.named, owners);
+          for (size_t k = 0; k < mine.storage.size(); ++k) {
+            const Params owner = make(owners[k]);
+            require(std::memcmp(mine.storage[k].value.raw(), owner.storage[k].value.raw(),
+                                mine.storage[k].value.nbytes()) == 0,
+                    "piece " + std::to_string(k) + " differs from rank " + std::to_string(owners[k]) + "'s bits");
+          }
+          for (const std::vector<int>& bad : {std::vector<int>{0, 1}, std::vector<int>{0, 1, 3, 1}}) {
+            bool refused = false;
+            try {
+              comm.all_gather_parameters(mine.named, bad);
+            } catch (const lathe::Error&) {
+              refused = true;
+            }
+            require(refused, "owners of the wrong count or rank were accepted");
+          }
+        },
+        30);
+    expect_all_ok(results);
+  }
+}
+
 // broadcast_bytes carries any bytes (an NCCL unique id has zeros in it) through the store, each call
 // under a key of its own: two messages from different roots in a row arrive in order.
 TEST_F(GlooCommunicatorTest, BroadcastBytesThroughTheStoreFromAnyRoot) {
