@@ -4,7 +4,7 @@ thread (`compute.devices=2`, batch 64 per rank) and by 1 rank x 2 threads (batch
 interleaved rounds so that drifting machine load hits both alike. Each run's throughput is the
 median of its train/samples_per_s points after the first (warm-up) one; the ratio 2-rank / 1-rank is
 the median over rounds. The 1-rank figure of a round is the better of two runs, one under the
-passive OpenMP wait that lathe-cli sets and one under libgomp's spinning default. Also printed: the
+bounded OpenMP spin that lathe-cli sets (GOMP_SPINCOUNT=30000) and one under libgomp's default. Also printed: the
 2-rank run's dist/comm_fraction and dist/bytes_per_step, and the fp16-compressed run's bytes
 (exactly half). Each round also runs the 2 ranks with
 LATHE_DIST_SHM=0, so their gradients take Gloo's loopback tcp instead of shared memory (the ratio
@@ -58,7 +58,7 @@ def run(cli, work, model, subset, devices, extra=(), tcp=False, spin=False):
     env = dict(os.environ)
     if tcp:
         env["LATHE_DIST_SHM"] = "0"
-    if spin:  # libgomp's own default instead of the passive wait lathe-cli sets (app/cli_openmp.h)
+    if spin:  # libgomp's own default instead of the bounded spin lathe-cli sets (app/cli_openmp.h)
         env.pop("OMP_WAIT_POLICY", None)
         env["GOMP_SPINCOUNT"] = "300000"
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -85,8 +85,8 @@ def main():
             ratios, tcp_ratios, one_sps, two_sps, fractions, zero_ratios = [], [], [], [], [], []
             bytes32 = None
             for rnd in range(a.rounds):
-                # The 1-rank baseline at its best: under lathe-cli's passive OpenMP wait and under
-                # libgomp's spinning default (2 threads; the 2 ranks have 1 thread each, no barriers).
+                # The 1-rank baseline at its best: under lathe-cli's bounded OpenMP spin and under
+                # libgomp's default (2 threads; the 2 ranks have 1 thread each, no barriers).
                 s1 = max(run(a.cli, work, model, a.train_subset, 1)[0],
                          run(a.cli, work, model, a.train_subset, 1, spin=True)[0])
                 s2, m2 = run(a.cli, work, model, a.train_subset, 2)
