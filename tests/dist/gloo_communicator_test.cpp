@@ -91,8 +91,6 @@ void check_mean(int rank, int world, const GlooOptions& opts, const std::functio
   }
 }
 
-}  // namespace
-
 TEST_F(GlooCommunicatorTest, OneRankIsANoOp) {
   GlooCommunicator comm(0, 1, options("solo"));
   Params params(0, integer_valued);
@@ -354,3 +352,5 @@ TEST(GlooOptionsTest, BadOptionsAreConfigErrors) {
   o.bucket_mb = 25;
   EXPECT_THROW(GlooCommunicator(2, 2, o), lathe::ConfigError);
 }
+
+}  // namespace

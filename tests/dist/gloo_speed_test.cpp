@@ -30,17 +30,18 @@ using lathe::test::run_processes;
 
 namespace {
 
-const std::vector<lathe::Shape> kShapes = {{3, 4}, {5}, {2, 3, 2, 2}, {1}, {6, 5}};  // 72 elements
+const std::vector<lathe::Shape> kSpeedShapes = {{3, 4}, {5}, {2, 3, 2, 2}, {1}, {6, 5}};  // 72 elements
 
-double fractional(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k + 0.11 * i) * 3.7; }
+double speed_grad(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k + 0.11 * i) * 3.7; }
 
-struct Params {
+struct SpeedParams {
   std::vector<Param> storage;
   std::vector<NamedParam> named;
-  explicit Params(int rank, int step = 0) {
-    storage.reserve(kShapes.size());
-    for (size_t k = 0; k < kShapes.size(); ++k) {
-      Param p{"w", Tensor::zeros(kShapes[k], lathe::DType::f32), Tensor::zeros(kShapes[k], lathe::DType::f32)};
+  explicit SpeedParams(int rank, int step = 0) {
+    storage.reserve(kSpeedShapes.size());
+    for (size_t k = 0; k < kSpeedShapes.size(); ++k) {
+      Param p{"w", Tensor::zeros(kSpeedShapes[k], lathe::DType::f32),
+              Tensor::zeros(kSpeedShapes[k], lathe::DType::f32)};
       for (int64_t i = 0; i < p.value.numel(); ++i)
         p.value.set_flat(i, std::cos(0.5 * k + 0.07 * i));
       storage.push_back(std::move(p));
@@ -52,7 +53,7 @@ struct Params {
   void fill_grads(int rank, int step) {
     for (size_t k = 0; k < storage.size(); ++k)
       for (int64_t i = 0; i < storage[k].grad.numel(); ++i)
-        storage[k].grad.set_flat(i, fractional(rank + step, static_cast<int>(k), i));
+        storage[k].grad.set_flat(i, speed_grad(rank + step, static_cast<int>(k), i));
   }
   int64_t elements() const {
     int64_t n = 0;
@@ -88,8 +89,6 @@ class GlooSpeedTest : public ::testing::Test {
 
 const double kSmallBucket = 16.0 / (1024 * 1024);  // 4 floats: 18 buckets for 72 elements
 
-}  // namespace
-
 TEST_F(GlooSpeedTest, OverlapIsBitIdenticalAndStartsBucketsEarly) {
   const int world = 3;
   auto blocking_opts = options("blocking", kSmallBucket);
@@ -100,7 +99,7 @@ TEST_F(GlooSpeedTest, OverlapIsBitIdenticalAndStartsBucketsEarly) {
         GlooCommunicator blocking(r, world, blocking_opts);
         GlooCommunicator overlap(r, world, overlap_opts);
         for (int step = 0; step < 3; ++step) {  // the plan is reused across steps
-          Params a(r, step), b(r, step);
+          SpeedParams a(r, step), b(r, step);
           blocking.all_reduce_gradients(a.named);
           auto hook = overlap.grad_ready_hook(b.named);
           // "Backward": every parameter but the first is ready, in reverse order; the rest of the
@@ -134,7 +133,7 @@ TEST_F(GlooSpeedTest, SixteenBitBucketsAreCloseAndHalfTheBytes) {
         [&](int r) {
           GlooCommunicator ref(r, world, ref_opts);
           GlooCommunicator comp(r, world, opts);
-          Params a(r), b(r);
+          SpeedParams a(r), b(r);
           ref.all_reduce_gradients(a.named);
           comp.all_reduce_gradients(b.named);
           require(comp.bytes_last_step() * 2 == ref.bytes_last_step(),
@@ -176,7 +175,7 @@ TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithAboutOneNthOfTheS
           auto shard_comm = std::make_shared<GlooCommunicator>(r, world, shard_opts);
           auto plain = make();
           lathe::ShardedOptimizer sharded(make(), shard_comm);
-          Params a(r), b(r);
+          SpeedParams a(r), b(r);
           for (int s = 0; s < steps; ++s) {
             a.fill_grads(r, s);
             b.fill_grads(r, s);
@@ -244,7 +243,6 @@ TEST(ShardedOptimizerPartition, BalancedBySize) {
   EXPECT_EQ(owner, (std::vector<int>{0, 0, 1, 1, 1, 1}));  // loads 110 and 110
 }
 
-namespace {
 // Host memory labelled as a CUDA device, so that a "device tensor" exists without a GPU.
 class FakeDeviceAllocator final : public lathe::Allocator {
  public:
@@ -252,7 +250,6 @@ class FakeDeviceAllocator final : public lathe::Allocator {
   void deallocate(void* ptr, size_t) noexcept override { std::free(ptr); }
   lathe::Device device() const override { return lathe::Device::cuda(7); }
 };
-}  // namespace
 
 TEST_F(GlooSpeedTest, ADeviceTensorIsRefused) {
   static FakeDeviceAllocator fake;
@@ -326,3 +323,5 @@ TEST_F(GlooSpeedTest, OverlapDuringARealBackwardPassMatchesTheBlockingPath) {
       60);
   expect_all_ok(results);
 }
+
+}  // namespace
