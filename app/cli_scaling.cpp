@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "app/cli_history.h"
 #include "engine/core/error.h"
@@ -41,8 +43,25 @@ int cmd_scaling(const std::string& db, const Options& o) {
   if (!last.count("train/samples_per_s") || batch < 1)
     throw DataError("run " + id + " has no train/samples_per_s or train.batch_size: it trained no steps to scale");
   const int world = last.count("dist/world_size") ? static_cast<int>(last["dist/world_size"]) : 1;
-  const double exposed = last.count("dist/comm_s") ? last["dist/comm_s"] : 0;
-  const double step_s = static_cast<double>(world * batch) / last["train/samples_per_s"];
+  // Steady values over the run, not its last interval (which may be short or disturbed).
+  auto steady = [&](const std::string& metric, int* used) {
+    std::vector<double> values;
+    for (const Point& p : store.series(id, metric))
+      if (std::isfinite(p.value))
+        values.push_back(p.value);
+    *used = values.size() > 1 ? static_cast<int>(values.size()) - 1 : static_cast<int>(values.size());
+    return dist::steady_value(values);
+  };
+  int rate_samples = 0, comm_samples = 0;
+  const double samples_per_s = steady("train/samples_per_s", &rate_samples);
+  const double exposed = world > 1 && last.count("dist/comm_s") ? steady("dist/comm_s", &comm_samples) : 0;
+  if (!(samples_per_s > 0))
+    throw DataError("run " + id + " has no positive train/samples_per_s: it trained no steps to scale");
+  const double step_s = static_cast<double>(world * batch) / samples_per_s;
+  const std::string measured_how =
+      "median of " + std::to_string(rate_samples) + " train/samples_per_s" +
+      (comm_samples > 0 ? " and " + std::to_string(comm_samples) + " dist/comm_s" : std::string()) +
+      " samples" + (rate_samples > 1 || comm_samples > 1 ? ", the first (warm-up) left out" : std::string());
 
   dist::ScalingInputs in;
   in.batch_per_rank = batch;
@@ -87,6 +106,9 @@ int cmd_scaling(const std::string& db, const Options& o) {
     std::cout << json{{"run", id},
                       {"measured_on", measured},
                       {"projected", true},
+                      {"samples_per_s", samples_per_s},
+                      {"comm_s", exposed},
+                      {"measured_how", measured_how},
                       {"compute_s", in.compute_s},
                       {"batch_per_rank", batch},
                       {"grad_bytes", in.grad_bytes},
@@ -101,6 +123,8 @@ int cmd_scaling(const std::string& db, const Options& o) {
     return 0;
   }
   std::printf("scaling of %s (projection, not a measurement)\n", measured.c_str());
+  std::printf("  measured       %.0f samples/s, %.3f ms exposed communication per step (%s)\n", samples_per_s,
+              exposed * 1e3, measured_how.c_str());
   std::printf("  per-rank step  %.3f ms compute, batch %lld per rank\n", in.compute_s * 1e3,
               static_cast<long long>(batch));
   std::printf("  gradients      %.0f B per step (%s)\n", in.grad_bytes, bytes_how.c_str());

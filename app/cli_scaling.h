@@ -1,6 +1,8 @@
 // lathe-cli's `scaling RUN`: the projected throughput of a recorded run's training on N ranks
 // (engine/dist/scaling_model.h), from its measured step time, gradient bytes and, for a run on
-// several ranks, the share of the all-reduce its backward pass hid.
+// several ranks, the share of the all-reduce its backward pass hid. The step time and the exposed
+// communication are the run's steady values (dist::steady_value: the median of train/samples_per_s
+// and dist/comm_s after their first sample), not the last logging interval's.
 #pragma once
 
 #include <CLI/CLI.hpp>

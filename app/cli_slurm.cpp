@@ -63,8 +63,8 @@ std::string sbatch_script(const std::string& sweep_id, const std::string& lathe_
        " runs configs/member-i.json into its own store stores/member-i.db (merge: lathe-cli import " + o.out + ")\n";
   s += "#SBATCH --job-name=lathe-" + sweep_id + "\n";
   s += "#SBATCH --array=0-" + std::to_string(run_ids.size() - 1) + "\n";
-  // One process per task: Slurm then sets SLURM_NTASKS=1 beside SLURM_PROCID=0, which the rank
-  // discovery (engine/dist/rank_env) reads as a one-rank run.
+  // One process per task: the batch script runs lathe-cli itself (no srun step), which the rank
+  // discovery (engine/dist/rank_env) reads as one process, whatever SLURM_PROCID says.
   s += "#SBATCH --ntasks=1\n";
   s += "#SBATCH --chdir=" + o.out + "\n";
   s += "#SBATCH --output=" + o.out + "/logs/member-%a.log\n";

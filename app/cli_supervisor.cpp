@@ -18,6 +18,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
+#include "engine/core/timing.h"
 #include "engine/run/cost_model.h"
 #include "engine/store/run_writer.h"
 #include "engine/store/store.h"
@@ -26,11 +27,8 @@ namespace lathe::cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_supervisor_stop{false};
 void on_supervisor_signal(int) { g_supervisor_stop.store(true); }
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 pid_t spawn(const std::vector<std::string>& args) {
   std::vector<char*> argv;
@@ -178,7 +176,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
         return 130;
       restart_wait += restart_s;
       ++restarts;
-      spawn_at = since(t0);
+      spawn_at = seconds_since(t0);
       char offset_ms[32];
       std::snprintf(offset_ms, sizeof offset_ms, "%.3f", spawn_at * 1000.0);
       std::vector<std::string> args = {"--db",           setup.db,           "resume", setup.run_id,
@@ -195,7 +193,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
       ::waitpid(pid, &status, 0);
       return WIFEXITED(status) ? WEXITSTATUS(status) : 130;
     }
-    const double now = since(t0);
+    const double now = seconds_since(t0);
     // A notice goes to a child that is up (its first line is in metrics.jsonl): one sent while it
     // still starts would meet no handler, and it is the running machine that the cloud takes away.
     std::error_code ec;
@@ -220,7 +218,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
     return exit_code;
 
   // The run's spot figures, added to the finished run.
-  const double total_s = since(t0);
+  const double total_s = seconds_since(t0);
   int64_t steps_redone = 0, kills = 0;
   double seconds_redone = 0;
   for (const Interruption& it : interruptions) {

@@ -21,6 +21,7 @@
 #include "app/cli_history.h"
 #include "app/cli_importance.h"
 #include "app/cli_notes.h"
+#include "app/cli_openmp.h"
 #include "app/cli_peak.h"
 #include "app/cli_ranks.h"
 #include "app/cli_repair.h"
@@ -316,10 +317,12 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
     std::fprintf(
         stderr,
         "lathe: %s run %s in %s on %s (%s)\n"
-        "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f  MFU %.1f%%  model %.0f bytes  cost $%.4f\n"
+        "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f (mean; last window %.0f)  MFU %.1f%% (mean)"
+        "  model %.0f bytes  cost $%.4f\n"
         "  %s\n  recorded in %s\n",
         s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(), s.device.c_str(),
-        100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s"), 100 * metric("device/mfu"),
+        100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s_mean"),
+        metric("train/samples_per_s"), 100 * metric("device/mfu_mean"),
         metric("model/bytes"), metric("cost/usd"), s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
         worker ? "nothing (ranks > 0 leave the store to rank 0)" : db.c_str());
   }
@@ -336,6 +339,12 @@ struct ChildOptions {
   std::string resume_checkpoint_dir;  ///< --resume-checkpoint-dir: a worker of a resumed data-parallel run
 };
 
+/// Knobs the config sets that do nothing for it (config_schema.h: unused_fields), on stderr.
+void warn_unused_fields(const nlohmann::json& cfg) {
+  for (const std::string& w : lathe::unused_fields(cfg))
+    std::fprintf(stderr, "lathe-cli: warning: %s\n", w.c_str());
+}
+
 int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db,
             const ChildOptions& child) {
   nlohmann::json cfg = lathe::load_config_file(config_path);
@@ -345,7 +354,11 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   Ranks ranks;
   const std::string run_id = child.run_id.empty() ? lathe::make_run_id() : child.run_id;
   ranks.plan = lathe::cli::plan_ranks(exp, child.ranks, run_id);
+  if (!ranks.plan.rank.note.empty())
+    std::fprintf(stderr, "lathe: %s\n", ranks.plan.rank.note.c_str());
   ranks.resume_checkpoint_dir = child.resume_checkpoint_dir;
+  if (ranks.plan.rank.rank == 0 && child.run_id.empty())  // once: not again from workers or a supervised child
+    warn_unused_fields(cfg);
   if (ranks.plan.distributed()) {
     if (exp.cost.interruptions_per_hour > 0)
       throw lathe::ConfigError("compute.devices: " + std::to_string(ranks.plan.rank.world_size) +
@@ -473,6 +486,7 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
 }  // namespace
 
 int main(int argc, char** argv) {
+  lathe::cli::settle_openmp_wait_policy(argc, argv);  // may execute lathe-cli again, once
 #ifdef LATHE_HAVE_CUDA
   lathe::cuda::register_backend();
   lathe::cuda::register_nccl_communicator();
@@ -531,6 +545,7 @@ int main(int argc, char** argv) {
     for (const std::string& s : validate_sets)
       lathe::apply_override(cfg, s);
     std::cout << lathe::validate_config(cfg).dump(2) << "\n";
+    warn_unused_fields(cfg);
   });
 
   lathe::cli::add_history_commands(app, db, exit_code);

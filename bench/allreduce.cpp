@@ -1,13 +1,18 @@
 // Gradient all-reduce micro-benchmark: 2 CPU ranks (this process and a forked child) meet in a
-// FileStore folder and time GlooCommunicator::all_reduce_gradients (bucket copy-in, Gloo ring
-// all-reduce over loopback tcp, divide, copy-out) for one bucket of 1 KB .. 25 MB. Prints per size
+// FileStore folder and time GlooCommunicator::all_reduce_gradients for one bucket of 1 KB .. 25 MB:
+// f32 through shared memory (ranks on one machine, the default: gradients copied into the segment
+// in chunks, each rank sums and divides its share, copied back) and, row tcp, the same over Gloo's
+// ring all-reduce on loopback tcp (bucket copy-in, all-reduce, divide, copy-out). Prints per size
 // the median time, the algorithm bandwidth (bytes / time) and the ring model's bus bandwidth
 // 2(N-1)/N x bytes / time, the figure comparable across world sizes. Per size also:
-//   fp16, bf16  the same buckets sent in 16 bits (ratio = time / f32 blocking time)
+//   tcp         f32 over loopback tcp (ratio = time / shared-memory time)
+//   fp16, bf16  the same buckets sent in 16 bits over tcp (ratio = time / f32 blocking time)
 //   overlap     the payload as 8 parameters (8 buckets) whose gradients a simulated backward pass
 //               (8 sleeps adding up to the f32 time) hands over one by one; the time is that of the
 //               whole step (backward + all_reduce_gradients), the ratio against backward + blocking
 //               f32 all-reduce (0.5 = the communication fully hidden).
+// First two rows: the per-step vote of the training loop (all_reduce_sum of 3 doubles) through shared
+// memory and over tcp (ratio = tcp / shared memory).
 //   bench/allreduce [reps_scale=1]
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,18 +74,51 @@ double time_mode(lathe::dist::GlooCommunicator& comm, std::vector<lathe::NamedPa
   return median(times);
 }
 
+// Median seconds of one all_reduce_sum of 3 doubles (the training loop's per-step stop vote).
+double time_vote(lathe::dist::GlooCommunicator& comm, int reps) {
+  std::vector<double> times;
+  for (int i = 0; i < reps + 3; ++i) {
+    double v[3] = {1, 0, static_cast<double>(i)};
+    const auto t0 = std::chrono::steady_clock::now();
+    comm.all_reduce_sum(v, 3);
+    if (i >= 3)
+      times.push_back(seconds_since(t0));
+  }
+  return median(times);
+}
+
 void run_rank(int rank, int world, const std::string& folder, double scale) {
   using Compression = lathe::dist::GlooOptions::Compression;
+  {
+    // The per-step vote (3 doubles): through shared memory, and over tcp.
+    const int reps = std::clamp(static_cast<int>(400 * scale), 5, 4000);
+    std::vector<double> t;
+    for (bool shm : {true, false}) {
+      lathe::dist::GlooOptions opts;
+      opts.rendezvous = folder;
+      opts.run_id = shm ? "vote-shm" : "vote-tcp";
+      opts.timeout_s = 60;
+      opts.shared_memory = shm;
+      lathe::dist::GlooCommunicator comm(rank, world, opts);
+      t.push_back(time_vote(comm, reps));
+    }
+    if (rank == 0) {
+      std::printf("%10d %-8s %6d %12.4f %10s %10s %7.3f\n", 24, "vote", reps, t[0] * 1e3, "-", "-", 1.0);
+      std::printf("%10d %-8s %6d %12.4f %10s %10s %7.3f\n", 24, "vote-tcp", reps, t[1] * 1e3, "-", "-", t[1] / t[0]);
+      std::fflush(stdout);
+    }
+  }
   for (size_t bytes : kSizes) {
     const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
     const int reps = reps_for(bytes, scale);
-    auto make = [&](const std::string& tag, double bucket_bytes, Compression c) {
+    auto make = [&](const std::string& tag, double bucket_bytes, Compression c, bool shm = true) {
       lathe::dist::GlooOptions opts;
       opts.rendezvous = folder;
       opts.run_id = "bench" + tag + std::to_string(bytes);
       opts.bucket_mb = bucket_bytes / (1 << 20);
       opts.timeout_s = 60;
       opts.compression = c;
+      opts.shared_memory = shm;
       return std::make_unique<lathe::dist::GlooCommunicator>(rank, world, opts);
     };
     lathe::Param p{"w", lathe::Tensor::zeros({n}, lathe::DType::f32), lathe::Tensor::zeros({n}, lathe::DType::f32)};
@@ -100,6 +138,8 @@ void run_rank(int rank, int world, const std::string& folder, double scale) {
 
     auto f32 = make("f32", static_cast<double>(bytes), Compression::none);
     const double t32 = time_mode(*f32, one, reps, false, 0);
+    auto tcp = make("tcp", static_cast<double>(bytes), Compression::none, false);
+    const double ttcp = time_mode(*tcp, one, reps, false, 0);
     auto f16 = make("fp16", static_cast<double>(bytes), Compression::fp16);
     const double t16 = time_mode(*f16, one, reps, false, 0);
     auto b16 = make("bf16", static_cast<double>(bytes), Compression::bf16);
@@ -121,6 +161,7 @@ void run_rank(int rank, int world, const std::string& folder, double scale) {
         std::printf("%10zu %-8s %6d %12.4f %10.3f %10.3f %7.3f\n", bytes, mode, r, t * 1e3, algbw, busbw, ratio);
       };
       row("f32", reps, t32, 1.0);
+      row("tcp", reps, ttcp, ttcp / t32);
       row("fp16", reps, t16, t16 / t32);
       row("bf16", reps, tb16, tb16 / t32);
       row("blk+bw", step_reps, t_block, 1.0);
@@ -139,7 +180,9 @@ int main(int argc, char** argv) {
   if (!mkdtemp(templ))
     return 1;
   const std::string folder = templ;
-  std::printf("allreduce: %d CPU ranks, Gloo tcp over loopback, FileStore %s\n", world, folder.c_str());
+  std::printf("allreduce: %d CPU ranks on this machine (f32: shared memory; tcp, fp16, bf16: Gloo over loopback), "
+              "FileStore %s\n",
+              world, folder.c_str());
   std::printf("%10s %-8s %6s %12s %10s %10s %7s\n", "bytes", "mode", "reps", "median_ms", "algbw_GB/s", "busbw_GB/s",
               "ratio");
   const pid_t child = fork();

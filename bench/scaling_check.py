@@ -7,7 +7,9 @@ on this machine. Per model and round:
   3. `lathe-cli scaling RUN --bus-gbps B --hidden 0 --ranks 2`: the 2-rank throughput projected from
      that 1-rank run alone (a 1-rank run measures no overlap, so none is assumed);
   4. two ranks x 1 thread at batch 64, measured; its own `scaling` (overlap fitted) projects 4, 8.
-The error printed is projected / measured - 1 for the 2-rank samples/s (medians over rounds).
+The error printed is projected / measured - 1 for the 2-rank samples/s (medians over rounds); each
+run's samples/s and dist/comm_s are its steady values as `scaling` reports them (the median of its
+samples after the first logging interval).
 Measured on this machine's CPU ranks; the projections are labelled as such.
 System python3 only.
 
@@ -85,17 +87,21 @@ def main():
                 one, m1 = run(a.cli, db, work, model, a.train_subset, 1)
                 grad_bytes = 4 * m1["model/params"]
                 bw = bus_at(curve, grad_bytes)
-                p = scaling(a.cli, db, one, bw, ["--hidden", "0", "--ranks", "2"])["points"][0]["samples_per_s"]
+                s1 = scaling(a.cli, db, one, bw, ["--hidden", "0", "--ranks", "2"])
+                p = s1["points"][0]["samples_per_s"]
                 two, m2 = run(a.cli, db, work, model, a.train_subset, 2)
                 s2 = scaling(a.cli, db, two, bw, ["--ranks", "2,4,8"])
+                # Both sides are the runs' steady values (medians after the first logging interval,
+                # what `scaling` projects from), not their last samples.
+                m = s2["samples_per_s"]
                 projected.append(p)
-                measured.append(m2["train/samples_per_s"])
+                measured.append(m)
                 fitted.append(s2["hidden_fraction"])
                 ahead = s2
                 print(f"{model} round {rnd + 1}: link {bw:.3f} GB/s at {grad_bytes:.0f} B; 1x1 thread "
-                      f"{m1['train/samples_per_s']:.0f} samples/s -> projected 2 ranks {p:.0f}, measured "
-                      f"{m2['train/samples_per_s']:.0f} ({p / m2['train/samples_per_s'] - 1:+.1%}); "
-                      f"2-rank dist/comm_s {m2.get('dist/comm_s', float('nan')) * 1e3:.2f} ms, "
+                      f"{s1['samples_per_s']:.0f} samples/s -> projected 2 ranks {p:.0f}, measured "
+                      f"{m:.0f} ({p / m - 1:+.1%}); "
+                      f"2-rank dist/comm_s {s2['comm_s'] * 1e3:.2f} ms, "
                       f"fitted hidden {s2['hidden_fraction']:.2f}", flush=True)
             pm, mm = statistics.median(projected), statistics.median(measured)
             print(f"{model}: median projected 2-rank samples/s {pm:.0f} vs measured {mm:.0f}: error {pm / mm - 1:+.1%}; "

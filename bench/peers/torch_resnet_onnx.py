@@ -11,9 +11,11 @@
 # them for data.dataset = "npz" / "folder" (double sums of v/255, rounded to float32, then the
 # float32 table (v/255 - mean) / std), so Lathe's test accuracy on the imported file is PyTorch's.
 #   torch_resnet_onnx.py --channels 3 --size 32 --npz /tmp/byod/fashion32.npz --out resnet32.onnx
-# One JSON line: {"file", "pytorch_test_accuracy", "epochs", "torch", "ops": {op: count}, "input",
-# "train_samples", "test_samples", "normalisation"}.
+# One JSON line on stdout (torch.onnx.export's progress goes to stderr): {"file",
+# "pytorch_test_accuracy", "epochs", "torch", "ops": {op: count}, "input", "train_samples",
+# "test_samples", "normalisation"}.
 import argparse
+import contextlib
 import json
 import sys
 
@@ -131,8 +133,11 @@ def main():
         fp.train_epoch(model, "cnn", opt, x, y, 128, gen)
     acc = fp.accuracy(model, "cnn", xt, yt)
     model.eval()
-    torch.onnx.export(model, (xt[:2],), args.out, input_names=["input"], output_names=["logits"], opset_version=17,
-                      dynamic_shapes={"x": {0: torch.export.Dim("N")}}, external_data=False)
+    # The exporter prints its progress on stdout; stdout is this script's JSON line, so that goes to
+    # stderr (an export error still raises and ends the script with its traceback).
+    with contextlib.redirect_stdout(sys.stderr):
+        torch.onnx.export(model, (xt[:2],), args.out, input_names=["input"], output_names=["logits"],
+                          opset_version=17, dynamic_shapes={"x": {0: torch.export.Dim("N")}}, external_data=False)
     ops = {}
     for n in onnx.load(args.out).graph.node:
         ops[n.op_type] = ops.get(n.op_type, 0) + 1

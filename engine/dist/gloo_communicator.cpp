@@ -157,7 +157,7 @@ void GlooCommunicator::open_shared_memory(const std::string& run_id) {
   // Rank 0 creates the segment and stamps it with a token; a rank that maps it and reads the same
   // token shares this machine's memory with rank 0. Only when every rank does is it used; rank 0
   // then removes the name (the memory lives while mapped), so nothing stays in /dev/shm.
-  const int64_t chunk = std::min<int64_t>(m_bucket_elements, int64_t{1} << 20);  // 4 MiB a slot
+  const int64_t chunk = std::min(m_bucket_elements, kSharedMemoryChunk);
   std::string offer;  // "name token", or "" when rank 0 could not create it
   uint64_t token = 0;
   if (m_rank == 0) {
@@ -212,10 +212,6 @@ GlooCommunicator::~GlooCommunicator() {
 const std::string& GlooCommunicator::store_description() const { return m_impl->opened.description; }
 
 void GlooCommunicator::reduce_bucket(float* data, uint16_t* wire, int64_t filled) {
-  if (m_impl->shm) {  // ranks on this machine, f32 buckets
-    m_impl->shm->all_reduce_sum(data, filled);
-    return;
-  }
   try {
     gloo::AllreduceOptions opts(m_impl->context);
     using Fn = void (*)(void*, const void*, const void*, size_t);
@@ -304,7 +300,8 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
     return;
   }
   const auto grads = reverse_grads(params);
-  m_bucket.resize(static_cast<size_t>(m_bucket_elements));
+  if (!im.shm)
+    m_bucket.resize(static_cast<size_t>(m_bucket_elements));
   if (m_compression != GlooOptions::Compression::none)
     m_bucket16.resize(static_cast<size_t>(m_bucket_elements));
   const float divisor = static_cast<float>(m_world_size);
@@ -315,18 +312,26 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
     // Fill.
     std::vector<std::tuple<size_t, int64_t, int64_t>> pieces;  // (grad, offset, count)
     int64_t filled = 0;
+    std::vector<ShmAllReduce::Span> spans;  // the same pieces, for shared memory
     while (gi < grads.size() && filled < m_bucket_elements) {
       const int64_t n = std::min(grads[gi].second - offset, m_bucket_elements - filled);
-      std::memcpy(m_bucket.data() + filled, grads[gi].first + offset, n * sizeof(float));
+      if (im.shm)
+        spans.push_back({grads[gi].first + offset, n});
+      else
+        std::memcpy(m_bucket.data() + filled, grads[gi].first + offset, n * sizeof(float));
       pieces.emplace_back(gi, offset, n);
       filled += n;
       offset += n;
       if (offset == grads[gi].second)
         ++gi, offset = 0;
     }
-    reduce_bucket(m_bucket.data(), m_bucket16.data(), filled);
     ++m_last_buckets;
     m_bytes_last_step += filled * wire_bytes;
+    if (im.shm) {  // straight from the gradients into the segment and back, the mean computed there
+      im.shm->all_reduce_mean(spans, divisor);
+      continue;
+    }
+    reduce_bucket(m_bucket.data(), m_bucket16.data(), filled);
     const float* src = m_bucket.data();
     for (auto [g, off, n] : pieces) {
       float* dst = grads[g].first + off;
@@ -380,7 +385,8 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
       if (offset == im.grads[gi].second)
         ++gi, offset = 0;
     }
-    b.data.resize(static_cast<size_t>(b.elements));
+    if (!im.shm)  // shared memory reduces the gradients in place
+      b.data.resize(static_cast<size_t>(b.elements));
     if (m_compression != GlooOptions::Compression::none)
       b.wire.resize(static_cast<size_t>(b.elements));
     im.buckets.push_back(std::move(b));
@@ -402,18 +408,25 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
         ++s.started;
         lock.unlock();
         try {
-          int64_t filled = 0;
-          for (const Piece& pc : b.pieces) {
-            std::memcpy(b.data.data() + filled, s.grads[pc.grad].first + pc.offset, pc.count * sizeof(float));
-            filled += pc.count;
-          }
-          reduce_bucket(b.data.data(), b.wire.data(), filled);
-          const float* src = b.data.data();
-          for (const Piece& pc : b.pieces) {
-            float* dst = s.grads[pc.grad].first + pc.offset;
-            for (int64_t i = 0; i < pc.count; ++i)
-              dst[i] = src[i] / divisor;
-            src += pc.count;
+          if (s.shm) {  // straight from the gradients into the segment and back, the mean computed there
+            std::vector<ShmAllReduce::Span> spans;
+            for (const Piece& pc : b.pieces)
+              spans.push_back({s.grads[pc.grad].first + pc.offset, pc.count});
+            s.shm->all_reduce_mean(spans, divisor);
+          } else {
+            int64_t filled = 0;
+            for (const Piece& pc : b.pieces) {
+              std::memcpy(b.data.data() + filled, s.grads[pc.grad].first + pc.offset, pc.count * sizeof(float));
+              filled += pc.count;
+            }
+            reduce_bucket(b.data.data(), b.wire.data(), filled);
+            const float* src = b.data.data();
+            for (const Piece& pc : b.pieces) {
+              float* dst = s.grads[pc.grad].first + pc.offset;
+              for (int64_t i = 0; i < pc.count; ++i)
+                dst[i] = src[i] / divisor;
+              src += pc.count;
+            }
           }
           lock.lock();
         } catch (...) {
@@ -447,6 +460,13 @@ void GlooCommunicator::broadcast_parameters(const std::vector<NamedParam>& param
     throw Error(concat("GlooCommunicator: broadcast root ", root, " is not a rank of ", m_world_size));
   if (m_world_size == 1)
     return;
+  if (m_impl->shm) {  // ranks on this machine: one copy through the segment for the whole list
+    std::vector<ShmAllReduce::Span> spans;
+    for (const auto& p : params)
+      spans.push_back({host_f32(p.param->value, "parameter " + p.name), p.param->value.numel()});
+    m_impl->shm->broadcast(spans, root);
+    return;
+  }
   for (const auto& p : params) {
     const Tensor& v = p.param->value;
     float* data = host_f32(v, "parameter " + p.name);
@@ -461,9 +481,35 @@ void GlooCommunicator::broadcast_parameters(const std::vector<NamedParam>& param
   }
 }
 
+void GlooCommunicator::all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners) {
+  if (!m_impl->shm || owners.size() != pieces.size()) {
+    Communicator::all_gather_parameters(pieces, owners);  // tcp broadcasts (and the size check)
+    return;
+  }
+  // One sum over the segment: each rank brings its own pieces and -0.0 for the others', and
+  // x + -0 = x for every x (±0 included, NaN stays NaN), so every rank gets the owners' bits.
+  for (size_t i = 0; i < pieces.size(); ++i)  // every piece checked before any is overwritten
+    if (owners[i] < 0 || owners[i] >= m_world_size)
+      throw Error(concat("GlooCommunicator: ", pieces[i].name, " is owned by rank ", owners[i], ", not a rank of ",
+                         m_world_size));
+  std::vector<ShmAllReduce::Span> spans;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Tensor& v = pieces[i].param->value;
+    float* data = host_f32(v, "parameter " + pieces[i].name);
+    if (owners[i] != m_rank)
+      std::fill(data, data + v.numel(), -0.0f);
+    spans.push_back({data, v.numel()});
+  }
+  m_impl->shm->all_reduce_mean(spans, 1.0f);
+}
+
 void GlooCommunicator::all_reduce_sum(double* values, int64_t n) {
   if (m_world_size == 1 || n == 0)
     return;
+  if (m_impl->shm) {  // ranks on this machine: no tcp message, no wake-up of Gloo's event-loop thread
+    m_impl->shm->all_reduce_sum(values, n);
+    return;
+  }
   try {
     gloo::AllreduceOptions opts(m_impl->context);
     opts.setOutput(values, static_cast<size_t>(n));

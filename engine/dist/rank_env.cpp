@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <string>
 
 #include "engine/core/error.h"
 
@@ -52,6 +53,42 @@ std::optional<RankInfo> from_env(const EnvLookup& env, const char* rank_var, con
   return info;
 }
 
+// Slurm: a rank only in a task of an srun job step (SLURM_STEP_ID or SLURM_STEP_NUM_TASKS set);
+// in a batch script (SLURM_PROCID without them) `note` says why the variables are not taken.
+std::optional<RankInfo> from_slurm(const EnvLookup& env, std::string& note) {
+  const char* rank = env("SLURM_PROCID");
+  if (!rank)
+    return std::nullopt;
+  const char* step = env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : env("SLURM_STEPID");
+  const char* step_tasks = env("SLURM_STEP_NUM_TASKS");
+  if (!step && !step_tasks) {
+    // Worth saying only where the user may have meant several ranks (sbatch --ntasks > 1).
+    const char* ntasks = env("SLURM_NTASKS");
+    if (ntasks && std::string(ntasks) != "1")
+      note = concat("SLURM_PROCID=", rank, " and SLURM_NTASKS=", ntasks,
+                    " without SLURM_STEP_ID: a Slurm batch script, not a task of an srun job step, so this process "
+                    "is not one of ",
+                    ntasks,
+                    " ranks; it runs as one process (compute.devices ranks on this node). "
+                    "Start it with `srun lathe-cli run ...` for one rank per Slurm task");
+    return std::nullopt;
+  }
+  const char* size_var = step_tasks ? "SLURM_STEP_NUM_TASKS" : env("SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS";
+  const char* size = env(size_var);
+  if (!size)
+    throw ConfigError(concat("SLURM_PROCID=", rank, " is set in an srun task (SLURM_STEP_ID=", step ? step : "?",
+                             ") but none of SLURM_STEP_NUM_TASKS, SLURM_NTASKS, SLURM_NPROCS is: the world size is "
+                             "unknown (srun sets them; or give --rank and --world-size)"));
+  RankInfo info;
+  info.rank = parse_count("SLURM_PROCID", rank);
+  info.world_size = parse_count(size_var, size);
+  const char* local = env("SLURM_LOCALID");
+  info.local_rank = local ? parse_count("SLURM_LOCALID", local) : 0;
+  info.source = "slurm";
+  check(info, "SLURM_PROCID", size_var, "SLURM_LOCALID");
+  return info;
+}
+
 }  // namespace
 
 RankInfo discover_rank(const RankFlags& flags, const EnvLookup& env_in) {
@@ -74,11 +111,16 @@ RankInfo discover_rank(const RankFlags& flags, const EnvLookup& env_in) {
   }
   if (flags.local_rank)
     throw ConfigError("--local-rank is given without --rank and --world-size");
-  if (auto slurm = from_env(env, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "slurm"))
+  std::string note;
+  if (auto slurm = from_slurm(env, note))
     return *slurm;
-  if (auto torchrun = from_env(env, "RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"))
+  if (auto torchrun = from_env(env, "RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun")) {
+    torchrun->note = note;
     return *torchrun;
-  return RankInfo{};
+  }
+  RankInfo info;
+  info.note = note;
+  return info;
 }
 
 RankDevice rank_device(const std::string& backend, const RankInfo& rank, int gpus) {

@@ -1,6 +1,12 @@
 // Rank discovery: which rank of how many this process is, and its rank on this machine. From
-// explicit values (lathe-cli's --rank/--world-size/--local-rank), else Slurm's environment (srun),
-// else torchrun's convention (RANK, WORLD_SIZE, LOCAL_RANK), else one process (0 of 1).
+// explicit values (lathe-cli's --rank/--world-size/--local-rank), else Slurm's environment in an
+// srun task, else torchrun's convention (RANK, WORLD_SIZE, LOCAL_RANK), else one process (0 of 1).
+// Slurm sets SLURM_PROCID in two places (its srun and sbatch man pages): in every task of a job
+// step that srun starts, beside SLURM_STEP_ID and SLURM_STEP_NUM_TASKS (and SLURM_NTASKS), and in
+// an sbatch batch script, which is one process (SLURM_PROCID=0, with SLURM_NTASKS only when
+// --ntasks was given, and no step variables). Only the first makes this process a rank of a Slurm
+// world; a lathe-cli started directly in a batch script is not one of SLURM_NTASKS ranks (none
+// would come to meet it), so it runs as if no launcher had started it and says so (RankInfo::note).
 #pragma once
 
 #include <functional>
@@ -14,6 +20,9 @@ struct RankInfo {
   int world_size = 1;
   int local_rank = 0;
   std::string source = "default";  // "flags", "slurm", "torchrun" or "default"
+  /// What the user should know about how the rank was decided ("" when nothing): set when Slurm
+  /// variables were seen but not taken (a batch script, not an srun task).
+  std::string note;
 };
 
 /// Explicit values; when rank or world_size is given both must be (local_rank defaults to 0).
@@ -27,7 +36,9 @@ struct RankFlags {
 using EnvLookup = std::function<const char*(const char*)>;
 
 /// The rank of this process. Throws ConfigError naming the flag or variable and its value when a
-/// value is not a non-negative integer, a required partner is missing, or rank >= world size.
+/// value is not a non-negative integer, a required partner is missing (--world-size for --rank,
+/// WORLD_SIZE for RANK; an srun task's world size from SLURM_STEP_NUM_TASKS, else SLURM_NTASKS,
+/// else SLURM_NPROCS), or rank >= world size.
 RankInfo discover_rank(const RankFlags& flags = {}, const EnvLookup& env = {});
 
 /// The backend and device a rank trains on: one GPU per rank, as torchrun's LOCAL_RANK convention.

@@ -21,6 +21,20 @@ void check_link(double bus_bytes_per_s, double hop_latency_s) {
 
 }  // namespace
 
+double steady_value(std::vector<double> samples) {
+  if (samples.empty())
+    return std::nan("");
+  if (samples.size() > 1)
+    samples.erase(samples.begin());
+  const size_t n = samples.size(), mid = n / 2;
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
+  const double upper = samples[mid];
+  if (n % 2 == 1)
+    return upper;
+  const double lower = *std::max_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2;
+}
+
 double ring_allreduce_s(double bytes, int ranks, double bus_bytes_per_s, double hop_latency_s) {
   check_link(bus_bytes_per_s, hop_latency_s);
   if (ranks < 1)

@@ -30,6 +30,13 @@ struct ScalingPoint {
   double efficiency = 0;     ///< samples_per_s / (ranks x one rank's samples_per_s)
 };
 
+/// The steady value of a metric a run logs during training, in logging order: the median of its
+/// samples after the first (the first logging interval holds the warm-up: first-touch allocation,
+/// primitive creation, the ranks' threads starting), so neither the warm-up nor one disturbed
+/// interval (the last one is often short, or shares the machine with the evaluation) moves it.
+/// The only sample when there is one; NaN when there is none.
+double steady_value(std::vector<double> samples);
+
 /// 2(N-1)/N x bytes / bus bandwidth + 2(N-1) x hop latency; 0 for one rank.
 double ring_allreduce_s(double bytes, int ranks, double bus_bytes_per_s, double hop_latency_s);
 /// The projection at `ranks`; throws ConfigError naming the input that is out of range.

@@ -26,6 +26,26 @@ struct alignas(kLine) Counter {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters must be lock-free");
 
+// Holds a rank's collective for the duration of one call: the generation counters are shared, so a
+// second thread's call would silently interleave with the first one's chunks; it is refused instead.
+class OneAtATime {
+ public:
+  OneAtATime(std::atomic<bool>& busy, int rank) : m_busy(busy) {
+    bool idle = false;
+    if (!m_busy.compare_exchange_strong(idle, true))
+      throw Error("rank " + std::to_string(rank) + ": two shared-memory collectives at once (one thread at a time)");
+  }
+  ~OneAtATime() { m_busy.store(false); }
+  OneAtATime(const OneAtATime&) = delete;
+  OneAtATime& operator=(const OneAtATime&) = delete;
+
+ private:
+  std::atomic<bool>& m_busy;
+};
+
+// Slots hold an even number of f32 elements, so that a slot is also an aligned array of doubles.
+int64_t even(int64_t chunk_elements) { return chunk_elements + (chunk_elements & 1); }
+
 std::string shm_error(const std::string& what, const std::string& name) {
   return what + " " + name + ": " + std::strerror(errno);
 }
@@ -40,7 +60,8 @@ struct ShmAllReduce::Header {
 };
 
 int64_t ShmAllReduce::segment_bytes(int world_size, int64_t chunk_elements) {
-  const int64_t data = (static_cast<int64_t>(world_size) + 1) * chunk_elements * static_cast<int64_t>(sizeof(float));
+  const int64_t data =
+      (static_cast<int64_t>(world_size) + 1) * even(chunk_elements) * static_cast<int64_t>(sizeof(float));
   return static_cast<int64_t>(sizeof(Header)) + data;
 }
 
@@ -68,7 +89,7 @@ void ShmAllReduce::unlink(const std::string& name) { shm_unlink(name.c_str()); }
 
 ShmAllReduce::ShmAllReduce(const std::string& name, int rank, int world_size, int64_t chunk_elements,
                            std::chrono::milliseconds timeout)
-    : m_rank(rank), m_world(world_size), m_chunk(chunk_elements), m_timeout(timeout) {
+    : m_rank(rank), m_world(world_size), m_chunk(even(chunk_elements)), m_timeout(timeout) {
   LATHE_CHECK(world_size >= 1 && world_size <= kMaxRanks && rank >= 0 && rank < world_size, "ShmAllReduce: rank ", rank,
               " of ", world_size);
   const int fd = shm_open(name.c_str(), O_RDWR, 0600);
@@ -83,8 +104,8 @@ ShmAllReduce::ShmAllReduce(const std::string& name, int rank, int world_size, in
   }
   m_header = static_cast<Header*>(m_map);
   m_header->pid[rank].value.store(static_cast<uint64_t>(getpid()), std::memory_order_release);
-  m_slots = reinterpret_cast<float*>(static_cast<char*>(m_map) + sizeof(Header));
-  m_result = m_slots + static_cast<int64_t>(world_size) * chunk_elements;
+  m_slots = static_cast<char*>(m_map) + sizeof(Header);
+  m_result = m_slots + static_cast<int64_t>(world_size) * m_chunk * static_cast<int64_t>(sizeof(float));
 }
 
 ShmAllReduce::~ShmAllReduce() {
@@ -92,9 +113,11 @@ ShmAllReduce::~ShmAllReduce() {
     munmap(m_map, static_cast<size_t>(m_map_bytes));
 }
 
-void ShmAllReduce::wait_all(bool done, const char* what) {
+void ShmAllReduce::wait_all(bool done, const char* what) { wait_ranks(done, what, 0, m_world); }
+
+void ShmAllReduce::wait_ranks(bool done, const char* what, int first, int last) {
   const auto deadline = std::chrono::steady_clock::now() + m_timeout;
-  for (int k = 0; k < m_world; ++k) {
+  for (int k = first; k < last; ++k) {
     std::atomic<uint64_t>& c = (done ? m_header->done : m_header->arrived)[k].value;
     for (int spins = 0; c.load(std::memory_order_acquire) < m_generation; ++spins) {
       // Spin briefly (the other rank is usually a few microseconds away), then give the core up:
@@ -112,10 +135,10 @@ void ShmAllReduce::wait_all(bool done, const char* what) {
       const auto pid = static_cast<pid_t>(m_header->pid[k].value.load(std::memory_order_acquire));
       if (m_watch_pids && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
         throw Error("rank " + std::to_string(m_rank) + ": rank " + std::to_string(k) + " (pid " + std::to_string(pid) +
-                    ") is gone (shared-memory all-reduce of the gradients)");
+                    ") is gone (shared-memory all-reduce)");
       if (std::chrono::steady_clock::now() > deadline)
         throw Error("rank " + std::to_string(m_rank) + ": rank " + std::to_string(k) + " did not " + what + " within " +
-                    std::to_string(m_timeout.count() / 1000.0) + " s (shared-memory all-reduce of the gradients)");
+                    std::to_string(m_timeout.count() / 1000.0) + " s (shared-memory all-reduce)");
     }
   }
 }
@@ -134,30 +157,112 @@ void ShmAllReduce::watch_peers() {
 void ShmAllReduce::set_token(uint64_t token) { m_header->token.value.store(token, std::memory_order_release); }
 uint64_t ShmAllReduce::token() const { return m_header->token.value.load(std::memory_order_acquire); }
 
-void ShmAllReduce::all_reduce_sum(float* data, int64_t n) {
-  for (int64_t start = 0; start < n; start += m_chunk) {
-    const int64_t len = std::min(m_chunk, n - start);
+template <class T, class Fill, class Drain>
+void ShmAllReduce::reduce(int64_t total, T divisor, const char* what, Fill fill, Drain drain) {
+  const OneAtATime guard(m_busy, m_rank);
+  const int64_t cap = m_chunk * static_cast<int64_t>(sizeof(float)) / static_cast<int64_t>(sizeof(T));
+  T* slots = reinterpret_cast<T*>(m_slots);  // slot k: slots + k * cap
+  T* out = reinterpret_cast<T*>(m_result);
+  for (int64_t start = 0; start < total; start += cap) {
+    const int64_t len = std::min(cap, total - start);
     ++m_generation;
-    std::memcpy(m_slots + m_rank * m_chunk, data + start, static_cast<size_t>(len) * sizeof(float));
+    fill(start, len, slots + m_rank * cap);
     m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
-    wait_all(false, "bring its gradients");
+    wait_all(false, what);
     // This rank's share of the chunk, summed over the slots in rank order.
     const int64_t share = (len + m_world - 1) / m_world;
     const int64_t lo = std::min(len, share * m_rank), hi = std::min(len, lo + share);
-    float* out = m_result;
     for (int64_t i = lo; i < hi; ++i)
-      out[i] = m_slots[i];
+      out[i] = slots[i];
     for (int k = 1; k < m_world; ++k) {
-      const float* slot = m_slots + k * m_chunk;
+      const T* slot = slots + k * cap;
       for (int64_t i = lo; i < hi; ++i)
         out[i] += slot[i];
     }
+    if (divisor != T(1))
+      for (int64_t i = lo; i < hi; ++i)
+        out[i] /= divisor;
     m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
     wait_all(true, "finish its share of the sum");
-    std::memcpy(data + start, m_result, static_cast<size_t>(len) * sizeof(float));
+    drain(start, len, static_cast<const T*>(out));
     // The next chunk's writes into the slots and the result wait for every rank's arrival at the
     // next generation, which each rank announces only after this copy.
   }
+}
+
+void ShmAllReduce::all_reduce_sum(float* data, int64_t n) {
+  reduce<float>(
+      n, 1.0f, "bring its gradients",
+      [&](int64_t start, int64_t len, float* slot) { std::memcpy(slot, data + start, len * sizeof(float)); },
+      [&](int64_t start, int64_t len, const float* r) { std::memcpy(data + start, r, len * sizeof(float)); });
+}
+
+void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
+  reduce<double>(
+      n, 1.0, "bring its values",
+      [&](int64_t start, int64_t len, double* slot) { std::memcpy(slot, data + start, len * sizeof(double)); },
+      [&](int64_t start, int64_t len, const double* r) { std::memcpy(data + start, r, len * sizeof(double)); });
+}
+
+namespace {
+
+// Calls fn(piece pointer, count, offset into [start, start + len)) for the parts of the spans'
+// concatenation that fall in [start, start + len).
+template <class Fn>
+void for_range(const std::vector<ShmAllReduce::Span>& spans, int64_t start, int64_t len, Fn fn) {
+  int64_t base = 0;  // where the current span begins in the concatenation
+  for (const auto& sp : spans) {
+    const int64_t lo = std::max(start, base), hi = std::min(start + len, base + sp.n);
+    if (lo < hi)
+      fn(sp.data + (lo - base), hi - lo, lo - start);
+    base += sp.n;
+    if (base >= start + len)
+      break;
+  }
+}
+
+}  // namespace
+
+void ShmAllReduce::broadcast(const std::vector<Span>& spans, int root) {
+  LATHE_CHECK(root >= 0 && root < m_world, "ShmAllReduce: broadcast root ", root, " is not a rank of ", m_world);
+  const OneAtATime guard(m_busy, m_rank);
+  int64_t total = 0;
+  for (const auto& sp : spans)
+    total += sp.n;
+  auto* result = reinterpret_cast<float*>(m_result);
+  for (int64_t start = 0; start < total; start += m_chunk) {
+    const int64_t len = std::min(m_chunk, total - start);
+    ++m_generation;
+    // Everyone has copied the previous generation's result out before the root overwrites it.
+    m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
+    wait_all(false, "come to the broadcast");
+    if (m_rank == root) {
+      for_range(spans, start, len,
+                [&](float* p, int64_t n, int64_t at) { std::memcpy(result + at, p, n * sizeof(float)); });
+    } else {
+      wait_ranks(true, "send its values", root, root + 1);
+      for_range(spans, start, len,
+                [&](float* p, int64_t n, int64_t at) { std::memcpy(p, result + at, n * sizeof(float)); });
+    }
+    // Done with this generation (the root once its values are in place): counters stay in step.
+    m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
+  }
+}
+
+void ShmAllReduce::all_reduce_mean(const std::vector<Span>& spans, float divisor) {
+  int64_t total = 0;
+  for (const auto& sp : spans)
+    total += sp.n;
+  reduce<float>(
+      total, divisor, "bring its gradients",
+      [&](int64_t start, int64_t len, float* slot) {
+        for_range(spans, start, len,
+                  [&](float* p, int64_t n, int64_t at) { std::memcpy(slot + at, p, n * sizeof(float)); });
+      },
+      [&](int64_t start, int64_t len, const float* r) {
+        for_range(spans, start, len,
+                  [&](float* p, int64_t n, int64_t at) { std::memcpy(p, r + at, n * sizeof(float)); });
+      });
 }
 
 }  // namespace lathe::dist

@@ -12,9 +12,11 @@
 // nothing is left in /dev/shm, however the run ends.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lathe::dist {
 
@@ -35,6 +37,21 @@ class ShmAllReduce {
 
   /// Replaces data[0..n) with its sum over the ranks (every rank calls it with the same n).
   void all_reduce_sum(float* data, int64_t n);
+  /// The same for doubles (the training loop's per-step votes and metric sums: kept off the tcp
+  /// transport, whose every small message wakes a thread on each rank).
+  void all_reduce_sum(double* data, int64_t n);
+  /// Pieces of f32 memory taken as one array, in order.
+  struct Span {
+    float* data;
+    int64_t n;
+  };
+  /// Replaces the concatenation of `spans` on every rank with the root's, bit for bit (copied chunk
+  /// by chunk through the result area: no arithmetic).
+  void broadcast(const std::vector<Span>& spans, int root);
+  /// Replaces the concatenation of `spans` with its sum over the ranks divided by `divisor`: the
+  /// pieces go straight into this rank's slot and the result straight back (no staging bucket), and
+  /// each element is divided once, by the rank that sums it, so every rank gets the same bits.
+  void all_reduce_mean(const std::vector<Span>& spans, float divisor);
 
   /// A value rank 0 writes into the segment for the others to check that they mapped the same
   /// memory (two containers on one machine may share a host name but not /dev/shm).
@@ -51,15 +68,24 @@ class ShmAllReduce {
   struct Header;
   /// Waits until every rank's counter (arrived or done) has reached m_generation.
   void wait_all(bool done, const char* what);
+  /// The same for ranks first..last-1 only.
+  void wait_ranks(bool done, const char* what, int first, int last);
+  /// One all-reduce of `total` elements of T in chunks (`what` a peer that does not come did not
+  /// do, for the error: "bring its gradients"): fill(start, len, slot) copies this rank's
+  /// [start, start + len) into its slot, drain(start, len, result) copies the result out; each
+  /// rank's share of a chunk is summed in rank order and divided by `divisor` (when not 1).
+  template <class T, class Fill, class Drain>
+  void reduce(int64_t total, T divisor, const char* what, Fill fill, Drain drain);
 
   Header* m_header = nullptr;
-  float* m_slots = nullptr;   ///< world_size slots of chunk_elements
-  float* m_result = nullptr;  ///< one chunk
+  char* m_slots = nullptr;   ///< world_size slots of m_chunk f32 elements (or m_chunk / 2 doubles)
+  char* m_result = nullptr;  ///< one slot's size
   void* m_map = nullptr;
   int64_t m_map_bytes = 0;
   int m_rank = 0, m_world = 1;
-  int64_t m_chunk = 0;
+  int64_t m_chunk = 0;  ///< f32 elements per slot (even: a slot holds m_chunk / 2 doubles, aligned)
   uint64_t m_generation = 0;
+  std::atomic<bool> m_busy{false};  ///< one call at a time per rank (the counters are shared)
   bool m_watch_pids = false;
   std::chrono::milliseconds m_timeout;
 };

@@ -3,6 +3,7 @@
 // multi-process implementation (NCCL, MPI, ...) only adds a class. With one process every call is
 // a no-op (LocalCommunicator), so results are those of the plain loop bit for bit.
 //   broadcast_parameters  at the start of every training phase (every rank starts from rank 0's weights)
+//   all_gather_parameters after a ZeRO-1 update, each rank's slices to every rank
 //   all_reduce_gradients  after a step's micro-batches have completed its gradients, before the
 //                         hooks that read them (loss-scaler check, pruning masks) and the update
 //   all_reduce_sum        the evaluation's loss and correct-count sums (each rank scores its shard)
@@ -34,6 +35,10 @@ class Communicator {
   virtual void all_reduce_gradients(const std::vector<NamedParam>& params) = 0;
   /// Copies rank `root`'s parameter values into every rank's parameters.
   virtual void broadcast_parameters(const std::vector<NamedParam>& params, int root) = 0;
+  /// The all-gather of a sharded update (ZeRO-1): every rank's pieces[i] takes rank owners[i]'s
+  /// values. By default one broadcast_parameters per owner, in rank order; a communicator may do it
+  /// in one collective (GlooCommunicator through shared memory).
+  virtual void all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners);
   /// Replaces values[0..n) with their sums over the ranks.
   virtual void all_reduce_sum(double* values, int64_t n) = 0;
   /// Returns once every rank has called it.

@@ -24,6 +24,9 @@ class Optimizer {
   /// Every state tensor kept for `param` (momentum; AdamW's m and v), none before its first step.
   /// Pruning zeroes the pruned entries here too, or momentum would move them off zero again.
   virtual std::vector<Tensor*> state_of(const Param* param) = 0;
+  /// Where state_of(param)'s tensors start among `param`'s elements (memory order): 0, as they
+  /// have its shape, except in a ZeRO-1 optimizer, which keeps 1-D slices (sharded_optimizer.h).
+  virtual int64_t state_offset(const Param*) const { return 0; }
   int64_t steps_taken() const { return m_steps; }
 
   /// The state as named host copies, for checkpoints: "<param>.<kind>" with kind from

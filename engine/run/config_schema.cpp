@@ -5,6 +5,7 @@
 
 #include "engine/run/stage_registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -31,19 +32,29 @@ std::vector<FieldSpec> build_schema() {
                           "fashion-mnist (the packaged files), idx (any IDX image/label files), npz (NumPy arrays "
                           "x_train, y_train, x_test, y_test) or folder (train/ and test/ with one subfolder of "
                           "PNG/JPEG files per class)"));
-  s.push_back(string("data.path", "",
-                     "fashion-mnist: folder of its files (empty = the Debian package folder); npz: the .npz file "
-                     "or a folder of x_train.npy, y_train.npy, x_test.npy, y_test.npy; folder: the root holding "
-                     "train/ and test/"));
-  s.push_back(string("data.train_images", "", "Training images IDX file, .gz or plain (dataset=idx)"));
-  s.push_back(string("data.train_labels", "", "Training labels IDX file, .gz or plain (dataset=idx)"));
-  s.push_back(string("data.test_images", "", "Test images IDX file, .gz or plain (dataset=idx)"));
-  s.push_back(string("data.test_labels", "", "Test labels IDX file, .gz or plain (dataset=idx)"));
-  s.push_back(integer("data.num_classes", 0, 0, 100000,
-                      "Classes (npz): labels must be below it; 0 = largest training label + 1"));
-  s.push_back(integer("data.image_size", 32, 1, 1024,
-                      "Side of the square images a folder's files are resized to (bilinear, dataset=folder)"));
-  s.push_back(integer("data.channels", 3, 1, 3, "Channels of a folder's images: 1 (grey) or 3 (RGB) (dataset=folder)"));
+  s.push_back(
+      only_when(string("data.path", "",
+                       "fashion-mnist: folder of its files (empty = the Debian package folder); npz: the .npz file "
+                       "or a folder of x_train.npy, y_train.npy, x_test.npy, y_test.npy; folder: the root holding "
+                       "train/ and test/"),
+                "data.dataset", {"fashion-mnist", "npz", "folder"}));
+  s.push_back(only_when(string("data.train_images", "", "Training images IDX file, .gz or plain (dataset=idx)"),
+                        "data.dataset", {"idx"}));
+  s.push_back(only_when(string("data.train_labels", "", "Training labels IDX file, .gz or plain (dataset=idx)"),
+                        "data.dataset", {"idx"}));
+  s.push_back(only_when(string("data.test_images", "", "Test images IDX file, .gz or plain (dataset=idx)"),
+                        "data.dataset", {"idx"}));
+  s.push_back(only_when(string("data.test_labels", "", "Test labels IDX file, .gz or plain (dataset=idx)"),
+                        "data.dataset", {"idx"}));
+  s.push_back(only_when(integer("data.num_classes", 0, 0, 100000,
+                                "Classes (npz): labels must be below it; 0 = largest training label + 1"),
+                        "data.dataset", {"npz"}));
+  s.push_back(only_when(integer("data.image_size", 32, 1, 1024,
+                                "Side of the square images a folder's files are resized to (bilinear, dataset=folder)"),
+                        "data.dataset", {"folder"}));
+  s.push_back(only_when(
+      integer("data.channels", 3, 1, 3, "Channels of a folder's images: 1 (grey) or 3 (RGB) (dataset=folder)"),
+      "data.dataset", {"folder"}));
   s.push_back(integer("data.train_subset", 0, 0, kInf, "Use only the first N training samples; 0 = all"));
   s.push_back(integer("data.test_subset", 0, 0, kInf, "Use only the first N test samples; 0 = all"));
   s.push_back(integer("data.augment.shift_px", 0, 0, 8, "Random shift of up to N pixels in x and y"));
@@ -55,11 +66,14 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(enumeration("model.zoo", {"mlp", "cnn", "teacher", "student", "custom", "onnx"},
                           "Reference model, custom (then model.layers describes it) or onnx (model.onnx; "
                           "implied when only model.onnx is given)"));
-  s.push_back(field("model.layers", Kind::object_list, nlohmann::json::array(),
-                    "Layers of a custom model, e.g. [{\"type\":\"linear\",\"out\":128},{\"type\":\"relu\"}]"));
+  s.push_back(only_when(field("model.layers", Kind::object_list, nlohmann::json::array(),
+                              "Layers of a custom model, e.g. [{\"type\":\"linear\",\"out\":128},{\"type\":\"relu\"}]"),
+                        "model.zoo", {"custom"}));
   s.push_back(string("model.init_from", "", "Initialise the weights from this safetensors file"));
-  s.push_back(string("model.onnx", "",
-                     "An ONNX model file (opsets 11-17, NCHW) giving the graph and its weights (model.zoo = onnx)"));
+  s.push_back(
+      only_when(string("model.onnx", "",
+                       "An ONNX model file (opsets 11-17, NCHW) giving the graph and its weights (model.zoo = onnx)"),
+                "model.zoo", {"onnx"}));
   // --- train
   s.push_back(integer("train.epochs", 5, 1, 10000, "Passes over the training set"));
   s.push_back(integer("train.batch_size", 128, 1, 65536, "Samples per optimizer step (before grad_accum)"));
@@ -69,28 +83,40 @@ std::vector<FieldSpec> build_schema() {
                           "device has no bf16/f16 kernels; the run's precision event says which"));
   s.push_back(enumeration("train.optimizer.type", {"sgd", "adamw"}, "Optimizer"));
   s.push_back(number("train.optimizer.lr", nullptr, 0, 10,
-                     "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom/onnx)", true));
-  s.push_back(number("train.optimizer.momentum", 0.9, 0, 1, "SGD momentum", false, true));
+                     "Learning rate; unset = model default (0.05 mlp/student, 0.02 cnn/teacher, 0.01 custom/onnx)",
+                     true));
+  s.push_back(only_when(number("train.optimizer.momentum", 0.9, 0, 1, "SGD momentum", false, true),
+                        "train.optimizer.type", {"sgd"}));
   s.push_back(number("train.optimizer.weight_decay", 0.0, 0, kInf, "Weight decay (decoupled for adamw)"));
-  s.push_back(boolean("train.optimizer.nesterov", false, "Nesterov momentum (sgd)"));
-  s.push_back(number("train.optimizer.beta1", 0.9, 0, 1, "AdamW first-moment decay", false, true));
-  s.push_back(number("train.optimizer.beta2", 0.999, 0, 1, "AdamW second-moment decay", false, true));
-  s.push_back(number("train.optimizer.eps", 1e-8, 0, kInf, "AdamW epsilon", true));
+  s.push_back(only_when(boolean("train.optimizer.nesterov", false, "Nesterov momentum (sgd)"), "train.optimizer.type",
+                        {"sgd"}));
+  const std::vector<std::string> adamw = {"adamw"};
+  s.push_back(only_when(number("train.optimizer.beta1", 0.9, 0, 1, "AdamW first-moment decay", false, true),
+                        "train.optimizer.type", adamw));
+  s.push_back(only_when(number("train.optimizer.beta2", 0.999, 0, 1, "AdamW second-moment decay", false, true),
+                        "train.optimizer.type", adamw));
+  s.push_back(
+      only_when(number("train.optimizer.eps", 1e-8, 0, kInf, "AdamW epsilon", true), "train.optimizer.type", adamw));
   s.push_back(enumeration("train.schedule.type", {"constant", "step", "cosine"}, "Learning-rate schedule"));
   s.push_back(number("train.schedule.warmup_epochs", 0.0, 0, kInf, "Linear warm-up from 0, in epochs"));
-  s.push_back(integer("train.schedule.step_epochs", 1, 1, kInf, "step: multiply lr by gamma every N epochs"));
-  s.push_back(number("train.schedule.gamma", 0.1, 0, 1, "step: lr factor per step", true));
-  s.push_back(number("train.schedule.min_lr", 0.0, 0, kInf, "cosine: final learning rate"));
+  s.push_back(only_when(integer("train.schedule.step_epochs", 1, 1, kInf, "step: multiply lr by gamma every N epochs"),
+                        "train.schedule.type", {"step"}));
+  s.push_back(only_when(number("train.schedule.gamma", 0.1, 0, 1, "step: lr factor per step", true),
+                        "train.schedule.type", {"step"}));
+  s.push_back(only_when(number("train.schedule.min_lr", 0.0, 0, kInf, "cosine: final learning rate"),
+                        "train.schedule.type", {"cosine"}));
   s.push_back(integer("train.grad_accum", 1, 1, 1024, "Micro-batches accumulated per optimizer step"));
   s.push_back(integer("train.threads", 0, 0, 1024, "CPU threads; 0 = all cores"));
   s.push_back(integer("train.eval_every", 1, 1, kInf, "Evaluate on the test set every N epochs"));
   s.push_back(boolean("train.save_model", true, "Save the trained weights (safetensors) in the run folder"));
-  s.push_back(number("train.loss_scale.init", 65536.0, 0, kInf, "f16: initial loss scale", true));
-  s.push_back(number("train.loss_scale.growth_factor", 2.0, 1, kInf,
-                     "f16: scale x this after growth_interval good steps in a row"));
-  s.push_back(number("train.loss_scale.backoff_factor", 0.5, 0, 1,
-                     "f16: scale x this on a step with inf/nan gradients (the step is skipped)", true, true));
-  s.push_back(integer("train.loss_scale.growth_interval", 2000, 1, kInf, "f16: good steps before the scale grows"));
+  const auto f16 = [](FieldSpec f) { return only_when(std::move(f), "train.precision", {"f16"}); };
+  s.push_back(f16(number("train.loss_scale.init", 65536.0, 0, kInf, "f16: initial loss scale", true)));
+  s.push_back(f16(number("train.loss_scale.growth_factor", 2.0, 1, kInf,
+                         "f16: scale x this after growth_interval good steps in a row")));
+  s.push_back(f16(number("train.loss_scale.backoff_factor", 0.5, 0, 1,
+                         "f16: scale x this on a step with inf/nan gradients (the step is skipped)", true, true)));
+  s.push_back(
+      f16(integer("train.loss_scale.growth_interval", 2000, 1, kInf, "f16: good steps before the scale grows")));
   // --- compute
   s.push_back(enumeration("compute.backend", {"auto", "cpu", "cuda", "reference"},
                           "auto = cuda when a GPU is present, else cpu; reference = plain loops"));
@@ -108,8 +134,9 @@ std::vector<FieldSpec> build_schema() {
                      "SLURM_JOB_ID.SLURM_STEP_ID / TORCHELASTIC_RUN_ID"));
   s.push_back(enumeration("compute.grad_compression", {"none", "fp16", "bf16"},
                           "Gradient buckets sent in 16 bits (half the bytes; sums in f32 on each hop)"));
-  s.push_back(boolean("compute.shard_optimizer", false,
-                      "ZeRO-1: each rank keeps the optimizer state of its share of the parameters only"));
+  s.push_back(boolean(
+      "compute.shard_optimizer", false,
+      "ZeRO-1: each rank keeps the optimizer state of its 1/N range of the parameters (taken as one flat array) only"));
   s.push_back(number("compute.telemetry_s", 1.0, 0, kInf,
                      "Seconds between GPU telemetry readings (NVML and GPM metrics, read off the training thread)",
                      true));
@@ -194,6 +221,11 @@ FieldSpec unsupported(FieldSpec f, std::string reason) {
   f.unsupported_reason = std::move(reason);
   return f;
 }
+FieldSpec only_when(FieldSpec f, std::string on, std::vector<std::string> values) {
+  f.applies_when.path = std::move(on);
+  f.applies_when.values = std::move(values);
+  return f;
+}
 
 }  // namespace schema
 
@@ -266,6 +298,60 @@ std::string describe_allowed(const FieldSpec& f) {
   return os.str();
 }
 
+namespace {
+
+/// The value at a dotted path of a config document, or nullptr where the document has none.
+const nlohmann::json* value_at(const nlohmann::json& cfg, const std::string& path) {
+  const nlohmann::json* node = &cfg;
+  size_t start = 0;
+  while (node && start <= path.size()) {
+    const size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    node = node->is_object() && node->contains(key) ? &node->at(key) : nullptr;
+    if (dot == std::string::npos)
+      break;
+    start = dot + 1;
+  }
+  return node;
+}
+
+}  // namespace
+
+bool field_applies(const FieldSpec& f, const nlohmann::json& cfg) {
+  const FieldSpec::Condition& when = f.applies_when;
+  if (when.path.empty())
+    return true;
+  const nlohmann::json* node = value_at(cfg, when.path);
+  const FieldSpec* on = find_field(when.path);
+  const nlohmann::json value = node ? *node : (on ? on->default_value : nlohmann::json());
+  return value.is_string() &&
+         std::find(when.values.begin(), when.values.end(), value.get<std::string>()) != when.values.end();
+}
+
+std::vector<std::string> unused_fields(const nlohmann::json& cfg) {
+  std::vector<std::string> out;
+  for (const FieldSpec& f : experiment_schema()) {
+    if (f.applies_when.path.empty() || !value_at(cfg, f.path) || field_applies(f, cfg))
+      continue;
+    const nlohmann::json* on = value_at(cfg, f.applies_when.path);
+    const FieldSpec* on_field = find_field(f.applies_when.path);
+    const nlohmann::json now = on ? *on : (on_field ? on_field->default_value : nlohmann::json());
+    out.push_back(f.path + " is set but only used when " + describe_applies_when(f) + " (" + f.applies_when.path +
+                  " is " + now.dump() + (on ? "" : ", the default") + "): it has no effect");
+  }
+  return out;
+}
+
+std::string describe_applies_when(const FieldSpec& f) {
+  const FieldSpec::Condition& when = f.applies_when;
+  if (when.path.empty())
+    return {};
+  std::string text = when.path + " is ";
+  for (size_t i = 0; i < when.values.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == when.values.size() ? " or " : ", ") + ('"' + when.values[i] + '"');
+  return text;
+}
+
 nlohmann::json schema_as_json() {
   nlohmann::json fields = nlohmann::json::array();
   for (const FieldSpec& f : experiment_schema()) {
@@ -290,6 +376,9 @@ nlohmann::json schema_as_json() {
     if (!f.supported)
       j["unsupported_reason"] = f.unsupported_reason;
     j["section"] = f.section;
+    if (!f.applies_when.path.empty())
+      j["applies_when"] = {
+          {"path", f.applies_when.path}, {"values", f.applies_when.values}, {"text", describe_applies_when(f)}};
     fields.push_back(std::move(j));
   }
   return {{"version", 1}, {"fields", std::move(fields)}};

@@ -29,6 +29,14 @@ struct FieldSpec {
   bool supported = true;
   std::string unsupported_reason;  ///< e.g. "pruning lands with issue 5"
   std::string section;             ///< GUI group: "experiment", "data", "model", "train", ...
+  /// Where the field means something: only while the enumeration field `path` holds one of `values`
+  /// (e.g. data.image_size only for data.dataset "folder"). Empty path: always. The GUI disables a
+  /// field that does not apply; validation does not depend on it.
+  struct Condition {
+    std::string path;
+    std::vector<std::string> values;
+  };
+  Condition applies_when;
 };
 
 /// Every field, in the order the GUI and --help show them: the core sections, then each registered
@@ -46,6 +54,8 @@ FieldSpec string(std::string path, std::string def, std::string doc);
 /// The default is the first choice unless `def` names another.
 FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def = "");
 FieldSpec unsupported(FieldSpec f, std::string reason);
+/// `f` applies only while the enumeration field `on` holds one of `values` (FieldSpec::applies_when).
+FieldSpec only_when(FieldSpec f, std::string on, std::vector<std::string> values);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace schema
 
@@ -58,9 +68,23 @@ const char* kind_name(FieldSpec::Kind kind);
 /// Human text for what a field accepts, e.g. `an integer from 1 to 10000`, `one of "sgd", "adamw"`.
 std::string describe_allowed(const FieldSpec& field);
 
+/// Whether `field` applies to the config document `cfg` (FieldSpec::applies_when); a controlling
+/// field `cfg` leaves out counts as its default.
+bool field_applies(const FieldSpec& field, const nlohmann::json& cfg);
+
+/// The fields `cfg` sets that do not apply to it (FieldSpec::applies_when), one sentence each:
+/// `data.image_size is set but only used when data.dataset is "folder" (data.dataset is
+/// "fashion-mnist"): it has no effect`. Validation accepts them; lathe-cli warns.
+std::vector<std::string> unused_fields(const nlohmann::json& cfg);
+
+/// When a field applies, as text: `data.dataset is "folder"`, `data.dataset is "fashion-mnist",
+/// "npz" or "folder"`; "" for a field that always applies.
+std::string describe_applies_when(const FieldSpec& field);
+
 /// The schema as JSON, for generating forms: {"version": 1, "fields": [{"path", "kind", "default",
 /// "min"?, "max"?, "min_exclusive", "max_exclusive", "choices"?, "doc", "supported",
-/// "unsupported_reason"?, "section"}, ...]}. Infinite bounds are left out.
+/// "unsupported_reason"?, "section", "applies_when"?: {"path", "values", "text"}}, ...]}. Infinite
+/// bounds are left out, and applies_when for a field that always applies.
 nlohmann::json schema_as_json();
 
 }  // namespace lathe

@@ -136,7 +136,9 @@ class TrainLoop {
         m_train_flops(3.0 * static_cast<double>(m_model.flops_per_sample())),
         m_params(m_model.named_params()),
         m_log_every(std::max<int64_t>(1, m_steps_per_epoch / 20)) {
-    if (ctx.cfg.compute.shard_optimizer && ctx.comm->world_size() > 1)  // ZeRO-1
+    // ZeRO-1 (a resumed phase's optimizer is sharded already: train_checkpoint.cpp)
+    if (ctx.cfg.compute.shard_optimizer && ctx.comm->world_size() > 1 &&
+        !dynamic_cast<ShardedOptimizer*>(m_optimizer.get()))
       m_optimizer = std::make_shared<ShardedOptimizer>(m_optimizer, ctx.comm);
     if (!m_be.device().is_cpu()) {
       m_gpu = std::make_unique<GpuSampler>(m_be.device().index, ctx.cfg.compute.telemetry_s);
@@ -267,6 +269,8 @@ class TrainLoop {
       m_window_correct += r.correct;
       m_window_samples += b;
       m_window_global_samples += m_batch.global_size;
+      m_result.samples += static_cast<double>(m_batch.global_size);
+      m_result.flops += static_cast<double>(m_batch.global_size) * m_train_flops;
     }
     if (m_k > 1)
       for (size_t i = 0; i < m_params.size(); ++i)
@@ -355,9 +359,10 @@ class TrainLoop {
   void log_dist(int64_t step, double ms) {
     const int world = m_ctx.comm->world_size(), rank = m_ctx.comm->rank();
     const size_t w = static_cast<size_t>(world), r = static_cast<size_t>(rank);
-    std::vector<double> v(3 * w + 1, 0.0);
+    std::vector<double> v(4 * w + 1, 0.0);
     v[r] = m_window_samples / std::max(m_window_train_s, 1e-9);
     v[2 * w + r] = -1;
+    v[3 * w + 1 + r] = static_cast<double>(optimizer_state_bytes(*m_optimizer, m_params));
     if (m_be.device().is_cpu()) {
       // A CPU rank's busy share of its own threads (the meter divides by all the machine's cores).
       v[w + r] = std::min(1.0, m_rank_util.sample() * m_rank_util.cores() / std::max(1, m_ctx.threads));
@@ -384,6 +389,7 @@ class TrainLoop {
         sink.sample(prefix + "/util", step, ms, v[w + i]);
       if (v[2 * w + i] >= 0)
         sink.sample(prefix + "/sm_activity", step, ms, v[2 * w + i]);
+      sink.sample(prefix + "/optimizer_bytes", step, ms, v[3 * w + 1 + i]);
     }
   }
 

@@ -170,6 +170,8 @@ struct PhaseResult {
   bool stopped = false;
   EvalResult last_eval;  ///< samples == 0 when no evaluation ran
   double train_seconds = 0;
+  double samples = 0;  ///< training samples of all ranks (the global batches) in those seconds
+  double flops = 0;    ///< their training FLOPs (3 x forward per sample)
 };
 
 /// The phase the config describes (train.*), with its LR schedule.

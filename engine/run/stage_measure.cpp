@@ -1,4 +1,4 @@
-// evaluate_as, saved_model_bytes and measure_dense_vs (stage_measure.h).
+// The measurements the model-replacing stages share (stage_measure.h).
 #include "engine/run/stage_measure.h"
 
 #include <unistd.h>
@@ -29,6 +29,34 @@ int64_t saved_model_bytes(Model& model, Backend& be, const std::string& path,
   const int64_t bytes = save_model(model, be, tmp.string(), metadata);
   std::error_code ec;
   std::filesystem::remove(tmp, ec);
+  return bytes;
+}
+
+DenseBaseline measure_dense_baseline(StageContext& ctx) {
+  DenseBaseline d;
+  d.meta = {{"format", "pt"}, {"lathe_model", std::string(enum_name(ctx.cfg.model.zoo))}, {"lathe_run", ctx.run_id}};
+  d.eval = evaluate_as(ctx, "dense");
+  auto dense_meta = d.meta;
+  dense_meta["lathe_kind"] = "dense";
+  d.bytes = saved_model_bytes(*ctx.model, ctx.be, "", dense_meta);
+  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(d.bytes));
+  ctx.sink.sample("model/dense_params", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
+  return d;
+}
+
+int64_t save_replacement(StageContext& ctx, const DenseBaseline& dense, const std::string& kind,
+                         const std::string& prefix, const std::map<std::string, std::string>& extra) {
+  auto meta = dense.meta;
+  meta["lathe_kind"] = kind;
+  meta.insert(extra.begin(), extra.end());
+  const std::string path = ctx.run_dir.empty() ? "" : ctx.run_dir + "/model." + kind + ".safetensors";
+  const int64_t bytes = saved_model_bytes(*ctx.model, ctx.be, path, meta);
+  if (!path.empty())
+    ctx.sink.event("artifact", {{"kind", kind}, {"path", path}, {"bytes", bytes}});
+  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense.bytes));
+  ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(bytes));
+  ctx.sink.sample(prefix + "/bytes_ratio", ctx.step, ctx.wall_ms(),
+                  static_cast<double>(bytes) / static_cast<double>(dense.bytes));
   return bytes;
 }
 

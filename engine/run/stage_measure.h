@@ -1,6 +1,7 @@
 // What the stages that replace the model (structured pruning, low-rank factorisation, ...) measure
-// the same way: the new model's test accuracy under a prefix, a model's exact serialized size, and
-// dense vs compressed latency timed in this run, alternately, on this device.
+// the same way: the dense baseline, the new model's test accuracy under a prefix, a model's exact
+// serialized size and its file, and dense vs compressed latency timed in this run, alternately, on
+// this device.
 #pragma once
 
 #include <map>
@@ -18,6 +19,23 @@ EvalResult evaluate_as(StageContext& ctx, const std::string& prefix);
 /// exact serialized size in bytes.
 int64_t saved_model_bytes(Model& model, Backend& be, const std::string& path,
                           const std::map<std::string, std::string>& metadata);
+
+/// The dense model a stage is about to replace, measured in this run before it goes.
+struct DenseBaseline {
+  EvalResult eval;                          ///< its test accuracy and loss (logged as dense/test_*)
+  int64_t bytes = 0;                        ///< its exact serialized size (logged as model/dense_bytes)
+  std::map<std::string, std::string> meta;  ///< what the run's model files carry: format, lathe_model, lathe_run
+};
+
+/// Evaluates ctx.model as "dense", measures its serialized size (a temporary file) and logs
+/// model/dense_bytes and model/dense_params at ctx.step.
+DenseBaseline measure_dense_baseline(StageContext& ctx);
+
+/// Saves ctx.model (the replacement) as <run dir>/model.<kind>.safetensors (a temporary file where
+/// the run has no folder) with the baseline's metadata, lathe_kind = `kind` and `extra`; logs the
+/// artifact, model/dense_bytes, model/bytes and <prefix>/bytes_ratio at ctx.step. Returns its bytes.
+int64_t save_replacement(StageContext& ctx, const DenseBaseline& dense, const std::string& kind,
+                         const std::string& prefix, const std::map<std::string, std::string>& extra);
 
 /// Puts `replacement` in ctx.model (the dense model goes to `dense`), logs
 /// `<label>_before_finetune/*`, fine-tunes for `epochs` at train.optimizer.lr x `lr_scale` (a fresh

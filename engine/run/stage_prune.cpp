@@ -85,8 +85,12 @@ void mask_all(Model& model, Optimizer* opt, const std::vector<PruneMask>& masks,
     mask_tensor(grads ? p->grad : p->value, m);
     if (opt)
       for (Tensor* t : opt->state_of(p))
-        if (t && t->defined())
-          mask_tensor(*t, m);
+        if (t && t->defined()) {
+          if (t->shape() == p->value.shape())
+            mask_tensor(*t, m);
+          else  // a ZeRO-1 rank's slice of the state
+            mask_tensor_slice(*t, m, opt->state_offset(p));
+        }
   }
 }
 
@@ -340,15 +344,17 @@ class PruneStage final : public Stage {
     f.push_back(
         string("prune.exclude", "",
                "Layers left unpruned: node names, comma-separated (e.g. \"0,9\" for the cnn's first and last)"));
-    f.push_back(integer("prune.nm_n", 2, 1, 64, "N of N:M (method nm): weights kept in each group of M"));
-    f.push_back(integer("prune.nm_m", 4, 1, 64, "M of N:M (method nm): group length along the input dimension"));
-    f.push_back(number("prune.agp.initial", 0, 0, 1, "AGP: sparsity at the first pruning step"));
-    f.push_back(
-        integer("prune.agp.start_step", 0, 0, kInf, "AGP: first pruning step, counted from the fine-tuning start"));
-    f.push_back(integer("prune.agp.end_step", 0, 0, kInf,
-                        "AGP: step where prune.ratio is reached (from the fine-tuning start); 0 = half the "
-                        "fine-tuning steps"));
-    f.push_back(integer("prune.agp.frequency", 50, 1, kInf, "AGP: steps between mask updates"));
+    const auto nm = [](FieldSpec spec) { return only_when(std::move(spec), "prune.method", {"nm"}); };
+    const auto agp = [](FieldSpec spec) { return only_when(std::move(spec), "prune.schedule", {"agp"}); };
+    f.push_back(nm(integer("prune.nm_n", 2, 1, 64, "N of N:M (method nm): weights kept in each group of M")));
+    f.push_back(nm(integer("prune.nm_m", 4, 1, 64, "M of N:M (method nm): group length along the input dimension")));
+    f.push_back(agp(number("prune.agp.initial", 0, 0, 1, "AGP: sparsity at the first pruning step")));
+    f.push_back(agp(
+        integer("prune.agp.start_step", 0, 0, kInf, "AGP: first pruning step, counted from the fine-tuning start")));
+    f.push_back(agp(integer("prune.agp.end_step", 0, 0, kInf,
+                            "AGP: step where prune.ratio is reached (from the fine-tuning start); 0 = half the "
+                            "fine-tuning steps")));
+    f.push_back(agp(integer("prune.agp.frequency", 50, 1, kInf, "AGP: steps between mask updates")));
     f.push_back(boolean("prune.sensitivity", false,
                         "Sensitivity analysis: prune each layer alone at ratios 0.1..0.9 and evaluate "
                         "(metrics sensitivity/<layer>/accuracy, step = ratio x 100)"));

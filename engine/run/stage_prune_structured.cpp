@@ -37,16 +37,8 @@ void run_structured_prune_stage(StageContext& ctx) {
   const StructuredOptions options = structured_options_from_config(pc);
   if (ctx.stop_requested())
     return;
-  const std::map<std::string, std::string> meta = {
-      {"format", "pt"}, {"lathe_model", std::string(enum_name(ctx.cfg.model.zoo))}, {"lathe_run", ctx.run_id}};
-
   // ---- the dense baseline, in this run ----
-  const EvalResult dense_eval = evaluate_as(ctx, "dense");
-  auto dense_meta = meta;
-  dense_meta["lathe_kind"] = "dense";
-  const int64_t dense_bytes = saved_model_bytes(*ctx.model, ctx.be, "", dense_meta);
-  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
-  ctx.sink.sample("model/dense_params", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
+  const DenseBaseline dense_baseline = measure_dense_baseline(ctx);
 
   // ---- remove filters and neurons: a new, smaller dense model ----
   StructuredReport report;
@@ -80,22 +72,13 @@ void run_structured_prune_stage(StageContext& ctx) {
 
   // ---- fine-tune the smaller model (a fresh optimizer: train_phase makes one) ----
   std::unique_ptr<Model> dense;
-  if (!fine_tune_replacement(ctx, std::move(pruned), dense, "pruned", "prune", pc.finetune_epochs,
-                             pc.finetune_lr_scale, dense_eval.accuracy))
+  if (!fine_tune_replacement(ctx, std::move(pruned), dense, "pruned", "prune", pc.finetune_epochs, pc.finetune_lr_scale,
+                             dense_baseline.eval.accuracy))
     return;
 
   // ---- the smaller model on disk: its real size ----
-  auto pruned_meta = meta;
-  pruned_meta["lathe_kind"] = "pruned";
-  pruned_meta["lathe_pruned_channels"] = channels.dump();  // out channels per layer, to rebuild the graph
-  const std::string path = ctx.run_dir.empty() ? "" : ctx.run_dir + "/model.pruned.safetensors";
-  const int64_t bytes = saved_model_bytes(*ctx.model, ctx.be, path, pruned_meta);
-  if (!path.empty())
-    ctx.sink.event("artifact", {{"kind", "pruned"}, {"path", path}, {"bytes", bytes}});
-  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
-  ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(bytes));
-  ctx.sink.sample("prune/bytes_ratio", ctx.step, ctx.wall_ms(),
-                  static_cast<double>(bytes) / static_cast<double>(dense_bytes));
+  // out channels per layer, to rebuild the graph
+  save_replacement(ctx, dense_baseline, "pruned", "prune", {{"lathe_pruned_channels", channels.dump()}});
 
   // ---- dense vs pruned latency, measured now, on this device ----
   begin_phase(ctx, "benchmark");

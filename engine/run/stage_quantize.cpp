@@ -486,10 +486,11 @@ class QuantizeStage final : public Stage {
                        "Fraction of the calibration set taken from the highest-loss training images"));
     f.push_back(boolean("quant.compare_calibrators", false,
                         "Evaluate every calibration method from the same statistics (quant/<method>/test_accuracy)"));
-    f.push_back(integer("quant.qat_epochs", 1, 0, kInf,
-                        "qat: fine-tuning epochs with fake quantization (straight-through estimator), from the PTQ "
-                        "ranges of quant.calibration"));
-    f.push_back(number("quant.qat_lr_scale", 0.1, 0, 10, "qat: learning rate = train.optimizer.lr x this", true));
+    const auto qat = [](FieldSpec spec) { return only_when(std::move(spec), "quant.mode", {"qat"}); };
+    f.push_back(qat(integer("quant.qat_epochs", 1, 0, kInf,
+                            "qat: fine-tuning epochs with fake quantization (straight-through estimator), from the PTQ "
+                            "ranges of quant.calibration")));
+    f.push_back(qat(number("quant.qat_lr_scale", 0.1, 0, 10, "qat: learning rate = train.optimizer.lr x this", true)));
     f.push_back(boolean("quant.mixed_precision", false,
                         "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
                         "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)"));

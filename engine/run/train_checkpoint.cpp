@@ -173,12 +173,16 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
   for (const NamedBuffer& b : model.named_buffers())
     load(b.name, b.buffer->value);
   std::shared_ptr<Optimizer> optimizer = make_optimizer(phase.optimizer);
-  // A sharded (ZeRO-1) rank keeps the state of the parameters it owns only (the checkpoint has all).
-  const int world = ctx.comm->world_size();
-  if (ctx.cfg.compute.shard_optimizer && world > 1)
-    optim_tensors = owned_state(optim_tensors, model.named_params(), ctx.comm->rank(), world);
   try {
-    optimizer->load_state_tensors(ctx.be, model.named_params(), optim_tensors, optimizer_steps);
+    // The checkpoint holds every parameter's whole state, whoever wrote it (1 rank, N ranks, with
+    // or without ZeRO-1, whole-tensor or flat shards). A sharded (ZeRO-1) rank keeps its slices.
+    if (ctx.cfg.compute.shard_optimizer && ctx.comm->world_size() > 1) {
+      auto sharded = std::make_shared<ShardedOptimizer>(optimizer, ctx.comm);
+      sharded->load_full_state(ctx.be, model.named_params(), optim_tensors, optimizer_steps);
+      optimizer = sharded;
+    } else {
+      optimizer->load_state_tensors(ctx.be, model.named_params(), optim_tensors, optimizer_steps);
+    }
   } catch (const DataError& e) {
     throw DataError(where + ": " + e.what());
   }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -175,6 +176,16 @@ void open_outputs(const ExperimentConfig& cfg, const RunOptions& options, RunSum
   out.sink = std::make_unique<SummarySink>(out.fanout);
 }
 
+/// How this process's OpenMP threads wait at barriers (lathe-cli sets passive, app/cli_openmp.h):
+/// part of what a measured throughput was measured under.
+std::string openmp_wait_policy() {
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY"))
+    return policy;
+  if (const char* spins = std::getenv("GOMP_SPINCOUNT"))
+    return std::string("default, GOMP_SPINCOUNT=") + spins;
+  return "default";
+}
+
 /// The "started" event (the phase plan, the data, the prices) and the model's size.
 void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, const std::vector<PlannedPhase>& plan) {
   nlohmann::json metrics_file = nullptr;  // the store's recovery source (lathe-cli repair)
@@ -188,6 +199,7 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"backend", be.name()},
                              {"device", be.device_name()},
                              {"threads", s.threads},
+                             {"omp_wait_policy", openmp_wait_policy()},
                              {"model", ctx.model->summary()},
                              {"train_samples", ctx.data.train.count},
                              {"test_samples", ctx.data.test.count},
@@ -320,6 +332,13 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.elapsed_s = seconds_since(t_start);
   summary.final_metrics = sink.last;
   summary.final_metrics["train/seconds"] = trained.train_seconds;
+  // The training phase as a whole (the samples/s and MFU samples above are the last window's).
+  if (trained.train_seconds > 0 && trained.samples > 0) {
+    summary.final_metrics["train/samples_per_s_mean"] = trained.samples / trained.train_seconds;
+    if (ctx.peak_flops_per_s > 0)
+      summary.final_metrics["device/mfu_mean"] =
+          mfu_fraction(trained.flops / trained.train_seconds, ctx.peak_flops_per_s);
+  }
   sink.event(summary.status, {{"run_id", summary.run_id},
                               {"steps", ctx.step},
                               {"elapsed_s", summary.elapsed_s},

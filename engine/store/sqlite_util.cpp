@@ -50,8 +50,8 @@ Db::Db(const std::string& path, int busy_timeout_ms, bool read_only) : m_path(pa
       m_db = nullptr;
       const std::string uri = "file:" + path + "?immutable=1";
       rc = sqlite3_open_v2(uri.c_str(), &m_db, flags | SQLITE_OPEN_URI, nullptr);
-    } else if ((rc & 0xff) == SQLITE_NOTADB) {
-      rc = SQLITE_OK;  // reported by the caller's schema check, with the file named
+    } else if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT) {
+      rc = SQLITE_OK;  // reported by the caller's schema check, with the file named (Store::open_read_only)
     }
   }
   if (rc != SQLITE_OK) {

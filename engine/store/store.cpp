@@ -136,6 +136,20 @@ Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
+namespace {
+
+/// Called in the handler of `e`, an SQLite error met opening the store at `path`: a file that is no
+/// SQLite database, or a corrupt one, becomes a DataError naming it; any other error goes on as is.
+[[noreturn]] void rethrow_open_error(const sql::SqliteError& e, const std::string& path) {
+  if ((e.code() & 0xff) == SQLITE_NOTADB)
+    throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
+  if ((e.code() & 0xff) == SQLITE_CORRUPT)
+    throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
+  throw;
+}
+
+}  // namespace
+
 Store Store::open(const std::string& path, const OpenOptions& options) {
   if (path.empty())
     throw DataError("the store path is empty (give --db PATH)");
@@ -154,11 +168,7 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
     configure_connection(*db);
     migrate(*db);
   } catch (const sql::SqliteError& e) {
-    if ((e.code() & 0xff) == SQLITE_NOTADB)
-      throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
-    if ((e.code() & 0xff) == SQLITE_CORRUPT)
-      throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
-    throw;
+    rethrow_open_error(e, path);
   }
   Store store(std::move(db));
   if (options.reap_stale) {
@@ -181,11 +191,7 @@ Store Store::open_read_only(const std::string& path, const OpenOptions& options)
   try {
     version = store_detail::schema_version(*db);
   } catch (const sql::SqliteError& e) {
-    if ((e.code() & 0xff) == SQLITE_NOTADB)
-      throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
-    if ((e.code() & 0xff) == SQLITE_CORRUPT)
-      throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
-    throw;
+    rethrow_open_error(e, path);
   }
   if (version < kSchemaVersion)
     throw DataError("the store " + path + " has schema version " + std::to_string(version) +

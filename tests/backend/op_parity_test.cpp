@@ -19,6 +19,7 @@
 #ifdef LATHE_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
+#include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/backend/cpu/reference_backend.h"
 #include "engine/compress/quant/int8_layer.h"
 #include "engine/compress/quant/observer.h"
@@ -284,25 +285,100 @@ TEST_P(OpParity, MaxPoolTiesNegativesAndBf16Exactly) {
     }
 }
 
-// NaN: kept where it is the window's first tap, passed over elsewhere (the reference's rule); a
-// window of -inf gives -inf. Pinned for the host backends' channels-last pooling only (oneDNN's
-// plain-layout pooling, which the cpu backend keeps for NCHW, gives -FLT_MAX for an all -inf window).
+/// The backend's max pooling of x (f32 values, bf16-exact) at dtype dt in layout fmt, forward and
+/// backward, against the reference's: the same values, NaN matching NaN. `what` names the case.
+void expect_maxpool_as_reference(Backend& be, ReferenceBackend& ref, const PoolParams& p, const Tensor& x, DType dt,
+                                 MemoryFormat fmt, Rng& rng, const std::string& what) {
+  const Shape& in = x.shape();
+  const Shape out{in[0], in[1], conv_out_size(in[2], p.kernel_h, p.stride_h, p.pad_h),
+                  conv_out_size(in[3], p.kernel_w, p.stride_w, p.pad_w)};
+  auto on_backend = [&](const Tensor& t) {  // t's values at dt in fmt, on the backend's device
+    Tensor h = Tensor::empty(t.shape(), dt, Device::cpu(), fmt);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      h.set_flat(i, t.at_flat(i));
+    Tensor d = be.empty(t.shape(), dt, fmt);
+    be.copy(h, d);
+    return d;
+  };
+  auto on_host = [&](const Tensor& t) {
+    be.synchronize();
+    Tensor h = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), t.format());
+    be.copy(t, h);
+    be.synchronize();
+    return h;
+  };
+  Tensor y0 = Tensor::empty(out, DType::f32), y1 = be.empty(out, dt, fmt), ws0, ws1;
+  ref.maxpool2d_forward(p, x, y0, ws0);
+  be.maxpool2d_forward(p, on_backend(x), y1, ws1);
+  EXPECT_EQ(differing(on_host(y1), y0), 0) << what << " forward";
+  Tensor dy = tied_values(out, rng, DType::f32, MemoryFormat::contiguous, false);
+  Tensor dx0 = Tensor::empty(in, DType::f32), dx1 = be.empty(in, dt, fmt);
+  ref.maxpool2d_backward(p, dy, ws0, dx0);
+  be.maxpool2d_backward(p, on_backend(dy), ws1, dx1);
+  EXPECT_EQ(differing(on_host(dx1), dx0), 0) << what << " backward";
+}
+
+// A window of -inf gives -inf (its gradient to the first valid tap), a window of NaN gives NaN, in
+// every path a host backend takes: both layouts, f32 and (where the backend stores bf16
+// activations) bf16, non-overlapping, overlapping and padded windows, and on the cpu backend both
+// with its own channels-last kernels and with oneDNN's pooling alone (set_own_kernels(false)).
+// oneDNN starts each window at -FLT_MAX; the cpu backend redoes the windows left there. Beside
+// random -inf, channel 0 is all -inf and channel 1 all NaN.
+TEST_P(OpParity, MaxPoolInfAndNaNWindowsAsTheReferenceEverywhere) {
+  if (GetParam() != "cpu" && GetParam() != "reference")
+    GTEST_SKIP() << "special values are pinned on the host backends only";
+  auto* dnnl = dynamic_cast<DnnlBackend*>(&be());
+  const bool bf16 = be().supports(Op::maxpool2d, DType::bf16);
+  const Shape in{2, 32, 8, 10};
+  const int64_t plane = in[2] * in[3];
+  Rng rng(1239);
+  Tensor x = tied_values(in, rng, DType::f32, MemoryFormat::contiguous, true);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t c = i / plane % in[1];
+    if (c == 1)
+      x.set_flat(i, std::nan(""));
+    else if (c == 0 || std::isnan(x.at_flat(i)))
+      x.set_flat(i, -std::numeric_limits<double>::infinity());
+  }
+  for (const PoolParams& p : {PoolParams{2, 2, 2, 2, 0, 0}, PoolParams{3, 3, 2, 2, 1, 1}, PoolParams{3, 3, 1, 1, 0, 0}})
+    for (MemoryFormat fmt : {MemoryFormat::contiguous, MemoryFormat::channels_last})
+      for (DType dt : {DType::f32, DType::bf16})
+        for (bool own : {true, false}) {
+          if ((dt == DType::bf16 && !bf16) || (!own && !dnnl))
+            continue;
+          if (dnnl)
+            dnnl->set_own_kernels(own);
+          expect_maxpool_as_reference(be(), ref(), p, x, dt, fmt, rng,
+                                      "maxpool k" + std::to_string(p.kernel_h) + " s" + std::to_string(p.stride_h) +
+                                          " p" + std::to_string(p.pad_h) +
+                                          (fmt == MemoryFormat::channels_last ? " channels-last " : " contiguous ") +
+                                          std::string(dtype_name(dt)) + (own ? "" : " oneDNN only"));
+        }
+  if (dnnl)
+    dnnl->set_own_kernels(true);
+}
+
+// NaN among finite values: kept where it is the window's first tap, passed over elsewhere (the
+// reference's rule). Pinned for the host backends' own channels-last kernels (f32 and bf16); oneDNN's
+// pooling, which the cpu backend keeps for NCHW and overlapping or padded windows, passes over every
+// NaN (finding a first-tap NaN after it would read all of src again: maxpool_empty_windows.h).
+// Channel 2 has a NaN at every even (h, w), the first tap of each window.
 TEST_P(OpParity, MaxPoolNaNAndInfAsTheReference) {
   if (GetParam() != "cpu" && GetParam() != "reference")
     GTEST_SKIP() << "NaN order is pinned on the host backends only";
   Rng rng(1238);
   const PoolParams p{2, 2, 2, 2, 0, 0};
-  const Shape in{2, 32, 8, 10}, out{2, 32, 4, 5};
-  Tensor x = tied_values(in, rng, DType::f32, MemoryFormat::channels_last, true);
-  Tensor y0 = Tensor::empty(out, DType::f32), y1 = be().empty(out, DType::f32, MemoryFormat::channels_last), ws0, ws1;
-  ref().maxpool2d_forward(p, x, y0, ws0);
-  be().maxpool2d_forward(p, up(x), y1, ws1);
-  EXPECT_EQ(differing(down(y1), y0), 0);
-  Tensor dy = random_tensor(out, rng, DType::f32, MemoryFormat::channels_last);
-  Tensor dx0 = Tensor::empty(in, DType::f32), dx1 = be().empty(in, DType::f32, MemoryFormat::channels_last);
-  ref().maxpool2d_backward(p, dy, ws0, dx0);
-  be().maxpool2d_backward(p, up(dy), ws1, dx1);
-  EXPECT_EQ(differing(down(dx1), dx0), 0);
+  const Shape in{2, 32, 8, 10};
+  Tensor x = tied_values(in, rng, DType::f32, MemoryFormat::contiguous, true);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t w = i % in[3], h = i / in[3] % in[2], c = i / (in[2] * in[3]) % in[1];
+    if (c == 2 && h % 2 == 0 && w % 2 == 0)
+      x.set_flat(i, std::nan(""));
+  }
+  for (DType dt : {DType::f32, DType::bf16})
+    if (dt == DType::f32 || be().supports(Op::maxpool2d, DType::bf16))
+      expect_maxpool_as_reference(be(), ref(), p, x, dt, MemoryFormat::channels_last, rng,
+                                  std::string("maxpool 2x2 channels-last ") + std::string(dtype_name(dt)));
 }
 
 TEST_P(OpParity, ElementwiseLossAndOptimizers) {

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <thread>
 
 #include "engine/core/error.h"
@@ -112,8 +115,8 @@ TEST_F(GlooCommunicatorTest, GradientMeanExactInOneBucketTwoAndThreeRanks) {
 }
 
 // Ranks on one machine sum through shared memory unless told not to; both transports give the exact
-// mean of integer-valued gradients, and a bucket larger than a shared-memory chunk (1 Mi floats)
-// goes through in several chunks.
+// mean of integer-valued gradients, and a bucket larger than a shared-memory chunk
+// (GlooCommunicator::kSharedMemoryChunk floats) goes through in several chunks.
 TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
   for (bool shm : {true, false}) {
     auto opts = options(shm ? "shm" : "tcp"), probe_opts = options(shm ? "shm-probe" : "tcp-probe");
@@ -136,7 +139,7 @@ TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
       [&](int r) {
         GlooCommunicator comm(r, 2, big);
         require(comm.uses_shared_memory(), "2 ranks here should share memory");
-        const int64_t n = (int64_t{1} << 20) * 5 / 2;  // 2.5 chunks
+        const int64_t n = GlooCommunicator::kSharedMemoryChunk * 5 / 2;  // 2.5 chunks
         Param p{"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)};
         for (int64_t i = 0; i < n; ++i)
           p.grad.data<float>()[i] = static_cast<float>((i % 1001) * (r + 1));
@@ -207,24 +210,83 @@ TEST_F(GlooCommunicatorTest, GradientMeanOfFractionsWithin1e6) {
   expect_all_ok(results);
 }
 
-TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsValues) {
-  auto opts = options("bcast");
-  auto results = run_processes(
-      3,
-      [&](int r) {
-        GlooCommunicator comm(r, 3, opts);
-        Params params(r, integer_valued);
-        comm.broadcast_parameters(params.named, 1);
-        Params root(1, integer_valued);
-        for (size_t k = 0; k < params.storage.size(); ++k)
-          for (int64_t i = 0; i < params.storage[k].value.numel(); ++i)
-            require(params.storage[k].value.at_flat(i) == root.storage[k].value.at_flat(i),
-                    "param " + std::to_string(k) + " differs from rank 1's");
-        // Gradients are left alone.
-        require(params.storage[0].grad.at_flat(0) == integer_valued(r, 0, 0), "gradient changed");
-      },
-      30);
-  expect_all_ok(results);
+TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsBits) {
+  // Through shared memory (a sum with -0.0 from every other rank) and through tcp: the root's bits,
+  // -0.0, infinities and NaN included.
+  const float specials[] = {-0.0f,
+                            0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f};
+  for (bool shm : {true, false}) {
+    auto opts = options(shm ? "bcast-shm" : "bcast-tcp");
+    opts.shared_memory = shm;
+    auto results = run_processes(
+        3,
+        [&](int r) {
+          GlooCommunicator comm(r, 3, opts);
+          require(comm.uses_shared_memory() == shm, "uses_shared_memory() is not " + std::to_string(shm));
+          Params params(r, fractional);
+          Params root(1, fractional);
+          for (Params* p : {&params, &root})
+            for (size_t i = 0; i < std::size(specials); ++i)
+              p->storage[0].value.data<float>()[i] = r == 1 || p == &root ? specials[i] : 7.0f;
+          comm.broadcast_parameters(params.named, 1);
+          for (size_t k = 0; k < params.storage.size(); ++k)
+            require(std::memcmp(params.storage[k].value.raw(), root.storage[k].value.raw(),
+                                params.storage[k].value.nbytes()) == 0,
+                    "param " + std::to_string(k) + " differs from rank 1's bits");
+          // Gradients are left alone.
+          require(params.storage[0].grad.at_flat(0) == static_cast<float>(fractional(r, 0, 0)), "gradient changed");
+        },
+        30);
+    expect_all_ok(results);
+  }
+}
+
+TEST_F(GlooCommunicatorTest, AllGatherTakesEachPieceFromItsOwner) {
+  // ZeRO-1's all-gather: piece k from rank owners[k], bit for bit (-0.0 and NaN on rank 2's piece),
+  // in one shared-memory sum or by tcp broadcasts; owners that do not fit are refused.
+  const std::vector<int> owners = {0, 2, 1, 2};  // one per parameter of Params
+  for (bool shm : {true, false}) {
+    auto opts = options(shm ? "gather-shm" : "gather-tcp");
+    opts.shared_memory = shm;
+    auto results = run_processes(
+        3,
+        [&](int r) {
+          GlooCommunicator comm(r, 3, opts);
+          require(comm.uses_shared_memory() == shm, "uses_shared_memory() is not " + std::to_string(shm));
+          auto make = [](int rank) {
+            Params p(rank, fractional);
+            if (rank == 2) {
+              p.storage[1].value.data<float>()[0] = -0.0f;
+              p.storage[1].value.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+            }
+            return p;
+          };
+          Params mine = make(r);
+          comm.all_gather_parameters(mine.named, owners);
+          for (size_t k = 0; k < mine.storage.size(); ++k) {
+            const Params owner = make(owners[k]);
+            require(std::memcmp(mine.storage[k].value.raw(), owner.storage[k].value.raw(),
+                                mine.storage[k].value.nbytes()) == 0,
+                    "piece " + std::to_string(k) + " differs from rank " + std::to_string(owners[k]) + "'s bits");
+          }
+          for (const std::vector<int>& bad : {std::vector<int>{0, 1}, std::vector<int>{0, 1, 3, 1}}) {
+            bool refused = false;
+            try {
+              comm.all_gather_parameters(mine.named, bad);
+            } catch (const lathe::Error&) {
+              refused = true;
+            }
+            require(refused, "owners of the wrong count or rank were accepted");
+          }
+        },
+        30);
+    expect_all_ok(results);
+  }
 }
 
 // broadcast_bytes carries any bytes (an NCCL unique id has zeros in it) through the store, each call
@@ -269,6 +331,77 @@ TEST_F(GlooCommunicatorTest, AllReduceSumOfDoubles) {
         require(v[3] == 3e12, "v[3]");
       },
       30);
+  expect_all_ok(results);
+}
+
+// Through shared memory every element is summed once, in rank order, by one rank: the sums of
+// doubles (the per-step votes and metric sums) and the gradient mean of fractions of several
+// pieces that cross chunk boundaries are bit-identical to that order computed here, on every rank,
+// on the blocking and on the overlapped path; broadcasts of the same pieces give the root's values.
+TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBitAndBroadcasts) {
+  auto tiny = options("doubles", 16.0 / (1024 * 1024));  // 4 floats a chunk: 2 doubles
+  auto big = options("pieces");
+  const std::vector<int64_t> sizes = {GlooCommunicator::kSharedMemoryChunk + 17, 3,
+                                      GlooCommunicator::kSharedMemoryChunk * 3 / 2};
+  auto value = [](int r, size_t k, int64_t i) {
+    return static_cast<float>(std::sin(0.37 * r + 1.3 * static_cast<double>(k) + 0.011 * static_cast<double>(i)) * 3.7);
+  };
+  auto results = run_processes(
+      3,
+      [&](int r) {
+        {
+          GlooCommunicator comm(r, 3, tiny);
+          require(comm.uses_shared_memory(), "3 ranks here should share memory");
+          std::vector<double> v(7);
+          for (size_t i = 0; i < v.size(); ++i)
+            v[i] = std::sin(0.7 * r + 0.3 * static_cast<double>(i)) * 1e3;
+          comm.all_reduce_sum(v.data(), static_cast<int64_t>(v.size()));  // 4 chunks of 2 doubles
+          for (size_t i = 0; i < v.size(); ++i) {
+            double expected = 0;
+            for (int o = 0; o < 3; ++o)
+              expected += std::sin(0.7 * o + 0.3 * static_cast<double>(i)) * 1e3;
+            require(v[i] == expected, "sum " + std::to_string(i) + " is not the rank-order sum");
+          }
+        }
+        GlooCommunicator comm(r, 3, big);
+        std::vector<Param> storage;
+        for (int64_t n : sizes)
+          storage.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
+        std::vector<NamedParam> named;
+        for (size_t k = 0; k < storage.size(); ++k)
+          named.push_back({std::to_string(k) + ".w", &storage[k]});
+        for (bool overlap : {false, true}) {
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i)
+              storage[k].grad.data<float>()[i] = value(r, k, i);
+          if (overlap) {
+            auto hook = comm.grad_ready_hook(named);
+            for (size_t k = named.size(); k-- > 0;)
+              hook(named[k].param);
+          }
+          comm.all_reduce_gradients(named);
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i) {
+              const float expected = ((value(0, k, i) + value(1, k, i)) + value(2, k, i)) / 3.0f;
+              if (storage[k].grad.data<float>()[i] != expected)
+                require(false, std::string(overlap ? "overlapped" : "blocking") + ": param " + std::to_string(k) + "[" +
+                                   std::to_string(i) + "] is not the rank-order mean");
+            }
+        }
+        // Broadcasts from two roots in a row, each several chunks long, through the same segment.
+        for (int root : {2, 0}) {
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i)
+              storage[k].value.data<float>()[i] = value(r, k, i) + 100.0f * static_cast<float>(root + 1);
+          comm.broadcast_parameters(named, root);
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i)
+              if (storage[k].value.data<float>()[i] != value(root, k, i) + 100.0f * static_cast<float>(root + 1))
+                require(false, "broadcast from " + std::to_string(root) + ": param " + std::to_string(k) + "[" +
+                                   std::to_string(i) + "] is not the root's");
+        }
+      },
+      60);
   expect_all_ok(results);
 }
 

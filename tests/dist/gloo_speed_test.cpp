@@ -1,7 +1,8 @@
 // GlooCommunicator's speed and memory features across 2-3 forked ranks: overlap (bit-identical to
 // the blocking path, buckets started before all_reduce_gradients), fp16/bf16 buckets (within 1e-2,
-// bytes exactly half), ZeRO-1 (ShardedOptimizer equals the unsharded run; state ~1/N per rank; the
-// shards gathered for a checkpoint equal the unsharded state, and owned_state splits them back),
+// bytes exactly half), ZeRO-1 (ShardedOptimizer on 2 and 3 ranks equals the unsharded run; each
+// rank holds 1/N of the state within one alignment unit; the shards gathered for a checkpoint equal
+// the unsharded state, and whole state tensors load back into the slices; FlatPartition's cuts),
 // and a device tensor refused.
 #include <gtest/gtest.h>
 
@@ -37,11 +38,10 @@ double speed_grad(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k 
 struct SpeedParams {
   std::vector<Param> storage;
   std::vector<NamedParam> named;
-  explicit SpeedParams(int rank, int step = 0) {
-    storage.reserve(kSpeedShapes.size());
-    for (size_t k = 0; k < kSpeedShapes.size(); ++k) {
-      Param p{"w", Tensor::zeros(kSpeedShapes[k], lathe::DType::f32),
-              Tensor::zeros(kSpeedShapes[k], lathe::DType::f32)};
+  explicit SpeedParams(int rank, int step = 0, const std::vector<lathe::Shape>& shapes = kSpeedShapes) {
+    storage.reserve(shapes.size());
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      Param p{"w", Tensor::zeros(shapes[k], lathe::DType::f32), Tensor::zeros(shapes[k], lathe::DType::f32)};
       for (int64_t i = 0; i < p.value.numel(); ++i)
         p.value.set_flat(i, std::cos(0.5 * k + 0.07 * i));
       storage.push_back(std::move(p));
@@ -157,90 +157,160 @@ TEST_F(GlooSpeedTest, SixteenBitBucketsAreCloseAndHalfTheBytes) {
   }
 }
 
-TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithAboutOneNthOfTheState) {
-  const int world = 2, steps = 5;
-  for (const std::string kind : {"sgd", "adamw"}) {
-    auto plain_opts = options("plain" + kind);
-    auto shard_opts = options("shard" + kind);
-    auto results = run_processes(
-        world,
-        [&](int r) {
-          lathe::DnnlBackend be;
-          auto make = [&]() -> std::shared_ptr<lathe::Optimizer> {
-            if (kind == "sgd")
-              return std::make_shared<lathe::Sgd>(0.9, 1e-4, false);
-            return std::make_shared<lathe::AdamW>(0.9, 0.999, 1e-8, 0.01);
-          };
-          auto plain_comm = std::make_shared<GlooCommunicator>(r, world, plain_opts);
-          auto shard_comm = std::make_shared<GlooCommunicator>(r, world, shard_opts);
-          auto plain = make();
-          lathe::ShardedOptimizer sharded(make(), shard_comm);
-          SpeedParams a(r), b(r);
-          for (int s = 0; s < steps; ++s) {
-            a.fill_grads(r, s);
-            b.fill_grads(r, s);
+TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithOneNthOfTheState) {
+  // As the cnn: one weight holds most of the elements, so a whole-tensor partition could not be even.
+  const std::vector<lathe::Shape> shapes = {{8, 1, 3, 3}, {8}, {400, 30}, {30}, {10, 30}, {10}};  // 12,460
+  const int steps = 5;
+  for (const int world : {2, 3})
+    for (const std::string kind : {"sgd", "adamw"}) {
+      const std::string tag = kind + " on " + std::to_string(world) + " ranks";
+      auto plain_opts = options("plain" + kind + std::to_string(world));
+      auto shard_opts = options("shard" + kind + std::to_string(world));
+      auto results = run_processes(
+          world,
+          [&](int r) {
+            lathe::DnnlBackend be;
+            auto make = [&]() -> std::shared_ptr<lathe::Optimizer> {
+              if (kind == "sgd")
+                return std::make_shared<lathe::Sgd>(0.9, 1e-4, false);
+              return std::make_shared<lathe::AdamW>(0.9, 0.999, 1e-8, 0.01);
+            };
+            auto plain_comm = std::make_shared<GlooCommunicator>(r, world, plain_opts);
+            auto shard_comm = std::make_shared<GlooCommunicator>(r, world, shard_opts);
+            auto plain = make();
+            lathe::ShardedOptimizer sharded(make(), shard_comm);
+            SpeedParams a(r, 0, shapes), b(r, 0, shapes);
+            auto compare = [&](const SpeedParams& x, const SpeedParams& y, const std::string& what) {
+              for (size_t k = 0; k < x.storage.size(); ++k)
+                for (int64_t i = 0; i < x.storage[k].value.numel(); ++i) {
+                  const double u = x.storage[k].value.at_flat(i), v = y.storage[k].value.at_flat(i);
+                  require(std::abs(u - v) <= 1e-6 * std::max(1.0, std::abs(u)),
+                          tag + " " + what + " param " + std::to_string(k) + "[" + std::to_string(i) +
+                              "]: " + std::to_string(u) + " vs " + std::to_string(v));
+                }
+            };
+            for (int s = 0; s < steps; ++s) {
+              a.fill_grads(r, s);
+              b.fill_grads(r, s);
+              plain_comm->all_reduce_gradients(a.named);
+              plain->step(be, a.named, 0.05);
+              shard_comm->all_reduce_gradients(b.named);
+              sharded.step(be, b.named, 0.05);
+            }
+            require(sharded.steps_taken() == steps, "steps_taken");
+            compare(a, b, "after " + std::to_string(steps) + " steps");
+            // 1/N of the state on every rank (within one alignment unit), N shares adding up to all.
+            const int64_t per_kind = kind == "sgd" ? 1 : 2;
+            const int64_t total = lathe::optimizer_state_bytes(*plain, a.named);
+            const int64_t mine = lathe::optimizer_state_bytes(sharded, b.named);
+            require(total == a.elements() * 4 * per_kind, tag + " total state " + std::to_string(total));
+            const int64_t unit = lathe::kShardAlign * 4 * per_kind;
+            require(std::abs(mine * world - total) <= unit * world,
+                    tag + " rank " + std::to_string(r) + " holds " + std::to_string(mine) + " B of " +
+                        std::to_string(total) + " B: not 1/" + std::to_string(world) + " within " +
+                        std::to_string(unit) + " B");
+            double sum = static_cast<double>(mine);
+            shard_comm->all_reduce_sum(&sum, 1);
+            require(sum == static_cast<double>(total), tag + " shares add up to " + std::to_string(sum));
+            // A checkpoint's view: the shards gathered on every rank equal the unsharded state.
+            const auto want = plain->state_tensors(be, a.named);
+            const auto got = sharded.gathered_state_tensors(be, b.named);
+            require(
+                got.size() == want.size() && got.size() == a.storage.size() * per_kind,
+                tag + " gathered " + std::to_string(got.size()) + " state tensors of " + std::to_string(want.size()));
+            std::map<std::string, Tensor> whole;
+            for (size_t k = 0; k < got.size(); ++k) {
+              require(got[k].first == want[k].first && got[k].second.shape() == want[k].second.shape(),
+                      tag + " state " + got[k].first + " vs " + want[k].first);
+              for (int64_t i = 0; i < got[k].second.numel(); ++i) {
+                const double x = want[k].second.at_flat(i), y = got[k].second.at_flat(i);
+                require(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)), tag + " " + got[k].first + " differs");
+              }
+              whole.emplace(want[k].first, want[k].second);
+            }
+            // Resume: the whole tensors an unsharded run wrote (the format of every checkpoint,
+            // the whole-tensor ZeRO-1 layout's too) restore each rank's slices, and the next step
+            // equals the unsharded optimizer's.
+            lathe::ShardedOptimizer resumed(make(), shard_comm);
+            SpeedParams& c = b;
+            resumed.load_full_state(be, c.named, whole, plain->steps_taken());
+            require(lathe::optimizer_state_bytes(resumed, c.named) == mine, tag + " resumed state size");
+            a.fill_grads(r, steps);
+            c.fill_grads(r, steps);
             plain_comm->all_reduce_gradients(a.named);
             plain->step(be, a.named, 0.05);
-            shard_comm->all_reduce_gradients(b.named);
-            sharded.step(be, b.named, 0.05);
-          }
-          require(sharded.steps_taken() == steps, "steps_taken");
-          for (size_t k = 0; k < a.storage.size(); ++k)
-            for (int64_t i = 0; i < a.storage[k].value.numel(); ++i) {
-              const double x = a.storage[k].value.at_flat(i), y = b.storage[k].value.at_flat(i);
-              require(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)),
-                      kind + " param " + std::to_string(k) + "[" + std::to_string(i) + "]: " + std::to_string(x) +
-                          " vs " + std::to_string(y));
+            shard_comm->all_reduce_gradients(c.named);
+            resumed.step(be, c.named, 0.05);
+            compare(a, c, "after a resumed step");
+            // Bad state is refused, naming the tensor.
+            auto refused = [&](std::map<std::string, Tensor> bad, const std::string& needle) {
+              lathe::ShardedOptimizer o(make(), shard_comm);
+              try {
+                o.load_full_state(be, c.named, bad, 1);
+              } catch (const lathe::DataError& e) {
+                require(std::string(e.what()).find(needle) != std::string::npos,
+                        tag + ": the message '" + e.what() + "' lacks " + needle);
+                return;
+              }
+              throw std::runtime_error(tag + ": bad state " + needle + " was accepted");
+            };
+            std::map<std::string, Tensor> wrong_shape = whole;
+            wrong_shape.begin()->second = Tensor::zeros({3}, lathe::DType::f32);
+            refused(wrong_shape, "'" + whole.begin()->first + "' is [3]");
+            std::map<std::string, Tensor> stranger = whole;
+            stranger.emplace("9.w.momentum_buffer", Tensor::zeros({3}, lathe::DType::f32));
+            refused(stranger, "'9.w.momentum_buffer' belongs to no parameter");
+            if (kind == "adamw") {
+              std::map<std::string, Tensor> half = whole;
+              half.erase("2.w.exp_avg_sq");
+              refused(half, "'2.w.exp_avg_sq' is missing");
             }
-          const int64_t total = lathe::optimizer_state_bytes(*plain, a.named);
-          const int64_t mine = lathe::optimizer_state_bytes(sharded, b.named);
-          const int64_t per_kind = kind == "sgd" ? 1 : 2;
-          require(total == a.elements() * 4 * per_kind, kind + " total state " + std::to_string(total));
-          // 72 elements, sizes 30,24,12,5,1 -> ranks hold 36 and 36.
-          require(mine == total / world, kind + " rank state " + std::to_string(mine) + " of " + std::to_string(total));
-          // A checkpoint's view: every shard gathered on every rank equals the unsharded state.
-          const auto want = plain->state_tensors(be, a.named);
-          const auto got = sharded.gathered_state_tensors(be, b.named);
-          require(
-              got.size() == want.size() && got.size() == a.storage.size() * per_kind,
-              kind + " gathered " + std::to_string(got.size()) + " state tensors of " + std::to_string(want.size()));
-          std::map<std::string, Tensor> gathered;
-          for (size_t k = 0; k < got.size(); ++k) {
-            require(got[k].first == want[k].first, kind + " state " + got[k].first + " vs " + want[k].first);
-            for (int64_t i = 0; i < got[k].second.numel(); ++i) {
-              const double x = want[k].second.at_flat(i), y = got[k].second.at_flat(i);
-              require(std::abs(x - y) <= 1e-6 * std::max(1.0, std::abs(x)), kind + " " + got[k].first + " differs");
-            }
-            gathered.emplace(got[k].first, got[k].second);
-          }
-          // What each rank keeps on resume: disjoint, together everything, this rank's own state.
-          const auto mine0 = lathe::owned_state(gathered, b.named, 0, world);
-          const auto mine1 = lathe::owned_state(gathered, b.named, 1, world);
-          require(mine0.size() + mine1.size() == gathered.size() && !mine0.empty() && !mine1.empty(),
-                  kind + " owned_state splits " + std::to_string(gathered.size()) + " into " +
-                      std::to_string(mine0.size()) + " + " + std::to_string(mine1.size()));
-          for (const auto& [key, t] : r == 0 ? mine0 : mine1) {
-            bool found = false;
-            for (const auto& np : b.named)
-              for (const Tensor* st : sharded.state_of(np.param))
-                found = found || (key.rfind(np.name + ".", 0) == 0 && st->numel() == t.numel());
-            require(found, kind + " rank " + std::to_string(r) + " keeps " + key + ", which it does not own");
-          }
-        },
-        60);
-    expect_all_ok(results);
-  }
+          },
+          60);
+      expect_all_ok(results);
+    }
 }
 
-TEST(ShardedOptimizerPartition, BalancedBySize) {
-  std::vector<Param> ps;
-  for (int64_t n : {100, 10, 60, 40, 5, 5})
-    ps.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
-  std::vector<NamedParam> named;
-  for (auto& p : ps)
-    named.push_back({"w", &p});
-  const auto owner = lathe::ShardedOptimizer::partition(named, 2);
-  EXPECT_EQ(owner, (std::vector<int>{0, 0, 1, 1, 1, 1}));  // loads 110 and 110
+TEST(FlatPartition, CutsTheFlatSpaceIntoEvenRangesAtAlignedOffsets) {
+  // Whole tensors cannot be split evenly here (one is 95% of the elements); the flat ranges can.
+  const std::vector<int64_t> numels = {72, 8, 401408, 512, 5120, 10};  // 407,130
+  for (const int world : {1, 2, 3, 4, 7}) {
+    const lathe::FlatPartition p = lathe::FlatPartition::make(numels, world);
+    ASSERT_EQ(p.bounds.size(), static_cast<size_t>(world) + 1);
+    EXPECT_EQ(p.bounds.front(), 0);
+    EXPECT_EQ(p.bounds.back(), 407130);
+    for (int r = 0; r < world; ++r)
+      EXPECT_LE(std::abs(p.owned(r) * world - 407130), lathe::kShardAlign * world) << world << " ranks, rank " << r;
+    // The slices tile every tensor in order; each inner cut is aligned from its tensor's start.
+    std::vector<int64_t> next(numels.size(), 0);
+    int last_rank = 0;
+    for (const auto& s : p.slices) {
+      ASSERT_LT(s.index, numels.size());
+      EXPECT_EQ(s.begin, next[s.index]) << "tensor " << s.index;
+      EXPECT_LT(s.begin, s.end);
+      EXPECT_TRUE(s.begin % lathe::kShardAlign == 0) << s.begin;
+      EXPECT_TRUE(s.end == numels[s.index] || s.end % lathe::kShardAlign == 0) << s.end;
+      EXPECT_GE(s.rank, last_rank);
+      last_rank = s.rank;
+      next[s.index] = s.end;
+    }
+    EXPECT_EQ(next, numels) << world << " ranks";
+  }
+  // Two ranks: the big weight is cut near its middle, at a multiple of 16.
+  const lathe::FlatPartition two = lathe::FlatPartition::make(numels, 2);
+  ASSERT_EQ(two.slices.size(), 7u);
+  EXPECT_EQ(two.slices[2].index, 2u);
+  EXPECT_EQ(two.slices[2].rank, 0);
+  EXPECT_EQ(two.slices[2].end, 203488);  // 407130 / 2 = 203565 = 80 + 203485 -> 203488
+  EXPECT_EQ(two.slices[3].rank, 1);
+  EXPECT_EQ(two.slices[3].begin, 203488);
+  // A cut that lands on a tensor's start stays there; more ranks than elements leave some empty.
+  const lathe::FlatPartition even = lathe::FlatPartition::make({100, 10, 60, 40, 5, 5}, 2);
+  EXPECT_EQ(even.bounds, (std::vector<int64_t>{0, 110, 220}));
+  const lathe::FlatPartition tiny = lathe::FlatPartition::make({5}, 4);
+  EXPECT_EQ(tiny.bounds, (std::vector<int64_t>{0, 0, 0, 0, 5}));
+  ASSERT_EQ(tiny.slices.size(), 1u);
+  EXPECT_EQ(tiny.slices[0].rank, 3);
 }
 
 // Host memory labelled as a CUDA device, so that a "device tensor" exists without a GPU.

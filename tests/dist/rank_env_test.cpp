@@ -1,5 +1,6 @@
-// Rank discovery: flags, then Slurm, then torchrun, then 0 of 1; malformed values are ConfigErrors
-// naming the variable and its value.
+// Rank discovery: flags, then Slurm (an srun task only: SLURM_STEP_ID beside SLURM_PROCID; a batch
+// script's SLURM_PROCID=0 is one process), then torchrun, then 0 of 1; malformed values are
+// ConfigErrors naming the variable and its value.
 #include "engine/dist/rank_env.h"
 
 #include <gtest/gtest.h>
@@ -53,14 +54,60 @@ TEST(RankEnv, FlagsWinOverEnvironment) {
 }
 
 TEST(RankEnv, SlurmWinsOverTorchrun) {
-  auto info = discover_rank(
-      {},
-      env_of(
-          {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}}));
+  auto info = discover_rank({}, env_of({{"SLURM_PROCID", "3"},
+                                        {"SLURM_NTASKS", "4"},
+                                        {"SLURM_STEP_ID", "0"},
+                                        {"SLURM_LOCALID", "1"},
+                                        {"RANK", "0"},
+                                        {"WORLD_SIZE", "2"}}));
   EXPECT_EQ(info.rank, 3);
   EXPECT_EQ(info.world_size, 4);
   EXPECT_EQ(info.local_rank, 1);
   EXPECT_EQ(info.source, "slurm");
+  EXPECT_EQ(info.note, "");
+}
+
+TEST(RankEnv, AnSrunTaskTakesTheStepsTaskCount) {
+  // What srun sets in each task (its man page): the step's size wins over the job's SLURM_NTASKS
+  // (an `srun -n 2` inside an `sbatch -n 8` job), then SLURM_NTASKS, then SLURM_NPROCS.
+  auto info = discover_rank({}, env_of({{"SLURM_PROCID", "1"},
+                                        {"SLURM_STEP_ID", "3"},
+                                        {"SLURM_STEP_NUM_TASKS", "2"},
+                                        {"SLURM_NTASKS", "8"},
+                                        {"SLURM_LOCALID", "1"}}));
+  EXPECT_EQ(info.rank, 1);
+  EXPECT_EQ(info.world_size, 2);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.source, "slurm");
+  EXPECT_EQ(discover_rank({}, env_of({{"SLURM_PROCID", "2"}, {"SLURM_STEPID", "0"}, {"SLURM_NPROCS", "3"}})).world_size,
+            3);  // the older names
+  EXPECT_EQ(discover_rank({}, env_of({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}})).world_size, 2);
+  const std::string msg = error_of({}, {{"SLURM_PROCID", "1"}, {"SLURM_STEP_ID", "0"}});
+  EXPECT_NE(msg.find("SLURM_PROCID=1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("SLURM_STEP_NUM_TASKS, SLURM_NTASKS, SLURM_NPROCS"), std::string::npos) << msg;
+  EXPECT_NE(error_of({}, {{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}})
+                .find("SLURM_STEP_NUM_TASKS=2"),
+            std::string::npos);
+}
+
+TEST(RankEnv, ASlurmBatchScriptIsOneProcess) {
+  // sbatch's batch step: SLURM_PROCID=0 and SLURM_LOCALID=0, SLURM_NTASKS only with --ntasks, no
+  // step variables. One process runs the script, so it is no rank of a Slurm world (rank 0 of 4
+  // would wait for 3 ranks that never come); it falls through to torchrun's variables or 0 of 1.
+  auto info = discover_rank({}, env_of({{"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "7"}}));
+  EXPECT_EQ(info.source, "default");
+  EXPECT_EQ(info.world_size, 1);
+  EXPECT_EQ(info.note, "") << "nothing to say where no one expected several ranks";
+  EXPECT_EQ(discover_rank({}, env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}})).note, "");
+  info = discover_rank({}, env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "7"}}));
+  EXPECT_EQ(info.source, "default");
+  EXPECT_EQ(info.world_size, 1);
+  EXPECT_NE(info.note.find("SLURM_NTASKS=4 without SLURM_STEP_ID"), std::string::npos) << info.note;
+  EXPECT_NE(info.note.find("srun lathe-cli run"), std::string::npos) << info.note;
+  info = discover_rank({}, env_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}}));
+  EXPECT_EQ(info.source, "torchrun");
+  EXPECT_EQ(info.rank, 1);
+  EXPECT_FALSE(info.note.empty());
 }
 
 TEST(RankEnv, Torchrun) {
@@ -77,7 +124,7 @@ TEST(RankEnv, RankNotBelowWorldSizeNamesBoth) {
   auto msg = error_of({}, {{"RANK", "2"}, {"WORLD_SIZE", "2"}});
   EXPECT_NE(msg.find("RANK=2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("WORLD_SIZE=2"), std::string::npos) << msg;
-  msg = error_of({}, {{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}});
+  msg = error_of({}, {{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "0"}});
   EXPECT_NE(msg.find("SLURM_PROCID=4"), std::string::npos) << msg;
   msg = error_of(RankFlags{3, 3, std::nullopt}, {});
   EXPECT_NE(msg.find("--rank=3"), std::string::npos) << msg;
@@ -91,9 +138,9 @@ TEST(RankEnv, NonNumbersAndNegativesNameTheVariableAndValue) {
   EXPECT_NE(msg.find("RANK=\"one\""), std::string::npos) << msg;
   msg = error_of({}, {{"RANK", "1"}, {"WORLD_SIZE", "2x"}});
   EXPECT_NE(msg.find("WORLD_SIZE=\"2x\""), std::string::npos) << msg;
-  msg = error_of({}, {{"SLURM_PROCID", ""}, {"SLURM_NTASKS", "2"}});
+  msg = error_of({}, {{"SLURM_PROCID", ""}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}});
   EXPECT_NE(msg.find("SLURM_PROCID=\"\""), std::string::npos) << msg;
-  msg = error_of({}, {{"SLURM_PROCID", "-1"}, {"SLURM_NTASKS", "2"}});
+  msg = error_of({}, {{"SLURM_PROCID", "-1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}});
   EXPECT_NE(msg.find("SLURM_PROCID=-1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("negative"), std::string::npos) << msg;
   msg = error_of({}, {{"RANK", "0"}, {"WORLD_SIZE", "0"}});
@@ -106,7 +153,7 @@ TEST(RankEnv, NonNumbersAndNegativesNameTheVariableAndValue) {
 
 TEST(RankEnv, HalfGivenIsAnError) {
   EXPECT_NE(error_of({}, {{"RANK", "0"}}).find("WORLD_SIZE"), std::string::npos);
-  EXPECT_NE(error_of({}, {{"SLURM_PROCID", "0"}}).find("SLURM_NTASKS"), std::string::npos);
+  EXPECT_NE(error_of({}, {{"SLURM_PROCID", "0"}, {"SLURM_STEP_ID", "0"}}).find("SLURM_NTASKS"), std::string::npos);
   EXPECT_NE(error_of(RankFlags{1, std::nullopt, std::nullopt}, {}).find("--world-size"), std::string::npos);
   EXPECT_NE(error_of(RankFlags{std::nullopt, std::nullopt, 1}, {}).find("--local-rank"), std::string::npos);
 }

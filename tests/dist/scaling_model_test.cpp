@@ -1,7 +1,10 @@
 // The scaling projection (engine/dist/scaling_model.h) against values worked out by hand from its
 // formula: ring all-reduce 2(N-1)/N x bytes / bus bandwidth + 2(N-1) hop latencies, the hidden
-// share taken off, throughput N x batch / step. Bad inputs are refused naming what is wrong.
+// share taken off, throughput N x batch / step; a metric's steady value is the median after the
+// first sample. Bad inputs are refused naming what is wrong.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "engine/core/error.h"
 #include "engine/dist/scaling_model.h"
@@ -15,6 +18,15 @@ TEST(ScalingModel, RingAllReduceMovesTwiceNMinusOneOverNOfTheBytes) {
   EXPECT_NEAR(ring_allreduce_s(100e6, 2, 100e9, 0), 1e-3, 1e-12);
   EXPECT_NEAR(ring_allreduce_s(100e6, 1000, 100e9, 0), 2e-3 * 999 / 1000, 1e-12);  // tends to 2 x bytes / bw
   EXPECT_EQ(ring_allreduce_s(100e6, 1, 100e9, 10e-6), 0);                          // one rank sends nothing
+}
+
+TEST(ScalingModel, SteadyValueIsTheMedianAfterTheFirstSample) {
+  // The warm-up sample (first) and a disturbed last one do not move it.
+  EXPECT_EQ(steady_value({50, 1000, 990, 1010, 1005, 10}), 1000);  // median of {1000,990,1010,1005,10}
+  EXPECT_EQ(steady_value({50, 1000, 990, 1010, 10}), 995);         // even count: the middle two's mean
+  EXPECT_EQ(steady_value({50, 7}), 7);
+  EXPECT_EQ(steady_value({42}), 42);  // the only sample
+  EXPECT_TRUE(std::isnan(steady_value({})));
 }
 
 TEST(ScalingModel, ProjectionAddsTheUnhiddenAllReduceToTheStep) {

@@ -206,13 +206,25 @@ TEST_F(CliRanks, BadComputeValuesAreRefusedNamingTheField) {
   EXPECT_NE(r.out.find("compute.devices: 3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("world of 2"), std::string::npos) << r.out;
   // srun's ranks may be on several machines: the default (local) rendezvous folder is refused.
-  r = run_shell("SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_JOB_ID=7 " + cli_binary() + " " + tiny());
+  r = run_shell("SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_JOB_ID=7 " + cli_binary() + " " + tiny());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("compute.rendezvous"), std::string::npos) << r.out;
   r = run_cmd(tiny("--set compute.devices=2 --set cost.interruptions_per_hour=1"));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("compute.devices"), std::string::npos) << r.out;
   EXPECT_FALSE(store_written());
+}
+
+TEST_F(CliRanks, ASlurmBatchScriptWithoutSrunRunsAsOneProcessAndSaysSo) {
+  // sbatch --ntasks=2 running lathe-cli itself (no srun): Slurm's batch-step variables, no step id.
+  // Not rank 0 of 2 (no rank 1 would ever come): one process, with a note on what to do instead.
+  const CmdResult r =
+      run_shell("SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=2 SLURM_JOB_ID=7 " + cli_binary() + " " + tiny());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("SLURM_NTASKS=2 without SLURM_STEP_ID"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("srun lathe-cli run"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("as rank 0 of 2"), std::string::npos) << r.out;
+  EXPECT_EQ(only_run().first, RunStatus::finished);
 }
 
 TEST_F(CliRanks, SrunRanksStartedSeparatelyMeetInASharedFolder) {

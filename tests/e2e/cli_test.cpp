@@ -29,6 +29,17 @@ TEST_F(Cli, UnknownKeyIsRejectedWithItsPathAndExitCode2) {
   EXPECT_FALSE(store_written());
 }
 
+TEST_F(Cli, ValidateWarnsAboutAKnobThatDoesNothingForThisConfig) {
+  const std::string cfg = write("unused.json", R"({"data": {"dataset": "fashion-mnist", "image_size": 64}})");
+  const CmdResult r = run_cmd("validate " + cfg);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: data.image_size is set but only used when data.dataset is \"folder\""),
+            std::string::npos)
+      << r.out;
+  const CmdResult clean = run_cmd("validate " + cfg + " --set data.dataset=folder --set data.path=/nowhere");
+  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+}
+
 TEST_F(Cli, OutOfRangeValueNamesTheAllowedRange) {
   const std::string cfg = write("bad.json", R"({"train": {"batch_size": 0}})");
   const CmdResult r = run_cmd("run " + cfg + " " + out_dir());
@@ -92,14 +103,32 @@ TEST_F(Cli, JsonModePrintsOneObjectPerLineEndingWithFinished) {
   ASSERT_EQ(WEXITSTATUS(pclose(p)), 0) << out;
   std::istringstream lines(out);
   std::string line, last;
+  double peak = 0, flops_per_sample = 0;  // the peak the run ended with (raised by notes, if any)
   while (std::getline(lines, line)) {
     ASSERT_TRUE(nlohmann::json::accept(line)) << line;
     last = line;
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") == "started")
+      peak = j.value("peak_flops_per_s", 0.0);
+    if (j.value("event", "") == "note" && j.value("kind", "") == "mfu_peak_raised")
+      peak = j.value("achieved_flops_per_s", peak);
+    if (j.value("metric", "") == "model/flops_per_sample")
+      flops_per_sample = j.value("value", 0.0);
   }
   const auto fin = nlohmann::json::parse(last);
   EXPECT_EQ(fin["event"], "finished");
   EXPECT_GT(fin["metrics"]["test/accuracy"].get<double>(), 0.5);
   EXPECT_TRUE(runs_written());
+  // The training phase as a whole: its 512 samples over its training seconds, and the MFU of that
+  // rate (3 x forward FLOPs per sample against the run's final peak), beside the last window's.
+  const auto& m = fin["metrics"];
+  ASSERT_TRUE(m.contains("train/samples_per_s_mean") && m.contains("train/seconds")) << m.dump();
+  const double mean = m["train/samples_per_s_mean"].get<double>();
+  EXPECT_NEAR(mean, 512.0 / m["train/seconds"].get<double>(), 1e-9 * mean);
+  ASSERT_GT(peak, 0);
+  ASSERT_GT(flops_per_sample, 0);
+  ASSERT_TRUE(m.contains("device/mfu_mean")) << m.dump();
+  EXPECT_NEAR(m["device/mfu_mean"].get<double>(), mean * 3 * flops_per_sample / peak, 1e-9);
 }
 
 TEST_F(Cli, HistoryCommandsReadBackRecordedRuns) {

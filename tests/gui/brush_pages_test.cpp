@@ -43,11 +43,7 @@ TEST(GuiBrushPages, BrushedRunsAreTheSelectionOnEveryPage) {
                                20000));
   ASSERT_EQ(browser.model()->rowCount(), 100);
   ParallelCoordsPanel* panel = browser.parallelPanel();
-  QString error = "not loaded";
-  QObject::connect(panel, &ParallelCoordsPanel::loaded, [&](const QString& e) { error = e; });
-  browser.parallelButton()->setChecked(true);
-  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 20000));
-  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  ASSERT_EQ(test::open_parallel(browser), "");
   ASSERT_EQ(panel->model().runCount(), static_cast<size_t>(kRuns));
   panel->setAxes({"seed", "last test/accuracy"});
 

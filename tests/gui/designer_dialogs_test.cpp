@@ -67,8 +67,8 @@ TEST(GuiDesigner, OptimizerKnobsFollowTheOptimizer) {
   EXPECT_FALSE(f->field("train.optimizer.beta1")->widget()->isEnabled());
   EXPECT_FALSE(f->field("train.optimizer.eps")->widget()->isEnabled());
   EXPECT_TRUE(f->field("train.optimizer.momentum")->widget()->isEnabled());
-  EXPECT_TRUE(
-      f->field("train.optimizer.beta1")->widget()->toolTip().contains("Only used when train.optimizer.type is adamw"));
+  EXPECT_TRUE(f->field("train.optimizer.beta1")->widget()->toolTip().contains(
+      "Only used when train.optimizer.type is \"adamw\""));  // the schema's applies_when
   f->field("train.optimizer.type")->setValue("adamw");
   EXPECT_TRUE(f->field("train.optimizer.beta1")->widget()->isEnabled());
   EXPECT_FALSE(f->field("train.optimizer.momentum")->widget()->isEnabled());

@@ -121,4 +121,102 @@ TEST(GuiForm, UnsupportedKnobAwayFromDefaultIsMarked) {
   EXPECT_FALSE(form.field(QString::fromStdString(unsupported->path))->error().isEmpty()) << unsupported->path;
 }
 
+// Fields that do not apply to the chosen data.dataset (the schema's applies_when) are disabled with
+// a tooltip saying when they apply, follow every change of the dataset, and are not written to the
+// saved document unless it had them.
+TEST(GuiForm, DataFieldsFollowTheDatasetAndOnlyWhatAppliesIsSaved) {
+  ExperimentForm form;
+  form.setConfig({{"name", "fm"}});
+  auto* dataset = qobject_cast<QComboBox*>(form.field("data.dataset")->widget());
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->currentText(), "fashion-mnist");
+  auto enabled = [&](const char* path) { return form.field(path)->widget()->isEnabled(); };
+  const QStringList folderOnly{"data.image_size", "data.channels"};
+  const QStringList idxOnly{"data.train_images", "data.train_labels", "data.test_images", "data.test_labels"};
+  for (const QString& p : folderOnly + idxOnly + QStringList{"data.num_classes"}) {
+    EXPECT_FALSE(form.applies(p)) << p.toStdString();
+    EXPECT_FALSE(form.field(p)->widget()->isEnabled()) << p.toStdString();
+  }
+  EXPECT_TRUE(enabled("data.path"));
+  EXPECT_TRUE(enabled("data.train_subset"));  // no condition
+  const QString tip = form.field("data.image_size")->widget()->toolTip();
+  EXPECT_TRUE(tip.contains("Only used when data.dataset is \"folder\"")) << tip.toStdString();
+  EXPECT_TRUE(tip.contains("Not used now: data.dataset is \"fashion-mnist\"")) << tip.toStdString();
+  EXPECT_TRUE(form.field("data.path")
+                  ->widget()
+                  ->toolTip()
+                  .contains("Only used when data.dataset is \"fashion-mnist\", \"npz\" or \"folder\""));
+  // Nothing the user did not set: no image_size 32 or channels 3 on a Fashion-MNIST experiment.
+  EXPECT_EQ(form.config(), nlohmann::json({{"name", "fm"}}));
+
+  dataset->setCurrentText("folder");  // live: every dependent field follows at once
+  for (const QString& p : folderOnly)
+    EXPECT_TRUE(form.field(p)->widget()->isEnabled()) << p.toStdString();
+  for (const QString& p : idxOnly)
+    EXPECT_FALSE(form.field(p)->widget()->isEnabled()) << p.toStdString();
+  EXPECT_FALSE(form.field("data.image_size")->widget()->toolTip().contains("Not used now"));
+  qobject_cast<QSpinBox*>(form.field("data.image_size")->widget())->setValue(64);
+  qobject_cast<QLineEdit*>(form.field("data.path")->widget())->setText("/data/flowers");
+  EXPECT_EQ(form.config(),
+            nlohmann::json(
+                {{"name", "fm"}, {"data", {{"dataset", "folder"}, {"path", "/data/flowers"}, {"image_size", 64}}}}));
+
+  dataset->setCurrentText("idx");
+  EXPECT_FALSE(enabled("data.image_size"));
+  EXPECT_FALSE(enabled("data.path"));
+  EXPECT_TRUE(enabled("data.train_images"));
+  qobject_cast<QLineEdit*>(form.field("data.train_images")->widget())->setText("train.idx");
+  EXPECT_EQ(form.config(),
+            nlohmann::json({{"name", "fm"}, {"data", {{"dataset", "idx"}, {"train_images", "train.idx"}}}}));
+
+  // Back to Fashion-MNIST: the other datasets' values stay in their editors but are not saved
+  // (validate_config would refuse train_images here), and the config validates.
+  dataset->setCurrentText("fashion-mnist");
+  EXPECT_EQ(form.config(), nlohmann::json({{"name", "fm"}, {"data", {{"path", "/data/flowers"}}}}));  // it applies here
+  qobject_cast<QLineEdit*>(form.field("data.path")->widget())->setText("");
+  EXPECT_EQ(form.config(), nlohmann::json({{"name", "fm"}}));
+  EXPECT_EQ(form.field("data.image_size")->value(), 64);
+  EXPECT_FALSE(form.validate().is_null()) << form.errors().join("\n").toStdString();
+  dataset->setCurrentText("folder");
+  EXPECT_EQ(form.config()["data"]["image_size"], 64);
+
+  // A loaded document keeps what it had, applying or not.
+  const nlohmann::json loaded = {{"data", {{"channels", 1}}}};
+  form.setConfig(loaded);
+  EXPECT_FALSE(enabled("data.channels"));
+  EXPECT_EQ(form.config(), loaded);
+}
+
+// The other conditions come from the same schema table: the optimizer's, the schedule's, f16's
+// loss scaling, the model kind's; {"model": {"onnx": file}} alone shows model.zoo "onnx" (as
+// validate_config reads it) and is saved as it was.
+TEST(GuiForm, OtherConditionalFieldsFollowTheirSwitch) {
+  ExperimentForm form;
+  form.setConfig(nlohmann::json::object());
+  auto combo = [&](const char* path) { return qobject_cast<QComboBox*>(form.field(path)->widget()); };
+  auto enabled = [&](const char* path) { return form.field(path)->widget()->isEnabled(); };
+  EXPECT_TRUE(enabled("train.optimizer.momentum"));
+  EXPECT_FALSE(enabled("train.optimizer.beta1"));
+  EXPECT_FALSE(enabled("train.schedule.gamma"));
+  EXPECT_FALSE(enabled("train.loss_scale.init"));
+  EXPECT_FALSE(enabled("model.layers"));
+  EXPECT_FALSE(enabled("model.onnx"));
+  combo("train.optimizer.type")->setCurrentText("adamw");
+  combo("train.schedule.type")->setCurrentText("step");
+  combo("train.precision")->setCurrentText("f16");
+  combo("model.zoo")->setCurrentText("custom");
+  EXPECT_FALSE(enabled("train.optimizer.momentum"));
+  EXPECT_TRUE(enabled("train.optimizer.beta1"));
+  EXPECT_TRUE(enabled("train.schedule.gamma"));
+  EXPECT_FALSE(enabled("train.schedule.min_lr"));
+  EXPECT_TRUE(enabled("train.loss_scale.init"));
+  EXPECT_TRUE(enabled("model.layers"));
+
+  const nlohmann::json onnxOnly = {{"model", {{"onnx", "net.onnx"}}}};
+  form.setConfig(onnxOnly);
+  EXPECT_EQ(combo("model.zoo")->currentText(), "onnx");
+  EXPECT_TRUE(enabled("model.onnx"));
+  EXPECT_EQ(form.config(), onnxOnly);
+}
+
 }  // namespace lathe::ui

@@ -1,5 +1,6 @@
 // Helpers for the GUI tests: a temporary store folder, runs written with the real RunWriter,
-// waiting on a condition while the Qt event loop runs, and where lathe-cli / presets are.
+// waiting on a condition while the Qt event loop runs, loading a run browser's parallel
+// coordinates, and where lathe-cli / presets are.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/store/run_writer.h"
+#include "widgets/ui/run_browser.h"
 
 namespace lathe::test {
 
@@ -46,6 +48,29 @@ inline bool wait_until(const std::function<bool()>& done, int ms) {
   while (!done() && t.elapsed() < ms)
     QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
   return done();
+}
+
+/// Does `start` (what makes `panel` read runs: opening it, a filter change, load()) and runs the
+/// event loop until the panel's next `loaded`. Returns its error: "" when the runs are shown, or
+/// "timed out" after `ms` (so a check that nothing reloads is `!= ""`).
+inline std::string load_parallel(ui::ParallelCoordsPanel* panel, const std::function<void()>& start, int ms = 20000) {
+  std::string error = "timed out";
+  bool done = false;
+  const QMetaObject::Connection c = QObject::connect(panel, &ui::ParallelCoordsPanel::loaded, [&](const QString& e) {
+    error = e.toStdString();
+    done = true;
+  });
+  start();
+  wait_until([&]() { return done; }, ms);
+  QObject::disconnect(c);
+  return error;
+}
+
+/// Opens the browser's parallel coordinates (its button) and waits until they hold the filter's
+/// runs; returns the load's error ("" = loaded).
+inline std::string open_parallel(ui::RunBrowser& browser, int ms = 20000) {
+  return load_parallel(
+      browser.parallelPanel(), [&]() { browser.parallelButton()->setChecked(true); }, ms);
 }
 
 struct SyntheticMetric {

@@ -1,12 +1,16 @@
 // Parallel coordinates (issue 17 item 3): the model's axes (numeric / categorical detection,
 // normalisation worked out by hand, log scale, refusals), reordering, brushing and the runs it
 // keeps; the plot's curves hold exactly the brushed runs; the run browser's panel over a real
-// store selects the brushed runs in the table and draws the table's selection back.
+// store selects the brushed runs in the table and draws the table's selection back, and follows the
+// table's filter.
 #include <gtest/gtest.h>
 
 #include <QItemSelectionModel>
+#include <algorithm>
 #include <cmath>
 
+#include "engine/store/store.h"
+#include "engine/store/sweep_store.h"
 #include "gui_test_util.h"
 #include "widgets/ui/parallel_coords_data.h"
 #include "widgets/ui/parallel_coords_model.h"
@@ -142,11 +146,7 @@ TEST(GuiParallelPanel, BrushingSelectsRunsInTheTableAndTheTableHighlightsBack) {
   ASSERT_TRUE(
       test::wait_until([&]() { return !browser.model()->loading() && browser.model()->rowCount() == 6; }, 10000));
   ParallelCoordsPanel* panel = browser.parallelPanel();
-  QString error = "not loaded";
-  QObject::connect(panel, &ParallelCoordsPanel::loaded, [&](const QString& e) { error = e; });
-  browser.parallelButton()->setChecked(true);
-  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
-  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  ASSERT_EQ(test::open_parallel(browser), "");
   EXPECT_EQ(panel->model().runCount(), 6u);
   const std::vector<std::string> knobs = panel->runs().knobs;
   EXPECT_NE(std::find(knobs.begin(), knobs.end(), "train.optimizer.lr"), knobs.end());
@@ -196,10 +196,80 @@ TEST(GuiParallelPanel, BrushingSelectsRunsInTheTableAndTheTableHighlightsBack) {
   EXPECT_TRUE(browser.selectedRunIds().isEmpty());
   // A sweep prefix that matches nothing reads no runs.
   panel->prefixBox()->setText("nothing-like-this");
-  error = "not loaded";
-  panel->load(browser.model()->query());
-  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_EQ(test::load_parallel(panel, [&]() { panel->load(browser.model()->query()); }), "");
   EXPECT_EQ(panel->model().runCount(), 0u);
+}
+
+// The parallel coordinates follow the run table's filter (they kept the runs they were opened
+// with): choosing a sweep or searching reloads them with those runs, keeping the axes; a brush made
+// before is dropped with the browser's brushed selection; a filter event that reads the same runs
+// does not reload; hidden, they reload when opened again.
+TEST(GuiParallelPanel, FollowsTheRunTablesFilter) {
+  test::GuiTempDir dir;
+  std::vector<std::string> a_runs;
+  std::string a;
+  {
+    Store s = Store::open(dir.db());
+    std::vector<NewSweepMember> am, bm;
+    for (int i = 0; i < 3; ++i)
+      am.push_back({"study-a seed=" + std::to_string(i), {{"seed", i}}});
+    for (int i = 0; i < 2; ++i)
+      bm.push_back({"study-b seed=" + std::to_string(i), {{"seed", i}}});
+    a = create_sweep(s, "study-a", {}, am);
+    const std::string b = create_sweep(s, "study-b", {}, bm);
+    for (int i = 0; i < 3; ++i) {
+      a_runs.push_back(test::write_run(dir.db(), am[i].name, {{"seed", i}}, {{"test/accuracy", {0.5 + 0.1 * i}}}));
+      set_sweep_member(s, a, i, a_runs.back(), MemberState::finished);
+    }
+    for (int i = 0; i < 2; ++i)
+      set_sweep_member(s, b, i, test::write_run(dir.db(), bm[i].name, {{"seed", i}}, {{"test/accuracy", {0.3}}}),
+                       MemberState::finished);
+  }
+  test::write_run(dir.db(), "plain", {{"seed", 9}}, {{"test/accuracy", {0.9}}});
+  RunBrowser browser(dir.qdb());
+  ASSERT_TRUE(test::wait_until([&]() { return !browser.model()->loading() && browser.model()->total() == 6; }, 10000));
+  ParallelCoordsPanel* panel = browser.parallelPanel();
+  ASSERT_EQ(test::open_parallel(browser), "");
+  ASSERT_EQ(panel->model().runCount(), 6u);
+  panel->setAxes({"seed", "last test/accuracy"});
+  panel->plot()->brushAxis(1, 0.0, 1.0);  // every run
+  ASSERT_EQ(browser.selectedRunIds().size(), 6);
+
+  // The sweep filter: its three runs, the axes kept, the brush and the brushed selection gone.
+  QComboBox* sweeps = browser.sweepFilter();
+  ASSERT_EQ(test::load_parallel(panel, [&]() { sweeps->setCurrentIndex(sweeps->findData(QString::fromStdString(a))); }),
+            "");
+  std::vector<std::string> ids = panel->runs().ids;
+  std::sort(ids.begin(), ids.end());
+  std::sort(a_runs.begin(), a_runs.end());
+  EXPECT_EQ(ids, a_runs);
+  EXPECT_EQ(panel->axes(), (std::vector<std::string>{"seed", "last test/accuracy"}));
+  EXPECT_FALSE(panel->model().anyBrush());
+  EXPECT_TRUE(browser.selectedRunIds().isEmpty());
+
+  // The search box: sweep and search together.
+  browser.searchBox()->setText("seed=1");
+  ASSERT_EQ(test::load_parallel(panel, [&]() { emit browser.searchBox()->editingFinished(); }), "");
+  ASSERT_EQ(panel->runs().ids.size(), 1u);
+  EXPECT_EQ(panel->runs().names[0], "study-a seed=1");
+  // The same filter again (focus left the box unchanged): no reload.
+  EXPECT_EQ(test::load_parallel(
+                panel, [&]() { emit browser.searchBox()->editingFinished(); }, 600),
+            "timed out");
+
+  // Hidden, a filter change reads nothing; opening them reads the filter's runs (both sweeps' seed=1).
+  browser.parallelButton()->setChecked(false);
+  EXPECT_EQ(test::load_parallel(
+                panel, [&]() { sweeps->setCurrentIndex(0); }, 600),
+            "timed out");
+  ASSERT_EQ(test::open_parallel(browser), "");
+  EXPECT_EQ(panel->runs().ids.size(), 2u);
+  // Opened again with the filter unchanged: no reload ("Load runs" still reads them anew).
+  browser.parallelButton()->setChecked(false);
+  EXPECT_EQ(test::load_parallel(
+                panel, [&]() { browser.parallelButton()->setChecked(true); }, 600),
+            "timed out");
+  EXPECT_EQ(test::load_parallel(panel, [&]() { emit panel->loadRequested(); }), "");
 }
 
 }  // namespace lathe::ui

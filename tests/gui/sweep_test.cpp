@@ -175,11 +175,7 @@ TEST(GuiStoredSweep, ChosenByNameTheTableAndParallelCoordinatesHoldItsRunsOnly) 
   EXPECT_EQ(browser.sweepFilter()->currentText().left(7), "study-a");  // left as it was
 
   ParallelCoordsPanel* panel = browser.parallelPanel();
-  QString error = "not loaded";
-  QObject::connect(panel, &ParallelCoordsPanel::loaded, [&](const QString& e) { error = e; });
-  browser.parallelButton()->setChecked(true);
-  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
-  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  ASSERT_EQ(test::open_parallel(browser), "");
   std::vector<std::string> ids = panel->runs().ids;
   std::sort(ids.begin(), ids.end());
   std::sort(a_runs.begin(), a_runs.end());

@@ -298,6 +298,22 @@ TEST(MaskInvariants, MaskStateZerosPerParamTensorsAndSkipsMissingOnes) {
   EXPECT_THROW(apply_masks(*m, {stray}), Error);
 }
 
+TEST(MaskInvariants, MaskTensorSliceZerosTheSliceOfAZeroOneRank) {
+  // A ZeRO-1 rank's momentum is a 1-D slice of the weight's elements from some offset on.
+  PruneMask mask{"w", Tensor::empty({2, 4}, DType::u8)};
+  const uint8_t keep[8] = {1, 0, 0, 1, 1, 1, 0, 1};
+  for (int64_t i = 0; i < 8; ++i)
+    mask.keep.data<uint8_t>()[i] = keep[i];
+  Tensor slice = Tensor::empty({5}, DType::f32);  // elements 2..6
+  slice.fill(1.5);
+  mask_tensor_slice(slice, mask, 2);
+  for (int64_t i = 0; i < 5; ++i)
+    EXPECT_EQ(slice.at_flat(i), keep[i + 2] ? 1.5 : 0.0) << i;
+  EXPECT_THROW(mask_tensor_slice(slice, mask, 4), Error);  // would end at element 9 of 8
+  Tensor two_d = Tensor::zeros({1, 5}, DType::f32);
+  EXPECT_THROW(mask_tensor_slice(two_d, mask, 0), Error);
+}
+
 TEST(Sparsity, CountsExactZerosIncludingNegativeZero) {
   Tensor t = Tensor::empty({2, 4}, DType::f32);
   const std::vector<double> v{0, 1, -0.0, 1e-30, 2, 0, 3, 4};

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "engine/backend/cpu/reference_backend.h"
@@ -103,6 +104,90 @@ TEST(ConfigSchema, AsJsonIsIntrospectable) {
   EXPECT_EQ(prune->at("choices").size(), 5u);
   EXPECT_FALSE(find_field("seed") == nullptr);
   EXPECT_FALSE(s.at("fields")[1].contains("max"));  // seed: no upper bound, so none is written
+}
+
+// applies_when: every condition names an enumeration field and values among its choices; the
+// dataset's conditions are exactly the fields the loaders read per dataset (data_setup.cpp), and
+// validate_config's own "only used when" refusals agree with them.
+// A knob the config sets where it does nothing is named with what would make it count and what the
+// controlling field is now (the user's value, or the default); set where it applies, or not set
+// at all, nothing is said.
+TEST(ConfigSchema, UnusedFieldsAreTheSetOnesThatDoNotApply) {
+  using nlohmann::json;
+  const auto one = lathe::unused_fields(json::parse(R"({"data": {"dataset": "fashion-mnist", "image_size": 64}})"));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_NE(one[0].find("data.image_size is set but only used when data.dataset is \"folder\""), std::string::npos)
+      << one[0];
+  EXPECT_NE(one[0].find("(data.dataset is \"fashion-mnist\")"), std::string::npos) << one[0];
+  const auto by_default = lathe::unused_fields(json::parse(R"({"data": {"channels": 3}})"));
+  ASSERT_EQ(by_default.size(), 1u);
+  EXPECT_NE(by_default[0].find("data.channels"), std::string::npos) << by_default[0];
+  EXPECT_NE(by_default[0].find(", the default)"), std::string::npos) << by_default[0];
+  EXPECT_TRUE(lathe::unused_fields(json::parse(R"({"data": {"dataset": "folder", "image_size": 64}})")).empty());
+  EXPECT_TRUE(lathe::unused_fields(json::parse(R"({"data": {"dataset": "fashion-mnist"}, "seed": 3})")).empty());
+  const auto two = lathe::unused_fields(
+      json::parse(R"({"train": {"optimizer": {"type": "sgd", "beta1": 0.8}}, "data": {"image_size": 28}})"));
+  EXPECT_EQ(two.size(), 2u);
+}
+
+TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
+  std::map<std::string, std::vector<std::string>> by_dataset;
+  for (const FieldSpec& f : experiment_schema()) {
+    if (f.applies_when.path.empty())
+      continue;
+    const FieldSpec* on = find_field(f.applies_when.path);
+    ASSERT_NE(on, nullptr) << f.path << " depends on " << f.applies_when.path;
+    EXPECT_EQ(on->kind, FieldSpec::Kind::enumeration) << f.path;
+    EXPECT_FALSE(f.applies_when.values.empty()) << f.path;
+    for (const std::string& v : f.applies_when.values)
+      EXPECT_NE(std::find(on->choices.begin(), on->choices.end(), v), on->choices.end()) << f.path << ": " << v;
+    if (on->path == "data.dataset")
+      by_dataset[f.path] = f.applies_when.values;
+  }
+  const std::map<std::string, std::vector<std::string>> expected = {{"data.path", {"fashion-mnist", "npz", "folder"}},
+                                                                    {"data.train_images", {"idx"}},
+                                                                    {"data.train_labels", {"idx"}},
+                                                                    {"data.test_images", {"idx"}},
+                                                                    {"data.test_labels", {"idx"}},
+                                                                    {"data.num_classes", {"npz"}},
+                                                                    {"data.image_size", {"folder"}},
+                                                                    {"data.channels", {"folder"}}};
+  EXPECT_EQ(by_dataset, expected);
+
+  const FieldSpec& size = *find_field("data.image_size");
+  EXPECT_FALSE(field_applies(size, json::object()));  // the default dataset is fashion-mnist
+  EXPECT_FALSE(field_applies(size, {{"data", {{"dataset", "npz"}}}}));
+  EXPECT_TRUE(field_applies(size, {{"data", {{"dataset", "folder"}}}}));
+  EXPECT_TRUE(field_applies(*find_field("train.optimizer.momentum"), json::object()));  // sgd by default
+  EXPECT_FALSE(field_applies(*find_field("train.optimizer.beta1"), json::object()));
+  EXPECT_TRUE(field_applies(*find_field("seed"), json::object()));
+  EXPECT_EQ(describe_applies_when(size), "data.dataset is \"folder\"");
+  EXPECT_EQ(describe_applies_when(*find_field("data.path")),
+            "data.dataset is \"fashion-mnist\", \"npz\" or \"folder\"");
+  EXPECT_EQ(describe_applies_when(*find_field("seed")), "");
+
+  // validate_config refuses an IDX file name or a custom model's layers exactly where the field
+  // does not apply.
+  for (const std::string dataset : {"fashion-mnist", "idx", "npz", "folder"}) {
+    const json cfg = {{"data", {{"dataset", dataset}, {"path", "x"}, {"train_images", "a.idx"}}}};
+    const bool refused = problems_of(cfg).find("data.train_images: only used when") != std::string::npos;
+    EXPECT_EQ(refused, !field_applies(*find_field("data.train_images"), cfg)) << dataset;
+  }
+  for (const std::string zoo : {"mlp", "custom"}) {
+    const json cfg = {
+        {"model", {{"zoo", zoo}, {"layers", json::array({{{"type", "flatten"}}, {{"type", "linear"}, {"out", 10}}})}}}};
+    const bool refused = problems_of(cfg).find("model.layers: only used when") != std::string::npos;
+    EXPECT_EQ(refused, !field_applies(*find_field("model.layers"), cfg)) << zoo;
+  }
+
+  // schema_as_json carries it (lathe-cli schema prints this), and only where there is a condition.
+  for (const json& f : schema_as_json().at("fields")) {
+    if (f.at("path") == "data.channels")
+      EXPECT_EQ(f.at("applies_when"),
+                json({{"path", "data.dataset"}, {"values", {"folder"}}, {"text", "data.dataset is \"folder\""}}));
+    if (f.at("path") == "data.train_subset")
+      EXPECT_FALSE(f.contains("applies_when"));
+  }
 }
 
 TEST(ValidateConfig, FillsEveryDefault) {

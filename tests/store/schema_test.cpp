@@ -232,6 +232,32 @@ TEST(Schema, RefusesFilesThatAreNotStores) {
   }
 }
 
+// A store whose first page (the table list) is overwritten: opening it, for writing or read-only,
+// is a DataError that names the file and says it is corrupt, not a bare SQLite error.
+TEST(Schema, CorruptStoreIsRefusedNamingTheFile) {
+  StoreDir dir;
+  const std::string path = dir.file("lathe.db");
+  { Store::open(path); }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);  // past the 100-byte file header: the table list's page
+    const std::string garbage(400, '\x7f');
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  for (bool read_only : {false, true}) {
+    try {
+      if (read_only)
+        Store::open(path, Store::read_only_options());
+      else
+        Store::open(path);
+      FAIL() << "a corrupt store must be refused (read_only " << read_only << ")";
+    } catch (const DataError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("the store " + path + " is corrupt"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(Schema, DefaultPathFollowsXdg) {
   const char* old_xdg = std::getenv("XDG_DATA_HOME");
   const std::string saved_xdg = old_xdg ? old_xdg : "";

@@ -53,7 +53,8 @@ std::string describe_event(const EventRecord& e) {
     if (f.is_object() && f.contains("price_usd_per_hour") && f["price_usd_per_hour"].is_number())
       price = format_headline("cost/usd", f["price_usd_per_hour"].get<double>()) + "/h";
     return join_nonempty({labelled("backend", backend) + (device.empty() ? "" : " on " + device),
-                          labelled("threads", num(f, "threads")), labelled("train samples", num(f, "train_samples")),
+                          labelled("threads", num(f, "threads")), labelled("OpenMP wait", str(f, "omp_wait_policy")),
+                          labelled("train samples", num(f, "train_samples")),
                           labelled("test samples", num(f, "test_samples")),
                           labelled("instance", str(f, "instance")) + (price.empty() ? "" : " at " + price),
                           labelled("steps", num(f, "total_steps"))});

@@ -117,35 +117,29 @@ void ExperimentForm::setConfig(const nlohmann::json& cfg) {
     const auto ptr = pointer_of(f->path().toStdString());
     f->setValue(m_base.contains(ptr) ? m_base.at(ptr) : f->spec().value("default", nlohmann::json()));
   }
+  const auto zoo = pointer_of("model.zoo"), onnx = pointer_of("model.onnx");
+  if (FieldEditor* z = field("model.zoo"); z && !m_base.contains(zoo) && m_base.contains(onnx) &&
+                                           m_base.at(onnx).is_string() && !m_base.at(onnx).get<std::string>().empty())
+    z->setValue("onnx");  // implied, as validate_config reads it
   m_loading = false;
+  clearErrors();  // before applyDependencies: it resets the tooltips, which then say what is not used now
   applyDependencies();
-  clearErrors();
   m_validateTimer.start();
 }
 
-namespace {
-/// Knobs that only mean something for one value of another field.
-struct Dependency {
-  const char* path;
-  const char* on;
-  const char* value;
-};
-constexpr Dependency kDependencies[] = {
-    {"train.optimizer.momentum", "train.optimizer.type", "sgd"},
-    {"train.optimizer.nesterov", "train.optimizer.type", "sgd"},
-    {"train.optimizer.beta1", "train.optimizer.type", "adamw"},
-    {"train.optimizer.beta2", "train.optimizer.type", "adamw"},
-    {"train.optimizer.eps", "train.optimizer.type", "adamw"},
-};
-}  // namespace
-
 bool ExperimentForm::applies(const QString& path) const {
-  for (const Dependency& d : kDependencies)
-    if (path == d.path) {
-      const FieldEditor* on = field(d.on);
-      return !on || on->value() == nlohmann::json(d.value);
-    }
-  return true;
+  const FieldEditor* f = field(path);
+  if (!f || !f->spec().contains("applies_when"))
+    return true;
+  const nlohmann::json& when = f->spec()["applies_when"];
+  const FieldEditor* on = field(QString::fromStdString(when.value("path", std::string())));
+  if (!on)
+    return true;
+  const nlohmann::json value = on->value();
+  for (const auto& v : when.value("values", nlohmann::json::array()))
+    if (v == value)
+      return true;
+  return false;
 }
 
 QString ExperimentForm::note(const QString& path) const { return m_notes.value(path); }
@@ -167,15 +161,20 @@ void ExperimentForm::applyDependencies() {
       inst->widget()->setToolTip(text.isEmpty() ? inst->baseToolTip() : text + "\n\n" + inst->baseToolTip());
     }
   }
-  for (const Dependency& d : kDependencies) {
-    FieldEditor* f = field(d.path);
-    if (!f || !f->spec().value("supported", true))
+  for (auto& f : m_fields) {
+    if (!f->spec().contains("applies_when") || !f->spec().value("supported", true))
       continue;
-    const bool on = applies(d.path);
+    const bool on = applies(f->path());
     f->widget()->setEnabled(on);
     m_labels[f->path()]->setEnabled(on);
-    f->widget()->setToolTip(on ? f->baseToolTip()
-                               : f->baseToolTip() + QString("\n\nOnly used when %1 is %2.").arg(d.on, d.value));
+    if (!f->error().isEmpty())
+      continue;  // the error leads the tooltip (FieldEditor::setError)
+    const nlohmann::json& when = f->spec()["applies_when"];
+    const FieldEditor* by = field(QString::fromStdString(when.value("path", std::string())));
+    f->widget()->setToolTip(
+        on || !by ? f->baseToolTip()
+                  : QString("Not used now: %1 is %2.\n\n").arg(by->path(), QString::fromStdString(by->value().dump())) +
+                        f->baseToolTip());
   }
 }
 
@@ -185,9 +184,15 @@ nlohmann::json ExperimentForm::config() const {
     const auto ptr = pointer_of(f->path().toStdString());
     const nlohmann::json v = f->value();
     const nlohmann::json def = f->spec().value("default", nlohmann::json());
-    if (out.contains(ptr) || v != def)
+    if (out.contains(ptr) || (v != def && applies(f->path())))
       out[ptr] = v;
   }
+  // {"model": {"onnx": file}} alone means model.zoo "onnx" (validate_config); setConfig showed it,
+  // and it stays implied rather than written.
+  const auto zoo = pointer_of("model.zoo"), onnx = pointer_of("model.onnx");
+  if (!m_base.contains(zoo) && out.contains(zoo) && out[zoo] == "onnx" && out.contains(onnx) && out[onnx].is_string() &&
+      !out[onnx].get<std::string>().empty())
+    out["model"].erase("zoo");
   return out;
 }
 

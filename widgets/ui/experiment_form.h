@@ -24,7 +24,9 @@ class ExperimentForm : public QWidget {
 
   /// Shows `cfg` (keys the schema does not know are kept and reported by validate()).
   void setConfig(const nlohmann::json& cfg);
-  /// The document: the loaded keys plus every field whose value differs from its default.
+  /// The document: the loaded keys plus every field that applies and whose value differs from its
+  /// default (a field that does not apply keeps its editor's value but is not written unless the
+  /// loaded document had it).
   nlohmann::json config() const;
   /// validate_config(config()); marks the failing fields. Returns the validated config, or null
   /// (with the errors shown) when it is invalid.
@@ -35,8 +37,10 @@ class ExperimentForm : public QWidget {
   QStringList sections() const { return m_sections; }
   /// The last validation's lines, all of them (mapped to a field or not).
   QStringList errors() const { return m_errors; }
-  /// Whether a field applies to the config as it is now (AdamW's betas and eps under SGD, SGD's
-  /// momentum and Nesterov under AdamW do not: their editors are disabled, saying why).
+  /// Whether a field applies to the config as it is now: the schema's applies_when against the
+  /// controlling field's editor (data.image_size only for data.dataset "folder", AdamW's betas
+  /// only under AdamW, ...). A field that does not apply is disabled, its tooltip saying when it
+  /// applies, and follows every edit of the controlling field.
   bool applies(const QString& path) const;
   /// A note on a field that is valid but probably not meant ("" when none): a GPU instance priced
   /// for a CPU run.

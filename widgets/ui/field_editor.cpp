@@ -70,6 +70,8 @@ QString FieldEditor::baseToolTip() const {
     tip += "\nAllowed: " + fromJsonText(m_spec["choices"]);
   tip += "\nDefault: " +
          (m_spec.value("default", nlohmann::json()).is_null() ? QString("derived") : fromJsonText(m_spec["default"]));
+  if (m_spec.contains("applies_when"))
+    tip += "\nOnly used when " + QString::fromStdString(m_spec["applies_when"].value("text", std::string())) + ".";
   if (!m_spec.value("supported", true))
     tip = "Not available yet: " +
           QString::fromStdString(m_spec.value("unsupported_reason", std::string("not built yet"))) + "\n" + tip;

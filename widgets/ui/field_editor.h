@@ -23,7 +23,8 @@ class FieldEditor {
   /// Marks (non-empty message) or clears the field; the tooltip then leads with the message.
   void setError(const QString& message);
   QString error() const { return m_error; }
-  /// The tooltip: doc, what is allowed, the default, and why a disabled field is disabled.
+  /// The tooltip: doc, what is allowed, the default, when the field is used (the schema's
+  /// applies_when), and why an unsupported field is disabled.
   QString baseToolTip() const;
   /// Connects `fn` to every edit of the widget.
   void onEdited(QObject* context, std::function<void()> fn);

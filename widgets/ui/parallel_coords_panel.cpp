@@ -8,6 +8,8 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrent>
 #include <algorithm>
+#include <set>
+#include <stdexcept>
 
 namespace lathe::ui {
 
@@ -89,23 +91,48 @@ ParallelCoordsPanel::ParallelCoordsPanel(QString dbPath, QWidget* parent) : QWid
   connect(&m_watcher, &QFutureWatcher<ParallelRuns>::finished, this, [this]() { showRuns(m_watcher.result()); });
 }
 
-void ParallelCoordsPanel::load(const RunQuery& query) {
+namespace {
+/// `query` as the panel reads it: the name glob replaced by "<prefix>*" when there is a prefix.
+RunQuery with_prefix(const RunQuery& query, const QString& prefixText) {
   RunQuery q = query;
-  const QString prefix = m_prefix->text().trimmed();
+  const QString prefix = prefixText.trimmed();
   if (!prefix.isEmpty())
     q.name_glob = prefix.toStdString() + "*";
+  return q;
+}
+
+bool same_filter(const RunQuery& a, const RunQuery& b) {
+  return a.statuses == b.statuses && a.name_glob == b.name_glob && a.params == b.params && a.tags == b.tags &&
+         a.sweep == b.sweep && a.search == b.search;
+}
+}  // namespace
+
+void ParallelCoordsPanel::load(const RunQuery& query) {
+  const RunQuery q = with_prefix(query, m_prefix->text());
+  m_loadedQuery = q;
   m_status->setText("Reading the runs...");
   m_watcher.setFuture(QtConcurrent::run([db = m_db, q]() { return load_parallel_runs(db, q); }));
 }
 
+bool ParallelCoordsPanel::loadedFor(const RunQuery& query) const {
+  return m_loadedQuery && same_filter(*m_loadedQuery, with_prefix(query, m_prefix->text()));
+}
+
 void ParallelCoordsPanel::showRuns(ParallelRuns runs) {
   const std::vector<std::string> before = axes();
+  std::set<std::string> logAxes;
+  for (size_t i = 0; i < m_model.axisCount(); ++i)
+    if (m_model.axis(i).log)
+      logAxes.insert(m_model.axis(i).name);
+  const bool hadBrush = m_model.anyBrush();
   m_runs = std::move(runs);
   m_index.clear();
   if (!m_runs.error.isEmpty()) {
     m_model.setRuns({}, {});
     m_plot->rebuild();
     m_status->setText(m_runs.error);
+    if (hadBrush)
+      emit brushedRuns({});
     emit loaded(m_runs.error);
     return;
   }
@@ -117,12 +144,22 @@ void ParallelCoordsPanel::showRuns(ParallelRuns runs) {
   for (const std::string& a : before)
     if (std::find(choices.begin(), choices.end(), a) != choices.end())
       keep.push_back(a);
-  rebuildModel(keep.empty() ? default_parallel_axes(m_runs) : keep);
+  fill_parallel_model(m_model, m_runs, keep.empty() ? default_parallel_axes(m_runs) : keep);
+  for (size_t i = 0; i < m_model.axisCount(); ++i)
+    if (logAxes.count(m_model.axis(i).name)) {
+      try {
+        m_model.setLog(i, true);
+      } catch (const std::invalid_argument&) {
+        // a value the new runs have cannot go on a log scale: linear
+      }
+    }
+  rebuildModel();
+  if (hadBrush)
+    emit brushedRuns({});
   emit loaded({});
 }
 
-void ParallelCoordsPanel::rebuildModel(const std::vector<std::string>& axes) {
-  fill_parallel_model(m_model, m_runs, axes);
+void ParallelCoordsPanel::rebuildModel() {
   m_plot->setCurrentAxis(m_model.axisCount() > 0 ? 0 : -1);
   m_plot->rebuild();
   updateStatus();

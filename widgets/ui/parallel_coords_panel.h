@@ -14,6 +14,7 @@
 #include <QPushButton>
 #include <QToolButton>
 #include <QWidget>
+#include <optional>
 #include <unordered_map>
 
 #include "widgets/ui/parallel_coords_data.h"
@@ -28,8 +29,14 @@ class ParallelCoordsPanel : public QWidget {
   explicit ParallelCoordsPanel(QString dbPath, QWidget* parent = nullptr);
 
   /// Reads every run of `query` (its name glob replaced by "<prefix>*" when the prefix box is
-  /// filled) on a worker thread; `loaded` follows.
+  /// filled) on a worker thread; `loaded` follows. The axes chosen and their log scales stay where
+  /// the new runs have them; brushes are cleared (brushedRuns({}) when there was one), since their
+  /// bands are in units of the old runs' ranges.
   void load(const RunQuery& query);
+  /// Whether the last load() read `query`'s filter (statuses, name, params, tags, sweep, search;
+  /// not its page or sort) with the prefix box as it is now: the owner skips a reload that
+  /// would read the same runs.
+  bool loadedFor(const RunQuery& query) const;
   /// Shows runs already read (what load ends in; tests and the bench).
   void showRuns(ParallelRuns runs);
   /// The axes, in order (knob keys, or "last <metric>" / "best <metric>"). Throws
@@ -60,11 +67,13 @@ class ParallelCoordsPanel : public QWidget {
   void loadRequested();
 
  private:
-  void rebuildModel(const std::vector<std::string>& axes);
+  /// Redraws after m_model was filled anew (current axis: the first).
+  void rebuildModel();
   void updateStatus();
   void showAxisMenu(int axis, const QPoint& at);
 
   QString m_db;
+  std::optional<RunQuery> m_loadedQuery;  ///< the last load()'s query, prefix applied
   ParallelRuns m_runs;
   ParallelCoordsModel m_model;
   std::unordered_map<std::string, size_t> m_index;  ///< run id -> row of the model

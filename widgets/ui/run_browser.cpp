@@ -176,8 +176,8 @@ RunBrowser::RunBrowser(QString dbPath, QWidget* parent)
   });
   connect(m_parallelButton, &QPushButton::toggled, this, [this](bool on) {
     m_parallel->setVisible(on);
-    if (on && m_parallel->runs().ids.empty())
-      m_parallel->load(m_model->query());
+    if (on)
+      followFilterInParallel();
   });
   connect(m_parallel, &ParallelCoordsPanel::loadRequested, this, [this]() { m_parallel->load(m_model->query()); });
   connect(m_parallel, &ParallelCoordsPanel::brushedRuns, this, &RunBrowser::selectBrushed);
@@ -330,6 +330,14 @@ void RunBrowser::applyFilters() {
     emit message("Param filter ignores " + bad.join(", ") + ": write key=value, e.g. model.zoo=cnn");
   q.offset = 0;
   m_model->reload();
+  followFilterInParallel();
+}
+
+void RunBrowser::followFilterInParallel() {
+  // Shown: read the filter's runs now, unless they are what it holds (an editingFinished with the
+  // text unchanged, a page or sort change). Hidden: opening it does this.
+  if (!m_parallel->isHidden() && !m_parallel->loadedFor(m_model->query()))
+    m_parallel->load(m_model->query());
 }
 
 void RunBrowser::updatePager(qint64 total, const QString& error) {

@@ -1,9 +1,10 @@
 // RunBrowser: the run history table (RunTableModel) with a name filter, status filter, sweep
-// filter (each sweep with its progress), param filter (key=value), paging, and the actions on the selected runs: watch live, compare, open the
-// config in the designer, re-run, resume (interrupted or cancelled runs with a checkpoint; also on
-// the table's context menu), export (a report; the context menu also exports one run's model as ONNX), delete. Actions that need the app (designer, queue,
-// report) are signals; delete is done here after a confirmation. "Parallel coordinates" opens a
-// ParallelCoordsPanel under the table over every run of the filter: the runs inside its brushes
+// filter (each sweep with its progress), param filter (key=value), paging, and the actions on the selected runs: watch
+// live, compare, open the config in the designer, re-run, resume (interrupted or cancelled runs with a checkpoint; also
+// on the table's context menu), export (a report; the context menu also exports one run's model as ONNX), delete.
+// Actions that need the app (designer, queue, report) are signals; delete is done here after a confirmation. "Parallel
+// coordinates" opens a ParallelCoordsPanel under the table over every run of the filter (it follows every change of the
+// filter: name, status, sweep, params, search): the runs inside its brushes
 // become the selection, on every page (selectedRunIds() is the whole brushed set, so Compare,
 // Export, Tags, Re-run and Delete act on all of them; each page shows its brushed rows selected
 // and a line says how many are selected and how many on this page); clicking the table replaces
@@ -90,6 +91,9 @@ class RunBrowser : public QWidget {
   void reloadSweeps();
   /// Selects the brushed runs that the page shows and updates the selection line.
   void showBrushedOnPage();
+  /// Reloads the parallel coordinates when they are shown and the filter's runs are not the ones
+  /// they hold (after every filter change, and when they are opened).
+  void followFilterInParallel();
 
   QString m_db;
   RunTableModel* m_model;

@@ -6,11 +6,13 @@
 
 #include "engine/backend/cpu/bf16_conv_c1.h"
 #include "engine/backend/cpu/dnnl_util.h"
+#include "engine/backend/cpu/maxpool_empty_windows.h"
 #include "engine/backend/cpu/maxpool_kernels.h"
 #include "engine/backend/cpu/round_kernels.h"
 
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -49,6 +51,19 @@ bool dense_same(const Tensor& a, const Tensor& b) { return a.strides() == b.stri
 
 int64_t pad_right(int64_t in, int64_t out, int64_t k, int64_t s, int64_t pl) { return (out - 1) * s + k - in - pl; }
 
+/// The strides (n, c, oh, ow) of max pooling's workspace: a byte per output element (the argmax's
+/// kh * KW + kw), plain-laid-out as oneDNN 2.6 makes it for plain src/dst.
+std::array<int64_t, 4> pool_workspace_strides(const memory::desc& ws, const Tensor& dst) {
+  const dnnl_memory_desc_t& d = ws.data;
+  const bool plain = d.data_type == dnnl_u8 && d.ndims == 4 && d.format_kind == dnnl_blocked &&
+                     d.format_desc.blocking.inner_nblks == 0 && d.dims[0] == dst.dim(0) && d.dims[1] == dst.dim(1) &&
+                     d.dims[2] == dst.dim(2) && d.dims[3] == dst.dim(3);
+  LATHE_CHECK(plain, "max pooling: oneDNN's workspace for ", dst.describe(),
+              " is not a plain byte per output element; the empty-window fix cannot read it");
+  const auto& st = d.format_desc.blocking.strides;
+  return {st[0], st[1], st[2], st[3]};
+}
+
 struct MatmulEntry {
   dnnl::matmul prim;
 };
@@ -79,6 +94,7 @@ struct PoolEntry {
   dnnl::pooling_forward::primitive_desc fwd_pd;
   dnnl::pooling_forward fwd;
   dnnl::pooling_backward bwd;
+  std::array<int64_t, 4> ws_strides{};  // the workspace's byte per output (pool_workspace_strides)
 };
 
 }  // namespace
@@ -508,6 +524,7 @@ void DnnlBackend::maxpool2d_forward_impl(const PoolParams& p, const Tensor& src,
     e.fwd = dnnl::pooling_forward(e.fwd_pd);
     dnnl::pooling_backward::desc bd(dnnl::algorithm::pooling_max, md_of(src), md_of(dst), strides, kernel, pl, pr);
     e.bwd = dnnl::pooling_backward(dnnl::pooling_backward::primitive_desc(bd, m_impl->eng, e.fwd_pd));
+    e.ws_strides = pool_workspace_strides(e.fwd_pd.workspace_desc(), dst);
     m_impl->created += 2;
     it = m_impl->pools.emplace(key, std::move(e)).first;
   }
@@ -519,6 +536,9 @@ void DnnlBackend::maxpool2d_forward_impl(const PoolParams& p, const Tensor& src,
                                {DNNL_ARG_DST, m_impl->mem(dst)},
                                {DNNL_ARG_WORKSPACE, memory(e.fwd_pd.workspace_desc(), m_impl->eng, workspace.raw())}});
   m_impl->strm.wait();
+  // oneDNN leaves a window with no tap above -FLT_MAX (all -inf or NaN) at -FLT_MAX; the reference
+  // gives its first tap (maxpool_empty_windows.h).
+  cpu::fix_empty_max_windows(p, src, dst, static_cast<uint8_t*>(workspace.raw()), e.ws_strides);
 }
 
 void DnnlBackend::maxpool2d_backward_impl(const PoolParams& p, const Tensor& diff_dst, const Tensor& workspace,

@@ -5,19 +5,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
+
+#include "engine/core/dtype.h"
 
 namespace lathe::cpu {
 
 namespace {
 
 inline float key(float v) { return v; }
-inline float key(uint16_t v) {  // a bf16's value: its bits are the top half of the f32's
-  const uint32_t u = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+inline float key(uint16_t v) { return bf16_to_f32(v); }  // a bf16's value: the top half of the f32's bits
 
 constexpr int64_t kParallelMin = 65536;  // elements below which one thread is faster
 

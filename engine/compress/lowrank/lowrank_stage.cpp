@@ -90,16 +90,8 @@ void LowRankStage::run(StageContext& ctx) {
   if (ctx.stop_requested())
     return;
   begin_phase(ctx, "lowrank");
-  const std::map<std::string, std::string> meta = {
-      {"format", "pt"}, {"lathe_model", std::string(enum_name(ctx.cfg.model.zoo))}, {"lathe_run", ctx.run_id}};
-
   // ---- the dense baseline, in this run ----
-  const EvalResult dense_eval = evaluate_as(ctx, "dense");
-  auto dense_meta = meta;
-  dense_meta["lathe_kind"] = "dense";
-  const int64_t dense_bytes = saved_model_bytes(*ctx.model, ctx.be, "", dense_meta);
-  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
-  ctx.sink.sample("model/dense_params", ctx.step, ctx.wall_ms(), static_cast<double>(ctx.model->param_count()));
+  const DenseBaseline dense_baseline = measure_dense_baseline(ctx);
 
   // ---- truncated SVD: a new model of smaller dense layers ----
   LowRankReport report;
@@ -108,7 +100,7 @@ void LowRankStage::run(StageContext& ctx) {
   // ---- fine-tune the factored model (a fresh optimizer: train_phase makes one) ----
   std::unique_ptr<Model> dense;
   if (!fine_tune_replacement(ctx, std::move(factored), dense, "lowrank", "lowrank", c.finetune_epochs,
-                             c.finetune_lr_scale, dense_eval.accuracy))
+                             c.finetune_lr_scale, dense_baseline.eval.accuracy))
     return;
 
   // ---- the factored model on disk: its real size ----
@@ -116,17 +108,8 @@ void LowRankStage::run(StageContext& ctx) {
   for (const LowRankLayer& l : report.layers)
     if (l.rank > 0)
       ranks[l.name] = l.rank;
-  auto lowrank_meta = meta;
-  lowrank_meta["lathe_kind"] = "lowrank";
-  lowrank_meta["lathe_lowrank_ranks"] = ranks.dump();  // node -> rank: "<node>.0" / "<node>.1" rebuild the graph
-  const std::string path = ctx.run_dir.empty() ? "" : ctx.run_dir + "/model.lowrank.safetensors";
-  const int64_t bytes = saved_model_bytes(*ctx.model, ctx.be, path, lowrank_meta);
-  if (!path.empty())
-    ctx.sink.event("artifact", {{"kind", "lowrank"}, {"path", path}, {"bytes", bytes}});
-  ctx.sink.sample("model/dense_bytes", ctx.step, ctx.wall_ms(), static_cast<double>(dense_bytes));
-  ctx.sink.sample("model/bytes", ctx.step, ctx.wall_ms(), static_cast<double>(bytes));
-  ctx.sink.sample("lowrank/bytes_ratio", ctx.step, ctx.wall_ms(),
-                  static_cast<double>(bytes) / static_cast<double>(dense_bytes));
+  // node -> rank: "<node>.0" / "<node>.1" rebuild the graph
+  save_replacement(ctx, dense_baseline, "lowrank", "lowrank", {{"lathe_lowrank_ranks", ranks.dump()}});
 
   // ---- dense vs factored latency, measured now, on this device ----
   begin_phase(ctx, "benchmark");

@@ -156,6 +156,17 @@ void mask_tensor(Tensor& t, const PruneMask& mask) {
       t.set_flat(i, 0.0);
 }
 
+void mask_tensor_slice(Tensor& t, const PruneMask& mask, int64_t offset) {
+  LATHE_CHECK(t.ndim() == 1 && offset >= 0 && offset + t.numel() <= mask.keep.numel() && mask.keep.is_contiguous(),
+              "pruning: a slice of ", t.numel(), " elements at ", offset, " is not inside the mask for ", mask.param,
+              " (", shape_str(mask.keep.shape()), ")");
+  check_host(t, mask.param);
+  const uint8_t* keep = mask.keep.data<uint8_t>() + offset;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (!keep[i])
+      t.set_flat(i, 0.0);
+}
+
 namespace {
 Param& find_param(Model& model, const std::string& name) {
   for (const NamedParam& np : model.named_params())

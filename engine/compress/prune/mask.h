@@ -34,6 +34,9 @@ std::vector<PruneMask> nm_masks(Model& model, int n = 2, int m = 4, const std::v
 
 /// Zeros `t` where mask.keep is 0 (t has the weight's shape, any layout). For optimizer state too.
 void mask_tensor(Tensor& t, const PruneMask& mask);
+/// Zeros the 1-D `t` where mask.keep is 0 from element `offset` on: a slice of the weight's elements
+/// (row-major), as a ZeRO-1 rank keeps its optimizer state (Optimizer::state_offset).
+void mask_tensor_slice(Tensor& t, const PruneMask& mask, int64_t offset);
 /// Zeros the pruned weights of `model`. Throws lathe::Error if a mask names no parameter of it.
 void apply_masks(Model& model, const std::vector<PruneMask>& masks);
 /// Zeros the gradients of the pruned weights; call after backward, before the optimizer step.

@@ -5,9 +5,10 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <sstream>
+
+#include "engine/core/timing.h"
 
 namespace lathe {
 
@@ -22,6 +23,17 @@ Tensor host_f32_copy(const Tensor& t) {
   return out;
 }
 
+/// dst [cols, rows] = src [rows, cols] transposed, in 32 x 32 tiles (threads for large matrices).
+void transpose_tiled(const float* src, int64_t rows, int64_t cols, float* dst) {
+  constexpr int64_t kTile = 32;
+#pragma omp parallel for collapse(2) if (rows * cols > 65536)
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(r0 + kTile, rows); ++r)
+        for (int64_t c = c0; c < std::min(c0 + kTile, cols); ++c)
+          dst[c * rows + r] = src[r * cols + c];
+}
+
 const Param* find_local(Layer& l, const char* name) {
   for (Param* p : l.params())
     if (p->name == name)
@@ -32,13 +44,12 @@ const Param* find_local(Layer& l, const char* name) {
 /// Best of a few runs (at least 3, until ~20 ms or 50 runs), in ms; one untimed warm-up first.
 template <class F>
 double best_ms(F&& run) {
-  using Clock = std::chrono::steady_clock;
   run();
   double best = 1e300, total = 0;
   for (int i = 0; i < 50 && (i < 3 || total < 20.0); ++i) {
     const auto t0 = Clock::now();
     run();
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double ms = 1e3 * seconds_since(t0);
     best = std::min(best, ms);
     total += ms;
   }
@@ -145,21 +156,10 @@ void SparseLinear::forward_sparse(Backend& be, const Tensor& src, Tensor& dst) {
   }
   m_xt.resize(m_in * n);
   m_yt.resize(m_out * n);
-  constexpr int64_t kTile = 32;
-#pragma omp parallel for collapse(2) if (n * m_in > 65536)
-  for (int64_t i0 = 0; i0 < n; i0 += kTile)
-    for (int64_t k0 = 0; k0 < m_in; k0 += kTile)
-      for (int64_t i = i0; i < std::min(i0 + kTile, n); ++i)
-        for (int64_t k = k0; k < std::min(k0 + kTile, m_in); ++k)
-          m_xt[k * n + i] = xp[i * m_in + k];
+  transpose_tiled(xp, n, m_in, m_xt.data());
   a.b = m_xt.data(), a.ldb = n, a.c = m_yt.data(), a.ldc = n;
   k.run_rows(a);
-#pragma omp parallel for collapse(2) if (n * m_out > 65536)
-  for (int64_t i0 = 0; i0 < n; i0 += kTile)
-    for (int64_t o0 = 0; o0 < m_out; o0 += kTile)
-      for (int64_t i = i0; i < std::min(i0 + kTile, n); ++i)
-        for (int64_t o = o0; o < std::min(o0 + kTile, m_out); ++o)
-          yp[i * m_out + o] = m_yt[o * n + i];
+  transpose_tiled(m_yt.data(), m_out, n, yp);
 }
 
 // ---- Conv2d ----
