@@ -7,7 +7,6 @@ namespace lathe::contract {
 
 namespace {
 
-bool is_float(DType d) { return d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16; }
 bool is_8bit(DType d) { return d == DType::s8 || d == DType::u8; }
 std::string of(const Tensor* t) { return t ? t->describe() : std::string("none"); }
 
@@ -17,7 +16,7 @@ void linear_forward(const Tensor& src, const Tensor& weights, const Tensor* bias
   const bool shapes = src.ndim() == 2 && weights.ndim() == 2 && dst.ndim() == 2 && src.dim(1) == weights.dim(1) &&
                       dst.dim(0) == src.dim(0) && dst.dim(1) == weights.dim(0) &&
                       (!bias || (bias->ndim() == 1 && bias->dim(0) == weights.dim(0)));
-  LATHE_CHECK(shapes && is_float(src.dtype()) && is_float(weights.dtype()) && is_float(dst.dtype()),
+  LATHE_CHECK(shapes && is_floating(src.dtype()) && is_floating(weights.dtype()) && is_floating(dst.dtype()),
               "linear_forward: want src [N, K], weights [O, K], bias [O], dst [N, O] (float); got src ", src.describe(),
               ", weights ", weights.describe(), ", bias ", of(bias), ", dst ", dst.describe());
   LATHE_CHECK(src.device() == weights.device() && src.device() == dst.device(), "linear_forward: src on ",
@@ -28,7 +27,7 @@ void linear_backward_data(const Tensor& diff_dst, const Tensor& weights, const T
   const bool shapes = diff_dst.ndim() == 2 && weights.ndim() == 2 && diff_src.ndim() == 2 &&
                       diff_dst.dim(1) == weights.dim(0) && diff_src.dim(0) == diff_dst.dim(0) &&
                       diff_src.dim(1) == weights.dim(1);
-  LATHE_CHECK(shapes && is_float(diff_dst.dtype()) && is_float(weights.dtype()) && is_float(diff_src.dtype()),
+  LATHE_CHECK(shapes && is_floating(diff_dst.dtype()) && is_floating(weights.dtype()) && is_floating(diff_src.dtype()),
               "linear_backward_data: want diff_dst [N, O], weights [O, K], diff_src [N, K] (float); got diff_dst ",
               diff_dst.describe(), ", weights ", weights.describe(), ", diff_src ", diff_src.describe());
   LATHE_CHECK(diff_dst.device() == weights.device() && diff_dst.device() == diff_src.device(),
@@ -42,7 +41,7 @@ void linear_backward_weights(const Tensor& src, const Tensor& diff_dst, const Te
                       src.dim(0) == diff_dst.dim(0) && diff_weights.dim(0) == diff_dst.dim(1) &&
                       diff_weights.dim(1) == src.dim(1) &&
                       (!diff_bias || (diff_bias->ndim() == 1 && diff_bias->dim(0) == diff_dst.dim(1)));
-  LATHE_CHECK(shapes && is_float(src.dtype()) && is_float(diff_dst.dtype()) && is_float(diff_weights.dtype()),
+  LATHE_CHECK(shapes && is_floating(src.dtype()) && is_floating(diff_dst.dtype()) && is_floating(diff_weights.dtype()),
               "linear_backward_weights: want src [N, K], diff_dst [N, O], diff_weights [O, K], diff_bias [O] "
               "(float); got src ",
               src.describe(), ", diff_dst ", diff_dst.describe(), ", diff_weights ", diff_weights.describe(),
@@ -64,7 +63,7 @@ void conv2d_forward(const ConvParams& p, const Tensor& src, const Tensor& weight
     const int64_t ow = (src.dim(3) + 2 * p.pad_w - weights.dim(3)) / p.stride_w + 1;
     shapes = oh > 0 && ow > 0 && dst.dim(2) == oh && dst.dim(3) == ow;
   }
-  LATHE_CHECK(shapes && is_float(src.dtype()) && is_float(weights.dtype()) && is_float(dst.dtype()), op,
+  LATHE_CHECK(shapes && is_floating(src.dtype()) && is_floating(weights.dtype()) && is_floating(dst.dtype()), op,
               ": want src [N, C, H, W], weights [O, C, KH, KW], bias [O], dst [N, O, OH, OW] (float, "
               "OH and OW from stride ",
               p.stride_h, "x", p.stride_w, ", padding ", p.pad_h, "x", p.pad_w, "); got src ", src.describe(),

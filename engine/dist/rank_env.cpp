@@ -67,7 +67,9 @@ std::optional<RankInfo> from_slurm(const EnvLookup& env, std::string& note) {
     if (ntasks && std::string(ntasks) != "1")
       note = concat("SLURM_PROCID=", rank, " and SLURM_NTASKS=", ntasks,
                     " without SLURM_STEP_ID: a Slurm batch script, not a task of an srun job step, so this process "
-                    "is not one of ", ntasks, " ranks; it runs as one process (compute.devices ranks on this node). "
+                    "is not one of ",
+                    ntasks,
+                    " ranks; it runs as one process (compute.devices ranks on this node). "
                     "Start it with `srun lathe-cli run ...` for one rank per Slurm task");
     return std::nullopt;
   }

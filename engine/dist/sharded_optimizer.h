@@ -7,11 +7,11 @@
 // rank's slices (1-D views into the parameters and their averaged gradients; all_reduce_gradients
 // has run before, as in train_phase) with the wrapped optimizer, then every slice goes from its
 // owner to every rank (Communicator::all_gather_parameters: one shared-memory sum on Gloo ranks
-// that share a machine, else a broadcast per owner). The update is elementwise, so the values equal the unsharded run's.
-// For a checkpoint, gathered_state_tensors() assembles every parameter's whole state on every rank
-// (a collective), so rank 0 writes the same "<param>.<kind>" tensors an unsharded run writes and a
-// checkpoint does not depend on the world size or on this partition; load_full_state() takes such
-// whole tensors (from any writer) and keeps this rank's slices.
+// that share a machine, else a broadcast per owner). The update is elementwise, so the values equal the unsharded
+// run's. For a checkpoint, gathered_state_tensors() assembles every parameter's whole state on every rank (a
+// collective), so rank 0 writes the same "<param>.<kind>" tensors an unsharded run writes and a checkpoint does not
+// depend on the world size or on this partition; load_full_state() takes such whole tensors (from any writer) and keeps
+// this rank's slices.
 #pragma once
 
 #include <cstdint>

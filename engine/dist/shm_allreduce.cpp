@@ -60,7 +60,8 @@ struct ShmAllReduce::Header {
 };
 
 int64_t ShmAllReduce::segment_bytes(int world_size, int64_t chunk_elements) {
-  const int64_t data = (static_cast<int64_t>(world_size) + 1) * even(chunk_elements) * static_cast<int64_t>(sizeof(float));
+  const int64_t data =
+      (static_cast<int64_t>(world_size) + 1) * even(chunk_elements) * static_cast<int64_t>(sizeof(float));
   return static_cast<int64_t>(sizeof(Header)) + data;
 }
 
@@ -191,13 +192,15 @@ void ShmAllReduce::reduce(int64_t total, T divisor, const char* what, Fill fill,
 
 void ShmAllReduce::all_reduce_sum(float* data, int64_t n) {
   reduce<float>(
-      n, 1.0f, "bring its gradients", [&](int64_t start, int64_t len, float* slot) { std::memcpy(slot, data + start, len * sizeof(float)); },
+      n, 1.0f, "bring its gradients",
+      [&](int64_t start, int64_t len, float* slot) { std::memcpy(slot, data + start, len * sizeof(float)); },
       [&](int64_t start, int64_t len, const float* r) { std::memcpy(data + start, r, len * sizeof(float)); });
 }
 
 void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
   reduce<double>(
-      n, 1.0, "bring its values", [&](int64_t start, int64_t len, double* slot) { std::memcpy(slot, data + start, len * sizeof(double)); },
+      n, 1.0, "bring its values",
+      [&](int64_t start, int64_t len, double* slot) { std::memcpy(slot, data + start, len * sizeof(double)); },
       [&](int64_t start, int64_t len, const double* r) { std::memcpy(data + start, r, len * sizeof(double)); });
 }
 

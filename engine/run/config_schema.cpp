@@ -134,8 +134,9 @@ std::vector<FieldSpec> build_schema() {
                      "SLURM_JOB_ID.SLURM_STEP_ID / TORCHELASTIC_RUN_ID"));
   s.push_back(enumeration("compute.grad_compression", {"none", "fp16", "bf16"},
                           "Gradient buckets sent in 16 bits (half the bytes; sums in f32 on each hop)"));
-  s.push_back(boolean("compute.shard_optimizer", false,
-                      "ZeRO-1: each rank keeps the optimizer state of its 1/N range of the parameters (taken as one flat array) only"));
+  s.push_back(boolean(
+      "compute.shard_optimizer", false,
+      "ZeRO-1: each rank keeps the optimizer state of its 1/N range of the parameters (taken as one flat array) only"));
   s.push_back(number("compute.telemetry_s", 1.0, 0, kInf,
                      "Seconds between GPU telemetry readings (NVML and GPM metrics, read off the training thread)",
                      true));

@@ -11,7 +11,7 @@ namespace lathe {
 
 namespace {
 
-using Kind = Int8Model::Step::Kind;
+using StepKind = Int8Model::Step::Kind;
 
 nlohmann::json params_json(const QuantParams& p) {
   return {{"scale", p.scale[0]}, {"zero_point", p.zero_point[0]}, {"signed", p.is_signed}};
@@ -42,11 +42,11 @@ QdqPlan qdq_plan_of(const Int8Model& model) {
   QdqPlan plan;
   for (const auto& sp : model.steps()) {
     const Int8Model::Step& s = *sp;
-    if (s.kind == Kind::quantize) {
+    if (s.kind == StepKind::quantize) {
       plan.values[s.out_node.empty() ? s.node : s.out_node] = s.params;
-    } else if (s.kind == Kind::int8_add) {
+    } else if (s.kind == StepKind::int8_add) {
       plan.values[s.node] = s.params;
-    } else if (s.kind == Kind::int8_conv || s.kind == Kind::int8_linear) {
+    } else if (s.kind == StepKind::int8_conv || s.kind == StepKind::int8_linear) {
       const Int8LayerData& L = s.kernel->layer();
       QdqLayer q;
       q.weight_q = s.hwc_of.empty() ? L.weights_q : permute_flat_columns(L.weights_q, s.hwc_of, /*to_hwc=*/false);
@@ -68,7 +68,7 @@ std::string qdq_plan_metadata(const Int8Model& model) {
   for (const auto& [name, p] : plan.values)
     values[name] = params_json(p);
   for (const auto& sp : model.steps())
-    if (sp->kind == Kind::int8_conv || sp->kind == Kind::int8_linear)
+    if (sp->kind == StepKind::int8_conv || sp->kind == StepKind::int8_linear)
       layers[sp->node] = {{"folded_bn", sp->folded_bn}, {"hwc_of", sp->hwc_of}};
   const std::vector<Int8LayerQuantization> lq = model.layer_quantization();
   const bool per_channel = lq.empty() || lq.front().per_channel_weights;

@@ -22,8 +22,8 @@ int64_t saved_model_bytes(Model& model, Backend& be, const std::string& path,
 
 /// The dense model a stage is about to replace, measured in this run before it goes.
 struct DenseBaseline {
-  EvalResult eval;   ///< its test accuracy and loss (logged as dense/test_*)
-  int64_t bytes = 0;  ///< its exact serialized size (logged as model/dense_bytes)
+  EvalResult eval;                          ///< its test accuracy and loss (logged as dense/test_*)
+  int64_t bytes = 0;                        ///< its exact serialized size (logged as model/dense_bytes)
   std::map<std::string, std::string> meta;  ///< what the run's model files carry: format, lathe_model, lathe_run
 };
 

@@ -72,8 +72,8 @@ void run_structured_prune_stage(StageContext& ctx) {
 
   // ---- fine-tune the smaller model (a fresh optimizer: train_phase makes one) ----
   std::unique_ptr<Model> dense;
-  if (!fine_tune_replacement(ctx, std::move(pruned), dense, "pruned", "prune", pc.finetune_epochs,
-                             pc.finetune_lr_scale, dense_baseline.eval.accuracy))
+  if (!fine_tune_replacement(ctx, std::move(pruned), dense, "pruned", "prune", pc.finetune_epochs, pc.finetune_lr_scale,
+                             dense_baseline.eval.accuracy))
     return;
 
   // ---- the smaller model on disk: its real size ----

@@ -336,7 +336,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   if (trained.train_seconds > 0 && trained.samples > 0) {
     summary.final_metrics["train/samples_per_s_mean"] = trained.samples / trained.train_seconds;
     if (ctx.peak_flops_per_s > 0)
-      summary.final_metrics["device/mfu_mean"] = mfu_fraction(trained.flops / trained.train_seconds, ctx.peak_flops_per_s);
+      summary.final_metrics["device/mfu_mean"] =
+          mfu_fraction(trained.flops / trained.train_seconds, ctx.peak_flops_per_s);
   }
   sink.event(summary.status, {{"run_id", summary.run_id},
                               {"steps", ctx.step},

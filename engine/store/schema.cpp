@@ -5,20 +5,14 @@
 
 #include <algorithm>
 #include <cctype>
-
-#include <chrono>
 #include <string>
 
 #include "engine/store/aggregate.h"
+#include "engine/store/process_info.h"
 
 namespace lathe::store_detail {
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 // ---- v1: runs, params, metric_keys, samples, a small summary, events, artifacts ----------------
 
@@ -348,7 +342,7 @@ void migrate(sql::Db& db, int target) {
     const Migration& m = kMigrations[v];
     m.apply(db);
     sql::Stmt rec = db.prepare("INSERT INTO schema_version(version, applied_ms, description) VALUES(?, ?, ?)");
-    rec.bind(1, m.version).bind(2, now_ms()).bind(3, m.description).run();
+    rec.bind(1, m.version).bind(2, unix_ms()).bind(3, m.description).run();
     txn.commit();
     v = m.version;
   }

@@ -1,21 +1,15 @@
 // Sweeps and their members in the store (see sweep_store.h).
 #include "engine/store/sweep_store.h"
 
-#include <chrono>
-
 #include "engine/core/error.h"
 #include "engine/run/run_dir.h"
+#include "engine/store/process_info.h"
 #include "engine/store/sqlite_util.h"
 #include "engine/store/store.h"
 
 namespace lathe {
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 MemberState parse_member_state(const std::string& s) {
   for (MemberState m : {MemberState::pending, MemberState::running, MemberState::finished, MemberState::failed,
@@ -101,7 +95,7 @@ std::string create_sweep(Store& store, const std::string& name, const nlohmann::
       .bind(1, id)
       .bind(2, name)
       .bind(3, definition.dump())
-      .bind(4, now_ms())
+      .bind(4, store_detail::unix_ms())
       .run();
   sql::Stmt ins =
       db.prepare("INSERT INTO sweep_members(sweep, idx, name, config, state) VALUES(?, ?, ?, ?, 'pending')");

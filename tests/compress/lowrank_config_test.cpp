@@ -8,6 +8,7 @@
 #include "engine/nn/zoo.h"
 #include "engine/run/phase_plan.h"
 #include "engine/run/stage_registry.h"
+#include "tests/compress/lowrank_test_models.h"
 #include "tests/support/config_from.h"
 
 namespace lathe {
@@ -28,12 +29,7 @@ std::string config_error(const std::vector<std::string>& overrides) {
   return "no error";
 }
 
-std::unique_ptr<Model> small_cnn() {
-  return build_model_from_layers(nlohmann::json::parse(R"([
-    {"type": "conv2d", "out": 8, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "maxpool2d", "kernel": 2},
-    {"type": "flatten"}, {"type": "linear", "out": 12}, {"type": "relu"}, {"type": "linear", "out": 4}])"),
-                                 {1, 8, 8});
-}
+using test::small_cnn;
 
 TEST(LowRankConfig, ConfigDefaultsAndTypedValues) {
   const ExperimentConfig off = test::config_from({});

@@ -10,43 +10,27 @@
 #include "engine/compress/lowrank/lowrank_stage.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
+#include "tests/compress/lowrank_test_models.h"
 #include "tests/support/config_from.h"
 #include "tests/support/quadrant_set.h"
+#include "tests/support/recording_sink.h"
 
 namespace lathe {
 namespace {
 
-struct RecordingSink final : MetricsSink {
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> samples;
-  std::vector<std::string> events;
-  void sample(const std::string& metric, int64_t step, double, double value) override {
-    samples[metric].push_back({step, value});
-  }
-  void event(const std::string& kind, const nlohmann::json&) override { events.push_back(kind); }
-  double last(const std::string& metric) const {
-    auto it = samples.find(metric);
-    if (it == samples.end() || it->second.empty())
-      throw std::runtime_error("metric " + metric + " was not logged");
-    return it->second.back().second;
-  }
-};
+using test::RecordingSink;
 
-ExperimentConfig config_with(const std::vector<std::string>& overrides) {
+ExperimentConfig finetune_config_with(const std::vector<std::string>& overrides) {
   std::vector<std::string> sets = {"train.batch_size=16", "train.epochs=1", "train.optimizer.lr=0.05",
                                    "lowrank.method=svd", "lowrank.finetune_epochs=1"};
   sets.insert(sets.end(), overrides.begin(), overrides.end());
   return test::config_from(sets);
 }
 
-std::unique_ptr<Model> small_cnn() {
-  return build_model_from_layers(nlohmann::json::parse(R"([
-    {"type": "conv2d", "out": 8, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "maxpool2d", "kernel": 2},
-    {"type": "flatten"}, {"type": "linear", "out": 12}, {"type": "relu"}, {"type": "linear", "out": 4}])"),
-                                 {1, 8, 8});
-}
+using test::small_cnn;
 
 TEST(LowRankStage, ReplacesTheModelFineTunesAndLogsWhatItPromised) {
-  const ExperimentConfig cfg = config_with({"lowrank.rank=2", "lowrank.exclude=6"});
+  const ExperimentConfig cfg = finetune_config_with({"lowrank.rank=2", "lowrank.exclude=6"});
   RunOptions options;
   auto be = make_backend("cpu");
   TrainTest data;

@@ -127,4 +127,12 @@ inline long peak_rss_growth_kib(const std::function<void()>& fn) {
   return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? growth : -1;
 }
 
+/// n bytes of a fixed pattern that repeats only every 256 (a byte's position is visible in its value).
+inline std::vector<uint8_t> ramp(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  return v;
+}
+
 }  // namespace lathe::test

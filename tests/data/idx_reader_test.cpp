@@ -13,12 +13,7 @@ using test::idx_bytes;
 using test::TempDir;
 using test::write_bytes;
 
-std::vector<uint8_t> ramp(size_t n) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
-  return v;
-}
+using test::ramp;
 
 TEST(IdxReader, ReadsPlainImagesWithBigEndianDims) {
   TempDir dir;

@@ -16,14 +16,14 @@
 namespace lathe {
 namespace {
 
-constexpr int64_t kCount = 103, kRows = 4, kCols = 5, kPixels = kRows * kCols;
+constexpr int64_t kCount = 103, kImageRows = 4, kImageCols = 5, kPixels = kImageRows * kImageCols;
 
 /// Sample i carries its own number in pixels 0 and 1 (i % 256, i / 256); label i % 7.
 Dataset numbered_dataset(int64_t count = kCount) {
   Dataset ds;
   ds.count = count;
-  ds.rows = kRows;
-  ds.cols = kCols;
+  ds.rows = kImageRows;
+  ds.cols = kImageCols;
   ds.num_classes = 7;
   ds.source = "numbered";
   ds.images.resize(count * kPixels);
@@ -58,7 +58,7 @@ std::vector<std::vector<int64_t>> epoch_samples(DataLoader& loader, int64_t epoc
     EXPECT_EQ(b.images.dtype(), DType::f32);
     EXPECT_EQ(b.labels.dtype(), DType::s32);
     const int64_t n = b.images.dim(0);
-    EXPECT_EQ(b.images.shape(), (Shape{n, 1, kRows, kCols}));
+    EXPECT_EQ(b.images.shape(), (Shape{n, 1, kImageRows, kImageCols}));
     EXPECT_EQ(b.labels.shape(), (Shape{n}));
     std::vector<int64_t> ids;
     for (int64_t k = 0; k < n; ++k) {

@@ -38,12 +38,7 @@ std::vector<uint8_t> npy_with_header(const std::string& dict, const std::vector<
   return b;
 }
 
-std::vector<uint8_t> ramp(size_t n) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i)
-    v[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
-  return v;
-}
+using test::ramp;
 
 TEST(NpyReader, ReadsAHandWrittenUint8HeaderExactly) {
   TempDir dir;

@@ -94,8 +94,6 @@ void check_mean(int rank, int world, const GlooOptions& opts, const std::functio
   }
 }
 
-}  // namespace
-
 TEST_F(GlooCommunicatorTest, OneRankIsANoOp) {
   GlooCommunicator comm(0, 1, options("solo"));
   Params params(0, integer_valued);
@@ -215,9 +213,13 @@ TEST_F(GlooCommunicatorTest, GradientMeanOfFractionsWithin1e6) {
 TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsBits) {
   // Through shared memory (a sum with -0.0 from every other rank) and through tcp: the root's bits,
   // -0.0, infinities and NaN included.
-  const float specials[] = {-0.0f, 0.0f, std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                            std::numeric_limits<float>::denorm_min(), -1e-40f};
+  const float specials[] = {-0.0f,
+                            0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f};
   for (bool shm : {true, false}) {
     auto opts = options(shm ? "bcast-shm" : "bcast-tcp");
     opts.shared_memory = shm;
@@ -382,8 +384,8 @@ TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBitAndBroadcasts) 
             for (int64_t i = 0; i < sizes[k]; ++i) {
               const float expected = ((value(0, k, i) + value(1, k, i)) + value(2, k, i)) / 3.0f;
               if (storage[k].grad.data<float>()[i] != expected)
-                require(false, std::string(overlap ? "overlapped" : "blocking") + ": param " + std::to_string(k) +
-                                   "[" + std::to_string(i) + "] is not the rank-order mean");
+                require(false, std::string(overlap ? "overlapped" : "blocking") + ": param " + std::to_string(k) + "[" +
+                                   std::to_string(i) + "] is not the rank-order mean");
             }
         }
         // Broadcasts from two roots in a row, each several chunks long, through the same segment.
@@ -483,3 +485,5 @@ TEST(GlooOptionsTest, BadOptionsAreConfigErrors) {
   o.bucket_mb = 25;
   EXPECT_THROW(GlooCommunicator(2, 2, o), lathe::ConfigError);
 }
+
+}  // namespace

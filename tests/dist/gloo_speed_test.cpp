@@ -31,14 +31,14 @@ using lathe::test::run_processes;
 
 namespace {
 
-const std::vector<lathe::Shape> kShapes = {{3, 4}, {5}, {2, 3, 2, 2}, {1}, {6, 5}};  // 72 elements
+const std::vector<lathe::Shape> kSpeedShapes = {{3, 4}, {5}, {2, 3, 2, 2}, {1}, {6, 5}};  // 72 elements
 
-double fractional(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k + 0.11 * i) * 3.7; }
+double speed_grad(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k + 0.11 * i) * 3.7; }
 
-struct Params {
+struct SpeedParams {
   std::vector<Param> storage;
   std::vector<NamedParam> named;
-  explicit Params(int rank, int step = 0, const std::vector<lathe::Shape>& shapes = kShapes) {
+  explicit SpeedParams(int rank, int step = 0, const std::vector<lathe::Shape>& shapes = kSpeedShapes) {
     storage.reserve(shapes.size());
     for (size_t k = 0; k < shapes.size(); ++k) {
       Param p{"w", Tensor::zeros(shapes[k], lathe::DType::f32), Tensor::zeros(shapes[k], lathe::DType::f32)};
@@ -53,7 +53,7 @@ struct Params {
   void fill_grads(int rank, int step) {
     for (size_t k = 0; k < storage.size(); ++k)
       for (int64_t i = 0; i < storage[k].grad.numel(); ++i)
-        storage[k].grad.set_flat(i, fractional(rank + step, static_cast<int>(k), i));
+        storage[k].grad.set_flat(i, speed_grad(rank + step, static_cast<int>(k), i));
   }
   int64_t elements() const {
     int64_t n = 0;
@@ -89,8 +89,6 @@ class GlooSpeedTest : public ::testing::Test {
 
 const double kSmallBucket = 16.0 / (1024 * 1024);  // 4 floats: 18 buckets for 72 elements
 
-}  // namespace
-
 TEST_F(GlooSpeedTest, OverlapIsBitIdenticalAndStartsBucketsEarly) {
   const int world = 3;
   auto blocking_opts = options("blocking", kSmallBucket);
@@ -101,7 +99,7 @@ TEST_F(GlooSpeedTest, OverlapIsBitIdenticalAndStartsBucketsEarly) {
         GlooCommunicator blocking(r, world, blocking_opts);
         GlooCommunicator overlap(r, world, overlap_opts);
         for (int step = 0; step < 3; ++step) {  // the plan is reused across steps
-          Params a(r, step), b(r, step);
+          SpeedParams a(r, step), b(r, step);
           blocking.all_reduce_gradients(a.named);
           auto hook = overlap.grad_ready_hook(b.named);
           // "Backward": every parameter but the first is ready, in reverse order; the rest of the
@@ -135,7 +133,7 @@ TEST_F(GlooSpeedTest, SixteenBitBucketsAreCloseAndHalfTheBytes) {
         [&](int r) {
           GlooCommunicator ref(r, world, ref_opts);
           GlooCommunicator comp(r, world, opts);
-          Params a(r), b(r);
+          SpeedParams a(r), b(r);
           ref.all_reduce_gradients(a.named);
           comp.all_reduce_gradients(b.named);
           require(comp.bytes_last_step() * 2 == ref.bytes_last_step(),
@@ -181,8 +179,8 @@ TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithOneNthOfTheState)
             auto shard_comm = std::make_shared<GlooCommunicator>(r, world, shard_opts);
             auto plain = make();
             lathe::ShardedOptimizer sharded(make(), shard_comm);
-            Params a(r, 0, shapes), b(r, 0, shapes);
-            auto compare = [&](const Params& x, const Params& y, const std::string& what) {
+            SpeedParams a(r, 0, shapes), b(r, 0, shapes);
+            auto compare = [&](const SpeedParams& x, const SpeedParams& y, const std::string& what) {
               for (size_t k = 0; k < x.storage.size(); ++k)
                 for (int64_t i = 0; i < x.storage[k].value.numel(); ++i) {
                   const double u = x.storage[k].value.at_flat(i), v = y.storage[k].value.at_flat(i);
@@ -217,9 +215,9 @@ TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithOneNthOfTheState)
             // A checkpoint's view: the shards gathered on every rank equal the unsharded state.
             const auto want = plain->state_tensors(be, a.named);
             const auto got = sharded.gathered_state_tensors(be, b.named);
-            require(got.size() == want.size() && got.size() == a.storage.size() * per_kind,
-                    tag + " gathered " + std::to_string(got.size()) + " state tensors of " +
-                        std::to_string(want.size()));
+            require(
+                got.size() == want.size() && got.size() == a.storage.size() * per_kind,
+                tag + " gathered " + std::to_string(got.size()) + " state tensors of " + std::to_string(want.size()));
             std::map<std::string, Tensor> whole;
             for (size_t k = 0; k < got.size(); ++k) {
               require(got[k].first == want[k].first && got[k].second.shape() == want[k].second.shape(),
@@ -234,7 +232,7 @@ TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithOneNthOfTheState)
             // the whole-tensor ZeRO-1 layout's too) restore each rank's slices, and the next step
             // equals the unsharded optimizer's.
             lathe::ShardedOptimizer resumed(make(), shard_comm);
-            Params& c = b;
+            SpeedParams& c = b;
             resumed.load_full_state(be, c.named, whole, plain->steps_taken());
             require(lathe::optimizer_state_bytes(resumed, c.named) == mine, tag + " resumed state size");
             a.fill_grads(r, steps);
@@ -315,7 +313,6 @@ TEST(FlatPartition, CutsTheFlatSpaceIntoEvenRangesAtAlignedOffsets) {
   EXPECT_EQ(tiny.slices[0].rank, 3);
 }
 
-namespace {
 // Host memory labelled as a CUDA device, so that a "device tensor" exists without a GPU.
 class FakeDeviceAllocator final : public lathe::Allocator {
  public:
@@ -323,7 +320,6 @@ class FakeDeviceAllocator final : public lathe::Allocator {
   void deallocate(void* ptr, size_t) noexcept override { std::free(ptr); }
   lathe::Device device() const override { return lathe::Device::cuda(7); }
 };
-}  // namespace
 
 TEST_F(GlooSpeedTest, ADeviceTensorIsRefused) {
   static FakeDeviceAllocator fake;
@@ -397,3 +393,5 @@ TEST_F(GlooSpeedTest, OverlapDuringARealBackwardPassMatchesTheBlockingPath) {
       60);
   expect_all_ok(results);
 }
+
+}  // namespace

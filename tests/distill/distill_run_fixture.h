@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/dataset.h"
+#include "tests/support/fashion_mnist.h"
 
 namespace lathe::test {
 
@@ -18,7 +18,7 @@ class DistillRunFixture : public ::testing::Test {
  protected:
   explicit DistillRunFixture(std::string folder_prefix) : m_prefix(std::move(folder_prefix)) {}
   void SetUp() override {
-    if (!std::filesystem::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"))
+    if (!have_fashion_mnist())
       GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
     m_dir = std::filesystem::temp_directory_path() / (m_prefix + std::to_string(::getpid()));
     std::filesystem::create_directories(m_dir);

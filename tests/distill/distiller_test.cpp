@@ -25,12 +25,7 @@ std::unique_ptr<Model> mlp(int64_t in, int64_t hidden, int64_t out) {
   return m;
 }
 
-Tensor labels_of(const std::vector<int>& y) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(y.size())}, DType::s32);
-  for (size_t i = 0; i < y.size(); ++i)
-    t.data<int32_t>()[i] = y[i];
-  return t;
-}
+using test::labels_of;
 
 struct DistillFixture {
   ReferenceBackend be;

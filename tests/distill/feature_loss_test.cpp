@@ -14,12 +14,7 @@
 namespace lathe {
 namespace {
 
-std::vector<double> flat(const Tensor& t) {
-  std::vector<double> v(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i)
-    v[i] = t.at_flat(i);
-  return v;
-}
+using test::flat;
 
 TEST(FeatureMse, MatchesTheReferenceOnBothCpuBackendsAndLayouts) {
   ReferenceBackend ref;

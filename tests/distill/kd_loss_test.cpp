@@ -10,19 +10,8 @@
 namespace lathe {
 namespace {
 
-std::vector<double> flat(const Tensor& t) {
-  std::vector<double> v(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i)
-    v[i] = t.at_flat(i);
-  return v;
-}
-
-Tensor labels_of(const std::vector<int>& y) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(y.size())}, DType::s32);
-  for (size_t i = 0; i < y.size(); ++i)
-    t.data<int32_t>()[i] = y[i];
-  return t;
-}
+using test::flat;
+using test::labels_of;
 
 TEST(KdLoss, GoldenTwoClassValuesComputedByHand) {
   // s = [0, 0], t = [ln 3, 0], y = 0. p_t(T=1) = [3/4, 1/4], p_s = [1/2, 1/2].

@@ -13,6 +13,7 @@
 
 #include "cli_test_util.h"
 #include "engine/data/dataset.h"
+#include "tests/support/fashion_mnist.h"
 
 namespace {
 
@@ -22,7 +23,7 @@ using lathe::test::run_cmd;
 using lathe::test::run_shell;
 namespace fs = std::filesystem;
 
-bool have_fashion_mnist() { return fs::exists(lathe::default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"); }
+using lathe::test::have_fashion_mnist;
 
 /// Runs one SQL statement on the store file directly, as a user editing it would.
 void edit_store(const std::string& db, const std::string& sql) {

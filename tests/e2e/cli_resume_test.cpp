@@ -16,6 +16,7 @@
 #include "engine/store/store.h"
 #include "tests/e2e/cli_test_util.h"
 #include "tests/support/fake_metadata_server.h"
+#include "tests/support/fashion_mnist.h"
 
 namespace lathe {
 namespace {
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 using test::cli_binary;
 using test::CmdResult;
 
-bool have_fashion_mnist() { return fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"); }
+using test::have_fashion_mnist;
 
 void expect_same_weights(const std::string& got, const std::string& want) {
   const SafetensorsFile a = load_safetensors(got);
@@ -38,12 +39,7 @@ void expect_same_weights(const std::string& got, const std::string& want) {
   }
 }
 
-std::string only_subfolder(const fs::path& dir) {
-  std::string found;
-  for (const auto& e : fs::directory_iterator(dir))
-    found = e.path().string();
-  return found;
-}
+using test::only_subfolder;
 
 class CliResume : public test::Cli {
  protected:

@@ -18,6 +18,7 @@
 #include "engine/store/store.h"
 #include "engine/store/sweep_store.h"
 #include "tests/e2e/cli_test_util.h"
+#include "tests/support/fashion_mnist.h"
 
 namespace lathe {
 namespace {
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 using test::CmdResult;
 using test::run_cmd;
 
-bool have_fashion_mnist() { return fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz"); }
+using test::have_fashion_mnist;
 
 class CliSweep : public test::Cli {
  protected:

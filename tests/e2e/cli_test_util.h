@@ -13,6 +13,14 @@
 
 namespace lathe::test {
 
+/// The path of the one entry in `dir` (the last listed where there are several; "" where empty).
+inline std::string only_subfolder(const std::filesystem::path& dir) {
+  std::string found;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    found = e.path().string();
+  return found;
+}
+
 inline std::string cli_binary() { return std::string(LATHE_TEST_BINARY_DIR) + "/app/lathe-cli"; }
 
 /// lathe-cli with `args` (a shell fragment).

@@ -12,13 +12,12 @@
 #include "engine/run/config.h"
 #include "engine/run/trainer.h"
 #include "tests/support/config_from.h"
+#include "tests/support/fashion_mnist.h"
 
 namespace lathe {
 namespace {
 
-bool have_fashion_mnist() {
-  return std::filesystem::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz");
-}
+using test::have_fashion_mnist;
 
 using test::config_from;
 

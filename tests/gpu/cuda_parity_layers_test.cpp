@@ -62,14 +62,14 @@ TEST_F(CudaTest, LinearBackwardMatchesReference) {
 }
 
 // ---------------------------------------------------------------- conv2d
-struct ConvCase {
+struct RandomConv {
   int64_t N, C, H, W, O, K;
   ConvParams p;
   MemoryFormat src_format, dst_format;
 };
 
-ConvCase random_conv(Rng& rng, int trial) {
-  ConvCase c;
+RandomConv random_conv(Rng& rng, int trial) {
+  RandomConv c;
   c.N = pick(rng, 1, 4);
   c.C = trial == 0 ? 1 : pick(rng, 1, 9);
   c.H = pick(rng, 5, 17);
@@ -86,7 +86,7 @@ ConvCase random_conv(Rng& rng, int trial) {
   return c;
 }
 
-std::string describe(const ConvCase& c) {
+std::string describe(const RandomConv& c) {
   return "N" + std::to_string(c.N) + " C" + std::to_string(c.C) + " " + std::to_string(c.H) + "x" +
          std::to_string(c.W) + " O" + std::to_string(c.O) + " K" + std::to_string(c.K) + " s" +
          std::to_string(c.p.stride_h) + std::to_string(c.p.stride_w) + " p" + std::to_string(c.p.pad_h) +
@@ -97,7 +97,7 @@ std::string describe(const ConvCase& c) {
 TEST_F(CudaTest, ConvForwardMatchesReference) {
   Rng rng(gputest::base_seed() + 20);
   for (int trial = 0; trial < 12; ++trial) {
-    const ConvCase c = random_conv(rng, trial);
+    const RandomConv c = random_conv(rng, trial);
     SCOPED_TRACE("trial " + std::to_string(trial) + " " + describe(c));
     const int64_t OH = conv_out_size(c.H, c.K, c.p.stride_h, c.p.pad_h);
     const int64_t OW = conv_out_size(c.W, c.K, c.p.stride_w, c.p.pad_w);
@@ -120,7 +120,7 @@ TEST_F(CudaTest, ConvForwardMatchesReference) {
 TEST_F(CudaTest, ConvBackwardMatchesReference) {
   Rng rng(gputest::base_seed() + 21);
   for (int trial = 0; trial < 12; ++trial) {
-    const ConvCase c = random_conv(rng, trial);
+    const RandomConv c = random_conv(rng, trial);
     SCOPED_TRACE("trial " + std::to_string(trial) + " " + describe(c));
     const int64_t OH = conv_out_size(c.H, c.K, c.p.stride_h, c.p.pad_h);
     const int64_t OW = conv_out_size(c.W, c.K, c.p.stride_w, c.p.pad_w);

@@ -11,24 +11,12 @@
 #include "engine/run/stage_prune_structured.h"
 #include "tests/prune/structured_test_models.h"
 #include "tests/support/quadrant_set.h"
+#include "tests/support/recording_sink.h"
 
 namespace lathe {
 namespace {
 
-struct RecordingSink final : MetricsSink {
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> samples;
-  std::vector<std::string> events;
-  void sample(const std::string& metric, int64_t step, double, double value) override {
-    samples[metric].push_back({step, value});
-  }
-  void event(const std::string& kind, const nlohmann::json&) override { events.push_back(kind); }
-  double last(const std::string& metric) const {
-    auto it = samples.find(metric);
-    if (it == samples.end() || it->second.empty())
-      throw std::runtime_error("metric " + metric + " was not logged");
-    return it->second.back().second;
-  }
-};
+using test::RecordingSink;
 
 using test::quadrant_set;
 

@@ -181,7 +181,8 @@ TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
   }
 
   // schema_as_json carries it (lathe-cli schema prints this), and only where there is a condition.
-  for (const json& f : schema_as_json().at("fields")) {
+  const json schema = schema_as_json();  // a range-for over a temporary's member would dangle
+  for (const json& f : schema.at("fields")) {
     if (f.at("path") == "data.channels")
       EXPECT_EQ(f.at("applies_when"),
                 json({{"path", "data.dataset"}, {"values", {"folder"}}, {"text", "data.dataset is \"folder\""}}));

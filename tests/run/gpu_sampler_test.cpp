@@ -15,7 +15,7 @@
 namespace lathe {
 namespace {
 
-struct RecordingSink final : MetricsSink {
+struct LastValueSink final : MetricsSink {
   std::map<std::string, double> last;
   std::vector<std::pair<std::string, nlohmann::json>> events;
   void sample(const std::string& metric, int64_t, double, double value) override { last[metric] = value; }
@@ -36,7 +36,7 @@ TEST(UtilDivergence, WarnsOnlyWhenGpuUtilIsHighAndSmActivityUnderHalfOfIt) {
 }
 
 TEST(LogGpuReading, LogsNvmlAndGpmFiguresAndWarnsOnce) {
-  RecordingSink sink;
+  LastValueSink sink;
   bool warned = false;
   GpuReading r;
   r.nvml.util_percent = 95;

@@ -13,19 +13,13 @@
 #include "engine/run/latency.h"
 #include "engine/run/pipeline.h"
 #include "tests/support/quadrant_set.h"
+#include "tests/support/recording_sink.h"
 
 namespace lathe {
 namespace {
 
 // Records every sample; last value and count per metric.
-struct RecordingSink final : MetricsSink {
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> samples;
-  std::vector<std::string> events;
-  void sample(const std::string& metric, int64_t step, double, double value) override {
-    samples[metric].push_back({step, value});
-  }
-  void event(const std::string& kind, const nlohmann::json&) override { events.push_back(kind); }
-};
+using test::RecordingSink;
 
 using test::quadrant_set;
 

@@ -31,7 +31,7 @@ RunInfo info(const std::string& id) {
   return i;
 }
 
-double value_of(int64_t step) { return 1000.0 - static_cast<double>(step); }
+double locked_value_of(int64_t step) { return 1000.0 - static_cast<double>(step); }
 
 /// Another connection holding the write lock (BEGIN EXCLUSIVE) for `hold`, from a thread.
 class Locker {
@@ -51,7 +51,7 @@ class Locker {
 };
 
 void expect_whole_series(Store& s, const std::string& run, int64_t n) {
-  const test::SeriesSnapshot snap = test::snapshot_series(s.db(), run, "train/loss", value_of);
+  const test::SeriesSnapshot snap = test::snapshot_series(s.db(), run, "train/loss", locked_value_of);
   EXPECT_EQ(snap.samples, n);
   EXPECT_TRUE(snap.consistent()) << "samples " << snap.samples << " summary " << snap.summary_count << " pack "
                                  << snap.pack_count << " level-1 blocks " << snap.block_counts[0];
@@ -71,7 +71,7 @@ TEST(WriterLock, LockAtTheEndOfARunLosesNoSample) {
   {
     Locker lock(dir.db(), 2000ms);
     for (int64_t step = 0; step < 133; ++step)
-      w.sample("train/loss", step, static_cast<double>(step), value_of(step));
+      w.sample("train/loss", step, static_cast<double>(step), locked_value_of(step));
     w.event("finished", {{"steps", 133}});
     EXPECT_EQ(w.finish(RunStatus::finished), RunStatus::finished);  // waits the lock out
   }
@@ -99,12 +99,12 @@ TEST(WriterLock, SpilledSamplesMakeTheRunIncompleteAndRepairRestoresThem) {
     w.begin_run(info("spill"));
     sinks.event("started", {{"metrics_file", jsonl}});
     for (int64_t step = 0; step < 20; ++step)
-      sinks.sample("train/loss", step, static_cast<double>(step), value_of(step));
+      sinks.sample("train/loss", step, static_cast<double>(step), locked_value_of(step));
     w.flush();
     {
       Locker lock(dir.db(), 600ms);
       for (int64_t step = 20; step < 400; ++step) {
-        sinks.sample("train/loss", step, static_cast<double>(step), value_of(step));
+        sinks.sample("train/loss", step, static_cast<double>(step), locked_value_of(step));
         if (step % 20 == 0)
           std::this_thread::sleep_for(10ms);  // let the writer see its queue grow
       }
@@ -140,9 +140,9 @@ TEST(WriterLock, SpilledSamplesMakeTheRunIncompleteAndRepairRestoresThem) {
   const MetricSummary sum = *s.summary("spill", "train/loss");
   EXPECT_EQ(sum.first_step, 0);
   EXPECT_EQ(sum.last_step, 399);
-  EXPECT_DOUBLE_EQ(sum.min, value_of(399));
+  EXPECT_DOUBLE_EQ(sum.min, locked_value_of(399));
   EXPECT_EQ(sum.min_step, 399);
-  EXPECT_DOUBLE_EQ(sum.max, value_of(0));
+  EXPECT_DOUBLE_EQ(sum.max, locked_value_of(0));
   // Every bucket of a downsampled chart agrees with the samples (the block pyramid is whole).
   const DownsampledSeries ds = s.downsample("spill", "train/loss", 2);
   int64_t counted = 0;
@@ -173,7 +173,7 @@ TEST(WriterLock, WithoutARecoveryFileProducersWaitAndNothingIsLost) {
   {
     Locker lock(dir.db(), 500ms);
     for (int64_t step = 0; step < 300; ++step)
-      w.sample("train/loss", step, static_cast<double>(step), value_of(step));
+      w.sample("train/loss", step, static_cast<double>(step), locked_value_of(step));
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);  // held up by the full queue
   }
   EXPECT_EQ(w.finish(RunStatus::finished), RunStatus::finished);
@@ -205,7 +205,7 @@ TEST(WriterLock, LockOutlastingTheFinalPeriodIsRepairedAfterTheProcessIsGone) {
     sinks.event("started", {{"metrics_file", jsonl}});
     Locker lock(dir.db(), 1500ms);
     for (int64_t step = 0; step < 133; ++step)
-      sinks.sample("train/loss", step, static_cast<double>(step), value_of(step));
+      sinks.sample("train/loss", step, static_cast<double>(step), locked_value_of(step));
     sinks.event("finished", {{"steps", 133}});
     try {
       w.finish(RunStatus::finished);
@@ -242,7 +242,7 @@ TEST(WriterLock, FlushAndFinishShareOneFinalPeriod) {
   w.set_recovery_file(dir.file("metrics.jsonl"));
   w.begin_run(info("shared"));
   Locker lock(dir.db(), 1200ms);
-  w.sample("train/loss", 0, 0.0, value_of(0));
+  w.sample("train/loss", 0, 0.0, locked_value_of(0));
   const auto t0 = std::chrono::steady_clock::now();
   w.flush();                                           // gives up waiting after ~400 ms, the sample still queued
   EXPECT_THROW(w.finish(RunStatus::finished), Error);  // status not storable either
@@ -261,8 +261,8 @@ TEST(WriterLock, RepairOfAnUnreapedKilledRunMarksItInterrupted) {
     JsonlSink file(jsonl);
     RunWriter w(dir.db());
     w.begin_run(info("killed"));
-    file.sample("train/loss", 0, 0.0, value_of(0));
-    file.sample("train/loss", 1, 1.0, value_of(1));
+    file.sample("train/loss", 0, 0.0, locked_value_of(0));
+    file.sample("train/loss", 1, 1.0, locked_value_of(1));
     w.event("started", {{"metrics_file", jsonl}});
     w.flush();
     Store raw = Store::open(dir.db(), {.reap_stale = false});

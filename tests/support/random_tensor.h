@@ -1,10 +1,11 @@
-// Test helpers: seeded random tensors, elementwise comparison with a relative tolerance, and an
-// exact mismatch count.
+// Test helpers: seeded random tensors, elementwise comparison with a relative tolerance, an exact
+// mismatch count, a tensor's values as doubles and a label tensor from a list.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
@@ -38,6 +39,22 @@ inline int64_t mismatches(const Tensor& a, const Tensor& b) {
   for (int64_t i = 0; i < a.numel(); ++i)
     n += a.at_flat(i) != b.at_flat(i);
   return n;
+}
+
+/// The elements in logical order, as doubles.
+inline std::vector<double> flat(const Tensor& t) {
+  std::vector<double> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = t.at_flat(i);
+  return v;
+}
+
+/// Class labels as the s32 vector the losses take.
+inline Tensor labels_of(const std::vector<int>& y) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(y.size())}, DType::s32);
+  for (size_t i = 0; i < y.size(); ++i)
+    t.data<int32_t>()[i] = y[i];
+  return t;
 }
 
 }  // namespace lathe::test

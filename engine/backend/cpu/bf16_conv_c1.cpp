@@ -18,15 +18,15 @@ namespace lathe::cpu {
 
 namespace {
 
-constexpr int64_t kK = 3, kTaps = kK * kK, kBlock = 16;
+constexpr int64_t kK = 3, kTaps = kK * kK, kBf16Block = 16;
 
-struct Geometry {
+struct Bf16Geometry {
   int64_t N, H, W, O, OH, OW, Hp, Wp, sh, sw, ph, pw;
 };
 
-Geometry geometry(const ConvParams& p, const Tensor& src, int64_t O, const Tensor& out) {
-  Geometry g{src.dim(0), src.dim(2), src.dim(3), O,          out.dim(2), out.dim(3),
-             0,          0,          p.stride_h, p.stride_w, p.pad_h,    p.pad_w};
+Bf16Geometry geometry(const ConvParams& p, const Tensor& src, int64_t O, const Tensor& out) {
+  Bf16Geometry g{src.dim(0), src.dim(2), src.dim(3), O,          out.dim(2), out.dim(3),
+                 0,          0,          p.stride_h, p.stride_w, p.pad_h,    p.pad_w};
   g.Hp = std::max(g.H + 2 * g.ph, (g.OH - 1) * g.sh + kK);
   g.Wp = std::max(g.W + 2 * g.pw, (g.OW - 1) * g.sw + kK);
   return g;
@@ -42,7 +42,7 @@ bool cpu_has_bf16() {
 }
 
 /// Image n of src (bf16, rows of W values) widened into its place in pad (Hp x Wp f32, zero border).
-void fill_padded(const Geometry& g, const Tensor& src, int64_t n, std::vector<float>& pad) {
+void fill_padded(const Bf16Geometry& g, const Tensor& src, int64_t n, std::vector<float>& pad) {
   std::fill(pad.begin(), pad.end(), 0.f);
   const auto* x = static_cast<const uint16_t*>(src.raw()) + n * src.stride(0);
   for (int64_t h = 0; h < g.H; ++h) {
@@ -55,10 +55,10 @@ void fill_padded(const Geometry& g, const Tensor& src, int64_t n, std::vector<fl
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void forward_image(const Geometry& g, const float* pad,
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void forward_image(const Bf16Geometry& g, const float* pad,
                                                                           const float* wt, const float* bias, bool relu,
                                                                           bool out_bf16, void* out) {
-  for (int64_t ob = 0; ob < g.O; ob += kBlock) {
+  for (int64_t ob = 0; ob < g.O; ob += kBf16Block) {
     __m512 w[kTaps];
     for (int64_t t = 0; t < kTaps; ++t)
       w[t] = _mm512_loadu_ps(wt + t * g.O + ob);
@@ -85,9 +85,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void forward_image(const 
 }
 
 /// Adds image n's weight-gradient sums into part ([tap][O], then the bias sums [O]).
-__attribute__((target("avx512f,avx512bw"))) void backward_weights_image(const Geometry& g, const float* pad,
+__attribute__((target("avx512f,avx512bw"))) void backward_weights_image(const Bf16Geometry& g, const float* pad,
                                                                         const uint16_t* dy, float* part) {
-  for (int64_t ob = 0; ob < g.O; ob += kBlock) {
+  for (int64_t ob = 0; ob < g.O; ob += kBf16Block) {
     __m512 acc[kTaps];
     for (int64_t t = 0; t < kTaps; ++t)
       acc[t] = _mm512_setzero_ps();
@@ -123,8 +123,8 @@ bool dense_channels_last(const Tensor& t) { return t.ndim() == 4 && t.is_channel
 bool bf16_conv_c1_applies(const ConvParams& p, const Tensor& src, const Tensor& weights_or_grad, const Tensor& out) {
   const Tensor& w = weights_or_grad;
   return src.device().is_cpu() && src.dtype() == DType::bf16 && dense_nhw(src) && w.ndim() == 4 && w.dim(1) == 1 &&
-         w.dim(2) == kK && w.dim(3) == kK && w.dim(0) % kBlock == 0 && w.is_contiguous() && out.dim(1) == w.dim(0) &&
-         dense_channels_last(out) && p.stride_h > 0 && p.stride_w > 0 && cpu_has_bf16();
+         w.dim(2) == kK && w.dim(3) == kK && w.dim(0) % kBf16Block == 0 && w.is_contiguous() &&
+         out.dim(1) == w.dim(0) && dense_channels_last(out) && p.stride_h > 0 && p.stride_w > 0 && cpu_has_bf16();
 }
 
 void bf16_conv_c1_forward(const ConvParams& p, const Tensor& src, const Tensor& weights, const Tensor* bias,
@@ -135,7 +135,7 @@ void bf16_conv_c1_forward(const ConvParams& p, const Tensor& src, const Tensor& 
               "bf16 conv2d c1 forward: not a case this kernel takes: ", src.describe(), " * ", weights.describe(),
               " -> ", dst.describe());
   const int64_t O = weights.dim(0);
-  const Geometry g = geometry(p, src, O, dst);
+  const Bf16Geometry g = geometry(p, src, O, dst);
   std::vector<float> wt(kTaps * O);  // [tap][O], widened exactly
   const auto* w = static_cast<const uint16_t*>(weights.raw());
   for (int64_t o = 0; o < O; ++o)
@@ -166,7 +166,7 @@ void bf16_conv_c1_backward_weights(const ConvParams& p, const Tensor& src, const
               "bf16 conv2d c1 weight gradient: not a case this kernel takes: ", src.describe(), " and ",
               diff_dst.describe(), " -> ", diff_weights.describe());
   const int64_t O = diff_weights.dim(0);
-  const Geometry g = geometry(p, src, O, diff_dst);
+  const Bf16Geometry g = geometry(p, src, O, diff_dst);
   const auto* dy = static_cast<const uint16_t*>(diff_dst.raw());
   const int64_t per_image = g.OH * g.OW * O;
   std::vector<std::vector<float>> parts(omp_get_max_threads());

@@ -25,7 +25,7 @@
 namespace lathe::cpu {
 
 namespace {
-constexpr int64_t kMaxRows = 8, kMaxTaps = 4, kBlock = 16;
+constexpr int64_t kMaxRows = 8, kMaxTaps = 4, kC1Block = 16;
 }  // namespace
 
 /// The layer's constants in the kernel's layout.
@@ -44,7 +44,7 @@ struct C1Plan {
 
 namespace {
 
-struct Geometry {
+struct C1Geometry {
   int64_t N, H, W, OH, OW, Hp, Wp;
 };
 
@@ -82,15 +82,15 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void requantize_st
 
 /// One image, `pad` its padded copy (Hp x Wp bytes), out its [OH/2, OW/2, O] channels-last output. The four windows'
 /// accumulators are pooled (signed max) and only their maximum is requantized.
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void conv_pool_image(const C1Plan& k, const Geometry& g,
-                                                                           const uint8_t* pad, uint8_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void conv_pool_image(const C1Plan& k, const C1Geometry& g,
+                                                                            const uint8_t* pad, uint8_t* out) {
   const int64_t sh = k.conv.stride_h * g.Wp, sw = k.conv.stride_w;
   const int64_t PH = g.OH / 2, PW = g.OW / 2;
   for (int64_t ph = 0; ph < PH; ++ph)
     for (int64_t pw = 0; pw < PW; ++pw) {
       const uint8_t* at = pad + 2 * ph * sh + 2 * pw * sw;
       uint8_t* px = out + (ph * PW + pw) * k.O;
-      for (int64_t ob = 0; ob < k.O; ob += kBlock) {
+      for (int64_t ob = 0; ob < k.O; ob += kC1Block) {
         const __m512i top = _mm512_max_epi32(window_acc(k, g.Wp, at, ob), window_acc(k, g.Wp, at + sw, ob));
         const __m512i bottom =
             _mm512_max_epi32(window_acc(k, g.Wp, at + sh, ob), window_acc(k, g.Wp, at + sh + sw, ob));
@@ -101,7 +101,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void conv_pool_image(cons
 
 /// Copies image n of src (bytes shifted by the plan's offset) into its place in `pad`; the border
 /// keeps the padding byte.
-void fill_padded(const C1Plan& k, const Geometry& g, const Tensor& src, int64_t n, std::vector<uint8_t>& pad) {
+void fill_padded(const C1Plan& k, const C1Geometry& g, const Tensor& src, int64_t n, std::vector<uint8_t>& pad) {
   std::fill(pad.begin(), pad.end(), k.pad_byte);
   const auto* x = static_cast<const uint8_t*>(src.raw());
   const int64_t sn = src.stride(0), sh = src.stride(2), sw = src.stride(3);
@@ -157,7 +157,7 @@ Int8ConvC1Pool::~Int8ConvC1Pool() = default;
 
 Tensor Int8ConvC1Pool::run(const Tensor& src) const {
   const C1Plan& k = *m_k;
-  Geometry g{src.dim(0), src.dim(2), src.dim(3), 0, 0, 0, 0};
+  C1Geometry g{src.dim(0), src.dim(2), src.dim(3), 0, 0, 0, 0};
   const ConvParams& p = k.conv;
   g.OH = conv_out_size(g.H, k.KH, p.stride_h, p.pad_h);
   g.OW = conv_out_size(g.W, k.KW, p.stride_w, p.pad_w);
@@ -186,7 +186,7 @@ Tensor Int8ConvC1Pool::run(const Tensor& src) const {
 bool int8_conv_c1_pool_applies(const Int8LayerData& layer, const ConvParams* conv, const PoolParams& pool) {
   const Tensor& wq = layer.weights_q;
   return conv && wq.ndim() == 4 && wq.dim(1) == 1 && wq.dim(2) <= kMaxRows && wq.dim(3) <= kMaxTaps &&
-         wq.dim(0) % kBlock == 0 && layer.config.dst.has_value() && layer.config.src.scale.size() == 1 &&
+         wq.dim(0) % kC1Block == 0 && layer.config.dst.has_value() && layer.config.src.scale.size() == 1 &&
          pool.kernel_h == 2 && pool.kernel_w == 2 && pool.stride_h == 2 && pool.stride_w == 2 && pool.pad_h == 0 &&
          pool.pad_w == 0 &&
          std::all_of(layer.output_scales.begin(), layer.output_scales.end(), [](float s) { return s >= 0; }) &&

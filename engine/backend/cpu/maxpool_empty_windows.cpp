@@ -14,13 +14,13 @@ namespace {
 inline float value(float v) { return v; }
 inline float value(uint16_t v) { return bf16_to_f32(v); }
 
-constexpr int64_t kParallelMin = 1 << 18;  // outputs below which one thread scans faster
+constexpr int64_t kScanParallelMin = 1 << 18;  // outputs below which one thread scans faster
 
 /// True when some element of dense t (n elements of T) is not above -FLT_MAX (NaN included).
 template <typename T>
 bool any_empty(const T* t, int64_t n) {
   int found = 0;
-#pragma omp parallel for simd reduction(| : found) schedule(static) if (n > kParallelMin)
+#pragma omp parallel for simd reduction(| : found) schedule(static) if (n > kScanParallelMin)
   for (int64_t i = 0; i < n; ++i)
     found |= !(value(t[i]) > -FLT_MAX);
   return found != 0;
@@ -65,8 +65,8 @@ void fix_empty_max_windows(const PoolParams& p, const Tensor& src, Tensor& dst, 
                            const std::array<int64_t, 4>& ws_strides) {
   LATHE_CHECK(src.dtype() == dst.dtype() && (src.dtype() == DType::f32 || src.dtype() == DType::bf16) &&
                   src.ndim() == 4 && dst.ndim() == 4 && src.device().is_cpu() && dst.device().is_cpu(),
-              "fix_empty_max_windows: host f32 or bf16 [N, C, H, W] tensors of one dtype, got ", src.describe(),
-              " -> ", dst.describe());
+              "fix_empty_max_windows: host f32 or bf16 [N, C, H, W] tensors of one dtype, got ", src.describe(), " -> ",
+              dst.describe());
   LATHE_CHECK(p.kernel_h * p.kernel_w <= 256, "fix_empty_max_windows: a window of ", p.kernel_h, "x", p.kernel_w,
               " has more taps than a workspace byte can name");
   if (src.dtype() == DType::f32)

@@ -17,13 +17,13 @@ inline float key(uint16_t v) { return bf16_to_f32(v); }  // a bf16's value: the 
 
 constexpr int64_t kParallelMin = 65536;  // elements below which one thread is faster
 
-struct Geometry {
+struct PoolGeometry {
   int64_t N, C, H, W, OH, OW, KH, KW;
 };
 
 /// 2x2 windows: the four taps of a channel vector compared in registers.
 template <typename T>
-void forward_2x2(const Geometry& g, const T* src, T* dst, uint8_t* idx) {
+void forward_2x2(const PoolGeometry& g, const T* src, T* dst, uint8_t* idx) {
   const int64_t C = g.C, W = g.W, H = g.H, OH = g.OH, OW = g.OW;
 #pragma omp parallel for schedule(static) if (g.N * OH * OW * C > kParallelMin)
   for (int64_t row = 0; row < g.N * OH; ++row) {
@@ -66,7 +66,7 @@ void forward_2x2(const Geometry& g, const T* src, T* dst, uint8_t* idx) {
 
 /// Any non-overlapping window: the taps in (kh, kw) order against the running maximum in dst.
 template <typename T>
-void forward_any(const Geometry& g, const T* src, T* dst, uint8_t* idx) {
+void forward_any(const PoolGeometry& g, const T* src, T* dst, uint8_t* idx) {
   const int64_t C = g.C, W = g.W, H = g.H, OH = g.OH, OW = g.OW, taps = g.KH * g.KW;
 #pragma omp parallel for schedule(static) if (g.N * OH * OW * C > kParallelMin)
   for (int64_t row = 0; row < g.N * OH; ++row) {
@@ -94,7 +94,7 @@ void forward_any(const Geometry& g, const T* src, T* dst, uint8_t* idx) {
 /// The input rows of output row (n, oh): zero the columns no window covers, and after the last
 /// output row of an image the rows no window covers.
 template <typename T>
-void zero_uncovered(const Geometry& g, T* dsrc, int64_t n, int64_t oh) {
+void zero_uncovered(const PoolGeometry& g, T* dsrc, int64_t n, int64_t oh) {
   const int64_t C = g.C, W = g.W;
   if (g.OW * g.KW < W)
     for (int64_t kh = 0; kh < g.KH; ++kh) {
@@ -108,7 +108,7 @@ void zero_uncovered(const Geometry& g, T* dsrc, int64_t n, int64_t oh) {
 }
 
 template <typename T>
-void backward_2x2(const Geometry& g, const T* ddst, const uint8_t* idx, T* dsrc) {
+void backward_2x2(const PoolGeometry& g, const T* ddst, const uint8_t* idx, T* dsrc) {
   const int64_t C = g.C, W = g.W, H = g.H, OH = g.OH, OW = g.OW;
 #pragma omp parallel for schedule(static) if (g.N * OH * OW * C > kParallelMin)
   for (int64_t row = 0; row < g.N * OH; ++row) {
@@ -137,7 +137,7 @@ void backward_2x2(const Geometry& g, const T* ddst, const uint8_t* idx, T* dsrc)
 }
 
 template <typename T>
-void backward_any(const Geometry& g, const T* ddst, const uint8_t* idx, T* dsrc) {
+void backward_any(const PoolGeometry& g, const T* ddst, const uint8_t* idx, T* dsrc) {
   const int64_t C = g.C, W = g.W, H = g.H, OH = g.OH, OW = g.OW, taps = g.KH * g.KW;
 #pragma omp parallel for schedule(static) if (g.N * OH * OW * C > kParallelMin)
   for (int64_t row = 0; row < g.N * OH; ++row) {
@@ -158,7 +158,7 @@ void backward_any(const Geometry& g, const T* ddst, const uint8_t* idx, T* dsrc)
   }
 }
 
-Geometry geometry(const PoolParams& p, const Tensor& big, const Tensor& small) {
+PoolGeometry geometry(const PoolParams& p, const Tensor& big, const Tensor& small) {
   return {big.dim(0), big.dim(1), big.dim(2), big.dim(3), small.dim(2), small.dim(3), p.kernel_h, p.kernel_w};
 }
 
@@ -179,7 +179,7 @@ void maxpool_nhwc_forward(const PoolParams& p, const Tensor& src, Tensor& dst, T
               "maxpool_nhwc_forward: not a case these kernels take: ", src.describe(), " -> ", dst.describe());
   if (!is_maxpool_nhwc_index(index, dst))
     index = Tensor::empty(dst.shape(), DType::u8, Device::cpu(), MemoryFormat::channels_last);
-  const Geometry g = geometry(p, src, dst);
+  const PoolGeometry g = geometry(p, src, dst);
   const bool two = g.KH == 2 && g.KW == 2;
   auto* at = static_cast<uint8_t*>(index.raw());
   if (src.dtype() == DType::f32) {
@@ -201,7 +201,7 @@ void maxpool_nhwc_backward(const PoolParams& p, const Tensor& diff_dst, const Te
   LATHE_CHECK(maxpool_nhwc_applies(p, diff_src, diff_dst) && is_maxpool_nhwc_index(index, diff_dst),
               "maxpool_nhwc_backward: not a case these kernels take: ", diff_dst.describe(), " -> ",
               diff_src.describe(), " with index ", index.describe());
-  const Geometry g = geometry(p, diff_src, diff_dst);
+  const PoolGeometry g = geometry(p, diff_src, diff_dst);
   const bool two = g.KH == 2 && g.KW == 2;
   const auto* at = static_cast<const uint8_t*>(index.raw());
   if (diff_dst.dtype() == DType::f32) {
