@@ -45,6 +45,36 @@ struct PlannedBucket {
   std::vector<uint16_t> wire;
 };
 
+using Grads = std::vector<std::pair<float*, int64_t>>;  // (pointer, elements), last parameter first
+
+// Averages one bucket's pieces over the ranks, in place in the gradients: through shared memory
+// straight from and back into them (the mean computed there), else copied into `bucket`, summed by
+// tcp_sum(bucket, elements) and divided on the way back.
+template <class TcpSum>
+void average_bucket(const std::vector<Piece>& pieces, const Grads& grads, ShmAllReduce* shm, float* bucket,
+                    float divisor, TcpSum tcp_sum) {
+  if (shm) {
+    std::vector<ShmAllReduce::Span> spans;
+    for (const Piece& pc : pieces)
+      spans.push_back({grads[pc.grad].first + pc.offset, pc.count});
+    shm->all_reduce_mean(spans, divisor);
+    return;
+  }
+  int64_t filled = 0;
+  for (const Piece& pc : pieces) {
+    std::memcpy(bucket + filled, grads[pc.grad].first + pc.offset, pc.count * sizeof(float));
+    filled += pc.count;
+  }
+  tcp_sum(bucket, filled);
+  const float* src = bucket;
+  for (const Piece& pc : pieces) {
+    float* dst = grads[pc.grad].first + pc.offset;
+    for (int64_t i = 0; i < pc.count; ++i)
+      dst[i] = src[i] / divisor;
+    src += pc.count;
+  }
+}
+
 }  // namespace
 
 struct GlooCommunicator::Impl {
@@ -54,11 +84,11 @@ struct GlooCommunicator::Impl {
   std::shared_ptr<gloo::rendezvous::Context> context;
   std::chrono::milliseconds timeout{0};
   int64_t broadcasts = 0;             // broadcast_bytes calls so far: each one's store key is new
-  std::unique_ptr<ShmAllReduce> shm;  // gradient buckets of ranks on one machine
+  std::unique_ptr<ShmAllReduce> shm;  // ranks on one machine: gradients, votes and sums, broadcasts
 
   // --- overlap: the plan for one parameter list, and the communication thread.
   std::vector<const Param*> plan_params;          // in the caller's order
-  std::vector<std::pair<float*, int64_t>> grads;  // reverse order, as the stream
+  Grads grads;  // reverse order, as the stream
   std::unordered_map<const Param*, std::vector<int>> buckets_of;
   std::unordered_map<const Param*, char> seen;  // ready this step
   std::vector<PlannedBucket> buckets;
@@ -84,6 +114,14 @@ float* host_f32(const Tensor& t, const std::string& what) {
   if (!t.is_dense())
     throw Error(concat("GlooCommunicator: ", what, " is not dense in memory"));
   return static_cast<float*>(t.raw());
+}
+
+// The parameters' values as shared-memory spans (host f32, dense: checked).
+std::vector<ShmAllReduce::Span> spans_of(const std::vector<NamedParam>& params) {
+  std::vector<ShmAllReduce::Span> spans;
+  for (const auto& p : params)
+    spans.push_back({host_f32(p.param->value, "parameter " + p.name), p.param->value.numel()});
+  return spans;
 }
 
 // Sums of 16-bit wire values, computed in f32 and rounded back (Gloo calls it on each ring hop).
@@ -242,8 +280,8 @@ void GlooCommunicator::reduce_bucket(float* data, uint16_t* wire, int64_t filled
 
 namespace {
 
-std::vector<std::pair<float*, int64_t>> reverse_grads(const std::vector<NamedParam>& params) {
-  std::vector<std::pair<float*, int64_t>> grads;  // (pointer, elements), last parameter first
+Grads reverse_grads(const std::vector<NamedParam>& params) {
+  Grads grads;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     const Tensor& g = it->param->grad;
     if (!g.defined())
@@ -309,17 +347,11 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
   size_t gi = 0;
   int64_t offset = 0;  // into grads[gi]
   while (gi < grads.size()) {
-    // Fill.
-    std::vector<std::tuple<size_t, int64_t, int64_t>> pieces;  // (grad, offset, count)
+    std::vector<Piece> pieces;
     int64_t filled = 0;
-    std::vector<ShmAllReduce::Span> spans;  // the same pieces, for shared memory
     while (gi < grads.size() && filled < m_bucket_elements) {
       const int64_t n = std::min(grads[gi].second - offset, m_bucket_elements - filled);
-      if (im.shm)
-        spans.push_back({grads[gi].first + offset, n});
-      else
-        std::memcpy(m_bucket.data() + filled, grads[gi].first + offset, n * sizeof(float));
-      pieces.emplace_back(gi, offset, n);
+      pieces.push_back({gi, offset, n});
       filled += n;
       offset += n;
       if (offset == grads[gi].second)
@@ -327,18 +359,8 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
     }
     ++m_last_buckets;
     m_bytes_last_step += filled * wire_bytes;
-    if (im.shm) {  // straight from the gradients into the segment and back, the mean computed there
-      im.shm->all_reduce_mean(spans, divisor);
-      continue;
-    }
-    reduce_bucket(m_bucket.data(), m_bucket16.data(), filled);
-    const float* src = m_bucket.data();
-    for (auto [g, off, n] : pieces) {
-      float* dst = grads[g].first + off;
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = src[i] / divisor;
-      src += n;
-    }
+    average_bucket(pieces, grads, im.shm.get(), m_bucket.data(), divisor,
+                   [&](float* data, int64_t n) { reduce_bucket(data, m_bucket16.data(), n); });
   }
 }
 
@@ -408,26 +430,8 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
         ++s.started;
         lock.unlock();
         try {
-          if (s.shm) {  // straight from the gradients into the segment and back, the mean computed there
-            std::vector<ShmAllReduce::Span> spans;
-            for (const Piece& pc : b.pieces)
-              spans.push_back({s.grads[pc.grad].first + pc.offset, pc.count});
-            s.shm->all_reduce_mean(spans, divisor);
-          } else {
-            int64_t filled = 0;
-            for (const Piece& pc : b.pieces) {
-              std::memcpy(b.data.data() + filled, s.grads[pc.grad].first + pc.offset, pc.count * sizeof(float));
-              filled += pc.count;
-            }
-            reduce_bucket(b.data.data(), b.wire.data(), filled);
-            const float* src = b.data.data();
-            for (const Piece& pc : b.pieces) {
-              float* dst = s.grads[pc.grad].first + pc.offset;
-              for (int64_t i = 0; i < pc.count; ++i)
-                dst[i] = src[i] / divisor;
-              src += pc.count;
-            }
-          }
+          average_bucket(b.pieces, s.grads, s.shm.get(), b.data.data(), divisor,
+                         [&](float* data, int64_t n) { reduce_bucket(data, b.wire.data(), n); });
           lock.lock();
         } catch (...) {
           lock.lock();
@@ -461,10 +465,7 @@ void GlooCommunicator::broadcast_parameters(const std::vector<NamedParam>& param
   if (m_world_size == 1)
     return;
   if (m_impl->shm) {  // ranks on this machine: one copy through the segment for the whole list
-    std::vector<ShmAllReduce::Span> spans;
-    for (const auto& p : params)
-      spans.push_back({host_f32(p.param->value, "parameter " + p.name), p.param->value.numel()});
-    m_impl->shm->broadcast(spans, root);
+    m_impl->shm->broadcast(spans_of(params), root);
     return;
   }
   for (const auto& p : params) {
@@ -486,21 +487,12 @@ void GlooCommunicator::all_gather_parameters(const std::vector<NamedParam>& piec
     Communicator::all_gather_parameters(pieces, owners);  // tcp broadcasts (and the size check)
     return;
   }
-  // One sum over the segment: each rank brings its own pieces and -0.0 for the others', and
-  // x + -0 = x for every x (±0 included, NaN stays NaN), so every rank gets the owners' bits.
-  for (size_t i = 0; i < pieces.size(); ++i)  // every piece checked before any is overwritten
+  // One copy through the segment: each owner's slices in, every other rank's out, bit for bit.
+  for (size_t i = 0; i < pieces.size(); ++i)  // refused naming the piece, as the tcp path does
     if (owners[i] < 0 || owners[i] >= m_world_size)
       throw Error(concat("GlooCommunicator: ", pieces[i].name, " is owned by rank ", owners[i], ", not a rank of ",
                          m_world_size));
-  std::vector<ShmAllReduce::Span> spans;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const Tensor& v = pieces[i].param->value;
-    float* data = host_f32(v, "parameter " + pieces[i].name);
-    if (owners[i] != m_rank)
-      std::fill(data, data + v.numel(), -0.0f);
-    spans.push_back({data, v.numel()});
-  }
-  m_impl->shm->all_reduce_mean(spans, 1.0f);
+  m_impl->shm->gather(spans_of(pieces), owners);
 }
 
 void GlooCommunicator::all_reduce_sum(double* values, int64_t n) {

@@ -50,8 +50,8 @@ class GlooCommunicator final : public Communicator {
   int world_size() const override { return m_world_size; }
   void all_reduce_gradients(const std::vector<NamedParam>& params) override;
   void broadcast_parameters(const std::vector<NamedParam>& params, int root) override;
-  /// Ranks sharing memory: one shared-memory sum for every piece (each rank brings its own pieces
-  /// and -0.0 for the others'), so a ZeRO-1 step's all-gather is one synchronisation, not N.
+  /// Ranks sharing memory: one shared-memory gather for every piece (each owner copies its pieces
+  /// in, every other rank copies them out), so a ZeRO-1 step's all-gather is one pass, not N.
   void all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners) override;
   void all_reduce_sum(double* values, int64_t n) override;
   void barrier() override;

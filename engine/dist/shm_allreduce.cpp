@@ -113,11 +113,9 @@ ShmAllReduce::~ShmAllReduce() {
     munmap(m_map, static_cast<size_t>(m_map_bytes));
 }
 
-void ShmAllReduce::wait_all(bool done, const char* what) { wait_ranks(done, what, 0, m_world); }
-
-void ShmAllReduce::wait_ranks(bool done, const char* what, int first, int last) {
+void ShmAllReduce::wait_all(bool done, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + m_timeout;
-  for (int k = first; k < last; ++k) {
+  for (int k = 0; k < m_world; ++k) {
     std::atomic<uint64_t>& c = (done ? m_header->done : m_header->arrived)[k].value;
     for (int spins = 0; c.load(std::memory_order_acquire) < m_generation; ++spins) {
       // Spin briefly (the other rank is usually a few microseconds away), then give the core up:
@@ -190,13 +188,6 @@ void ShmAllReduce::reduce(int64_t total, T divisor, const char* what, Fill fill,
   }
 }
 
-void ShmAllReduce::all_reduce_sum(float* data, int64_t n) {
-  reduce<float>(
-      n, 1.0f, "bring its gradients",
-      [&](int64_t start, int64_t len, float* slot) { std::memcpy(slot, data + start, len * sizeof(float)); },
-      [&](int64_t start, int64_t len, const float* r) { std::memcpy(data + start, r, len * sizeof(float)); });
-}
-
 void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
   reduce<double>(
       n, 1.0, "bring its values",
@@ -206,62 +197,71 @@ void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
 
 namespace {
 
-// Calls fn(piece pointer, count, offset into [start, start + len)) for the parts of the spans'
-// concatenation that fall in [start, start + len).
+// Calls fn(span index, piece pointer, count, offset into [start, start + len)) for the parts of the
+// spans' concatenation that fall in [start, start + len).
 template <class Fn>
 void for_range(const std::vector<ShmAllReduce::Span>& spans, int64_t start, int64_t len, Fn fn) {
   int64_t base = 0;  // where the current span begins in the concatenation
-  for (const auto& sp : spans) {
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const ShmAllReduce::Span& sp = spans[i];
     const int64_t lo = std::max(start, base), hi = std::min(start + len, base + sp.n);
     if (lo < hi)
-      fn(sp.data + (lo - base), hi - lo, lo - start);
+      fn(i, sp.data + (lo - base), hi - lo, lo - start);
     base += sp.n;
     if (base >= start + len)
       break;
   }
 }
 
-}  // namespace
-
-void ShmAllReduce::broadcast(const std::vector<Span>& spans, int root) {
-  LATHE_CHECK(root >= 0 && root < m_world, "ShmAllReduce: broadcast root ", root, " is not a rank of ", m_world);
-  const OneAtATime guard(m_busy, m_rank);
+int64_t elements(const std::vector<ShmAllReduce::Span>& spans) {
   int64_t total = 0;
   for (const auto& sp : spans)
     total += sp.n;
+  return total;
+}
+
+}  // namespace
+
+void ShmAllReduce::gather(const std::vector<Span>& spans, const std::vector<int>& owners) {
+  LATHE_CHECK(owners.size() == spans.size(), "ShmAllReduce: ", owners.size(), " owners for ", spans.size(), " pieces");
+  for (int owner : owners)
+    LATHE_CHECK(owner >= 0 && owner < m_world, "ShmAllReduce: owner ", owner, " is not a rank of ", m_world);
+  const OneAtATime guard(m_busy, m_rank);
+  const int64_t total = elements(spans);
   auto* result = reinterpret_cast<float*>(m_result);
   for (int64_t start = 0; start < total; start += m_chunk) {
     const int64_t len = std::min(m_chunk, total - start);
     ++m_generation;
-    // Everyone has copied the previous generation's result out before the root overwrites it.
+    // Everyone has copied the previous generation's result out before any owner overwrites it.
     m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
-    wait_all(false, "come to the broadcast");
-    if (m_rank == root) {
-      for_range(spans, start, len,
-                [&](float* p, int64_t n, int64_t at) { std::memcpy(result + at, p, n * sizeof(float)); });
-    } else {
-      wait_ranks(true, "send its values", root, root + 1);
-      for_range(spans, start, len,
-                [&](float* p, int64_t n, int64_t at) { std::memcpy(p, result + at, n * sizeof(float)); });
-    }
-    // Done with this generation (the root once its values are in place): counters stay in step.
+    wait_all(false, "come to the gather");
+    for_range(spans, start, len, [&](size_t i, float* p, int64_t n, int64_t at) {
+      if (owners[i] == m_rank)
+        std::memcpy(result + at, p, n * sizeof(float));
+    });
     m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
+    wait_all(true, "send its values");
+    for_range(spans, start, len, [&](size_t i, float* p, int64_t n, int64_t at) {
+      if (owners[i] != m_rank)
+        std::memcpy(p, result + at, n * sizeof(float));
+    });
   }
 }
 
+void ShmAllReduce::broadcast(const std::vector<Span>& spans, int root) {
+  gather(spans, std::vector<int>(spans.size(), root));
+}
+
 void ShmAllReduce::all_reduce_mean(const std::vector<Span>& spans, float divisor) {
-  int64_t total = 0;
-  for (const auto& sp : spans)
-    total += sp.n;
   reduce<float>(
-      total, divisor, "bring its gradients",
+      elements(spans), divisor, "bring its gradients",
       [&](int64_t start, int64_t len, float* slot) {
         for_range(spans, start, len,
-                  [&](float* p, int64_t n, int64_t at) { std::memcpy(slot + at, p, n * sizeof(float)); });
+                  [&](size_t, float* p, int64_t n, int64_t at) { std::memcpy(slot + at, p, n * sizeof(float)); });
       },
       [&](int64_t start, int64_t len, const float* r) {
         for_range(spans, start, len,
-                  [&](float* p, int64_t n, int64_t at) { std::memcpy(p, r + at, n * sizeof(float)); });
+                  [&](size_t, float* p, int64_t n, int64_t at) { std::memcpy(p, r + at, n * sizeof(float)); });
       });
 }
 

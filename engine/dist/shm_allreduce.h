@@ -35,18 +35,20 @@ class ShmAllReduce {
   /// Rank 0, once every rank has mapped it: removes the name (the memory stays while mapped).
   static void unlink(const std::string& name);
 
-  /// Replaces data[0..n) with its sum over the ranks (every rank calls it with the same n).
-  void all_reduce_sum(float* data, int64_t n);
-  /// The same for doubles (the training loop's per-step votes and metric sums: kept off the tcp
-  /// transport, whose every small message wakes a thread on each rank).
+  /// Replaces data[0..n) with its sum over the ranks (every rank calls it with the same n): the
+  /// training loop's per-step votes and metric sums, kept off the tcp transport, whose every small
+  /// message wakes a thread on each rank.
   void all_reduce_sum(double* data, int64_t n);
   /// Pieces of f32 memory taken as one array, in order.
   struct Span {
     float* data;
     int64_t n;
   };
-  /// Replaces the concatenation of `spans` on every rank with the root's, bit for bit (copied chunk
-  /// by chunk through the result area: no arithmetic).
+  /// Every span from its owner (owners[i] for spans[i]) on every rank, bit for bit: per chunk the
+  /// owners copy their pieces into the result area and every rank copies the others' out (no
+  /// arithmetic). ZeRO-1's all-gather.
+  void gather(const std::vector<Span>& spans, const std::vector<int>& owners);
+  /// gather() with every span owned by `root`.
   void broadcast(const std::vector<Span>& spans, int root);
   /// Replaces the concatenation of `spans` with its sum over the ranks divided by `divisor`: the
   /// pieces go straight into this rank's slot and the result straight back (no staging bucket), and
@@ -68,8 +70,6 @@ class ShmAllReduce {
   struct Header;
   /// Waits until every rank's counter (arrived or done) has reached m_generation.
   void wait_all(bool done, const char* what);
-  /// The same for ranks first..last-1 only.
-  void wait_ranks(bool done, const char* what, int first, int last);
   /// One all-reduce of `total` elements of T in chunks (`what` a peer that does not come did not
   /// do, for the error: "bring its gradients"): fill(start, len, slot) copies this rank's
   /// [start, start + len) into its slot, drain(start, len, result) copies the result out; each

@@ -211,8 +211,8 @@ TEST_F(GlooCommunicatorTest, GradientMeanOfFractionsWithin1e6) {
 }
 
 TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsBits) {
-  // Through shared memory (a sum with -0.0 from every other rank) and through tcp: the root's bits,
-  // -0.0, infinities and NaN included.
+  // Through shared memory (copied through the segment) and through tcp: the root's bits, -0.0,
+  // infinities and NaN included.
   const float specials[] = {-0.0f,
                             0.0f,
                             std::numeric_limits<float>::infinity(),
@@ -248,7 +248,7 @@ TEST_F(GlooCommunicatorTest, BroadcastCopiesTheRootsBits) {
 
 TEST_F(GlooCommunicatorTest, AllGatherTakesEachPieceFromItsOwner) {
   // ZeRO-1's all-gather: piece k from rank owners[k], bit for bit (-0.0 and NaN on rank 2's piece),
-  // in one shared-memory sum or by tcp broadcasts; owners that do not fit are refused.
+  // in one shared-memory gather or by tcp broadcasts; owners that do not fit are refused.
   const std::vector<int> owners = {0, 2, 1, 2};  // one per parameter of Params
   for (bool shm : {true, false}) {
     auto opts = options(shm ? "gather-shm" : "gather-tcp");

@@ -31,7 +31,7 @@ TEST(ShmAllReduce, TwoCallsAtOnceOnOneRankAreRefused) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   float g[4] = {1, 2, 3, 4};
   try {
-    rank0.all_reduce_sum(g, 4);
+    rank0.all_reduce_mean({{g, 4}}, 1.0f);
     ADD_FAILURE() << "a second call while the first waits was accepted";
   } catch (const lathe::Error& e) {
     EXPECT_NE(std::string(e.what()).find("two shared-memory collectives at once"), std::string::npos) << e.what();
@@ -41,7 +41,7 @@ TEST(ShmAllReduce, TwoCallsAtOnceOnOneRankAreRefused) {
   // Free again after the first call ended: a one-rank sum of the others' absence still times out,
   // but is admitted.
   try {
-    rank0.all_reduce_sum(g, 4);
+    rank0.all_reduce_mean({{g, 4}}, 1.0f);
   } catch (const lathe::Error& e) {
     EXPECT_EQ(std::string(e.what()).find("at once"), std::string::npos) << e.what();
   }
