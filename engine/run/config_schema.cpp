@@ -317,13 +317,23 @@ const nlohmann::json* value_at(const nlohmann::json& cfg, const std::string& pat
 
 }  // namespace
 
+namespace {
+
+/// The value of the field a condition depends on: the config's, else the schema default.
+nlohmann::json controlling_value(const FieldSpec::Condition& when, const nlohmann::json& cfg) {
+  if (const nlohmann::json* node = value_at(cfg, when.path))
+    return *node;
+  const FieldSpec* on = find_field(when.path);
+  return on ? on->default_value : nlohmann::json();
+}
+
+}  // namespace
+
 bool field_applies(const FieldSpec& f, const nlohmann::json& cfg) {
   const FieldSpec::Condition& when = f.applies_when;
   if (when.path.empty())
     return true;
-  const nlohmann::json* node = value_at(cfg, when.path);
-  const FieldSpec* on = find_field(when.path);
-  const nlohmann::json value = node ? *node : (on ? on->default_value : nlohmann::json());
+  const nlohmann::json value = controlling_value(when, cfg);
   return value.is_string() &&
          std::find(when.values.begin(), when.values.end(), value.get<std::string>()) != when.values.end();
 }
@@ -333,11 +343,10 @@ std::vector<std::string> unused_fields(const nlohmann::json& cfg) {
   for (const FieldSpec& f : experiment_schema()) {
     if (f.applies_when.path.empty() || !value_at(cfg, f.path) || field_applies(f, cfg))
       continue;
-    const nlohmann::json* on = value_at(cfg, f.applies_when.path);
-    const FieldSpec* on_field = find_field(f.applies_when.path);
-    const nlohmann::json now = on ? *on : (on_field ? on_field->default_value : nlohmann::json());
+    const bool set = value_at(cfg, f.applies_when.path) != nullptr;
     out.push_back(f.path + " is set but only used when " + describe_applies_when(f) + " (" + f.applies_when.path +
-                  " is " + now.dump() + (on ? "" : ", the default") + "): it has no effect");
+                  " is " + controlling_value(f.applies_when, cfg).dump() + (set ? "" : ", the default") +
+                  "): it has no effect");
   }
   return out;
 }

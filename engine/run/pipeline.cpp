@@ -194,6 +194,7 @@ class TrainLoop {
       if (!m_result.stopped && ((epoch + 1) % m_phase.eval_every == 0 || epoch + 1 == m_phase.epochs))
         end_of_epoch(epoch);
     }
+    m_result.flops = m_result.samples * m_train_flops;  // one model for the whole phase
     return m_result;
   }
 
@@ -270,7 +271,6 @@ class TrainLoop {
       m_window_samples += b;
       m_window_global_samples += m_batch.global_size;
       m_result.samples += static_cast<double>(m_batch.global_size);
-      m_result.flops += static_cast<double>(m_batch.global_size) * m_train_flops;
     }
     if (m_k > 1)
       for (size_t i = 0; i < m_params.size(); ++i)
