@@ -23,6 +23,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
 #include "engine/core/half_arrays.h"
+#include "engine/dist/grad_buckets.h"
 #include "engine/dist/rendezvous.h"
 #include "engine/dist/shm_allreduce.h"
 
@@ -33,10 +34,7 @@ using detail::concat;
 namespace {
 
 // One bucket of the overlap plan: pieces (gradient index, offset, count) of the reverse-order stream.
-struct Piece {
-  size_t grad;
-  int64_t offset, count;
-};
+using Piece = BucketPiece;
 struct PlannedBucket {
   std::vector<Piece> pieces;
   int64_t elements = 0;
@@ -87,8 +85,8 @@ struct GlooCommunicator::Impl {
   std::unique_ptr<ShmAllReduce> shm;  // ranks on one machine: gradients, votes and sums, broadcasts
 
   // --- overlap: the plan for one parameter list, and the communication thread.
-  std::vector<const Param*> plan_params;          // in the caller's order
-  Grads grads;  // reverse order, as the stream
+  std::vector<const Param*> plan_params;  // in the caller's order
+  Grads grads;                            // reverse order, as the stream
   std::unordered_map<const Param*, std::vector<int>> buckets_of;
   std::unordered_map<const Param*, char> seen;  // ready this step
   std::vector<PlannedBucket> buckets;
@@ -291,6 +289,13 @@ Grads reverse_grads(const std::vector<NamedParam>& params) {
   return grads;
 }
 
+std::vector<int64_t> sizes_of(const Grads& grads) {
+  std::vector<int64_t> sizes;
+  for (const auto& g : grads)
+    sizes.push_back(g.second);
+  return sizes;
+}
+
 }  // namespace
 
 void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& params) {
@@ -344,22 +349,10 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
     m_bucket16.resize(static_cast<size_t>(m_bucket_elements));
   const float divisor = static_cast<float>(m_world_size);
   // The gradients as one stream cut into buckets: a bucket may hold many parameters, or part of one.
-  size_t gi = 0;
-  int64_t offset = 0;  // into grads[gi]
-  while (gi < grads.size()) {
-    std::vector<Piece> pieces;
-    int64_t filled = 0;
-    while (gi < grads.size() && filled < m_bucket_elements) {
-      const int64_t n = std::min(grads[gi].second - offset, m_bucket_elements - filled);
-      pieces.push_back({gi, offset, n});
-      filled += n;
-      offset += n;
-      if (offset == grads[gi].second)
-        ++gi, offset = 0;
-    }
+  for (const GradBucket& b : plan_grad_buckets(sizes_of(grads), m_bucket_elements).buckets) {
     ++m_last_buckets;
-    m_bytes_last_step += filled * wire_bytes;
-    average_bucket(pieces, grads, im.shm.get(), m_bucket.data(), divisor,
+    m_bytes_last_step += b.elements * wire_bytes;
+    average_bucket(b.pieces, grads, im.shm.get(), m_bucket.data(), divisor,
                    [&](float* data, int64_t n) { reduce_bucket(data, m_bucket16.data(), n); });
   }
 }
@@ -390,23 +383,14 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
   for (auto it = params.rbegin(); it != params.rend(); ++it)
     if (it->param->grad.defined())
       owner.push_back(it->param);
-  size_t gi = 0;
-  int64_t offset = 0;
-  while (gi < im.grads.size()) {
+  BucketPlan plan = plan_grad_buckets(sizes_of(im.grads), m_bucket_elements);
+  for (size_t gi = 0; gi < owner.size(); ++gi)
+    im.buckets_of[owner[gi]] = std::move(plan.buckets_of[gi]);
+  for (GradBucket& planned : plan.buckets) {
     PlannedBucket b;
-    while (gi < im.grads.size() && b.elements < m_bucket_elements) {
-      const int64_t n = std::min(im.grads[gi].second - offset, m_bucket_elements - b.elements);
-      b.pieces.push_back({gi, offset, n});
-      auto& list = im.buckets_of[owner[gi]];
-      if (list.empty() || list.back() != static_cast<int>(im.buckets.size())) {
-        list.push_back(static_cast<int>(im.buckets.size()));
-        ++b.waiting_for;
-      }
-      b.elements += n;
-      offset += n;
-      if (offset == im.grads[gi].second)
-        ++gi, offset = 0;
-    }
+    b.pieces = std::move(planned.pieces);
+    b.elements = planned.elements;
+    b.waiting_for = planned.gradients;
     if (!im.shm)  // shared memory reduces the gradients in place
       b.data.resize(static_cast<size_t>(b.elements));
     if (m_compression != GlooOptions::Compression::none)

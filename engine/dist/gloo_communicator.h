@@ -60,12 +60,13 @@ class GlooCommunicator final : public Communicator {
   /// Gradient payload bytes the last all_reduce_gradients sent (elements x 4, or x 2 compressed).
   int64_t bytes_last_step() const override { return m_bytes_last_step; }
 
-  /// Overlap: returns the hook to pass to Model::set_grad_ready_hook for the backward pass whose
-  /// gradients the next all_reduce_gradients(params) reduces (same `params`). Each bucket's
-  /// all-reduce then starts on a communication thread once every gradient in it is ready (buckets
-  /// in order, the same on every rank); all_reduce_gradients waits for them (and sends the rest).
-  /// The averages are bit-identical to the blocking path. A call with other params rebuilds the plan.
-  std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params);
+  /// Overlap (Communicator::grad_ready_hook): each bucket's all-reduce starts on a communication
+  /// thread once every gradient in it is ready (buckets in order, the same on every rank);
+  /// all_reduce_gradients waits for them (and sends the rest). The averages are bit-identical to the
+  /// blocking path. A call with other params rebuilds the plan. One rank: empty (nothing to send).
+  std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params) override;
+  /// bucket_mb MiB (what the NCCL communicator wrapping this one cuts its buckets by).
+  int64_t bucket_bytes() const override { return m_bucket_elements * static_cast<int64_t>(sizeof(float)); }
   /// Buckets the last all_reduce_gradients had already started (or finished) before it was called.
   int last_buckets_started_early() const { return m_started_early; }
   /// "file store /tmp/x" or "redis store host:port", as errors name it.

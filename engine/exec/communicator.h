@@ -7,6 +7,8 @@
 //   all_reduce_gradients  after a step's micro-batches have completed its gradients, before the
 //                         hooks that read them (loss-scaler check, pruning masks) and the update
 //   all_reduce_sum        the evaluation's loss and correct-count sums (each rank scores its shard)
+//   grad_ready_hook       before the backward pass of a one-micro-batch step: a hook that starts
+//                         the gradient buckets during it (Gloo: a thread; NCCL: a communication stream)
 //   barrier               for callers that need every rank at one point (none in the loop: only
 //                         rank 0 writes files, and every rank holds the same weights)
 //   attach                once, when the run has made its backend: a device communicator (NCCL)
@@ -45,6 +47,15 @@ class Communicator {
   virtual void barrier() = 0;
   /// Gradient payload bytes this rank sent in the last all_reduce_gradients (0 = not counted).
   virtual int64_t bytes_last_step() const { return 0; }
+  /// Overlap with the backward pass: the hook the loop passes to Model::set_grad_ready_hook for the
+  /// backward pass whose gradients the next all_reduce_gradients(params) reduces (same `params`), so
+  /// that buckets start as soon as their gradients are final; all_reduce_gradients then finishes
+  /// the step. Empty (the default): everything happens in all_reduce_gradients. The loop asks only
+  /// when a step is one micro-batch (with train.grad_accum > 1 the reduced gradients are the
+  /// accumulated ones, complete after the last backward pass).
+  virtual std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params) { return {}; }
+  /// Gradient bucket size in bytes (compute.bucket_mb) of a communicator that buckets; 0 = none.
+  virtual int64_t bucket_bytes() const { return 0; }
   /// Collective: makes every rank's `bytes` rank `root`'s (a small message, e.g. an NCCL unique id).
   virtual void broadcast_bytes(std::string& bytes, int root) = 0;
   /// Collective, called once by the run after it has made `backend` (before any other call that

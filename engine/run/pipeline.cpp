@@ -8,7 +8,6 @@
 
 #include "engine/core/error.h"
 #include "engine/core/timing.h"
-#include "engine/dist/gloo_communicator.h"
 #include "engine/dist/sharded_optimizer.h"
 #include "engine/nn/model_io.h"
 #include "engine/run/gpu_sampler.h"
@@ -249,14 +248,23 @@ class TrainLoop {
       // all-reduce averages over the world (one rank: 1 / b, as always).
       const double world = m_ctx.comm->world_size();
       const double grad_scale = scale * world / (static_cast<double>(m_batch.global_size) * m_k);
-      // Overlap: buckets start during this backward pass (one micro-batch: its gradients are the step's).
-      auto* gloo = m_k == 1 ? dynamic_cast<dist::GlooCommunicator*>(m_ctx.comm.get()) : nullptr;
-      if (gloo)
-        m_model.set_grad_ready_hook(gloo->grad_ready_hook(m_params));
-      const LossResult r = m_hooks.forward_backward
-                               ? m_hooks.forward_backward(m_model, lctx, m_db, grad_scale, m_diff_buf)
-                               : forward_backward(m_model, lctx, m_db.images, m_db.labels, grad_scale, m_diff_buf);
-      if (gloo)
+      // Overlap: buckets start during this backward pass (one micro-batch: its gradients are the
+      // step's), where the communicator has a hook (Gloo's thread, NCCL's communication stream).
+      auto hook = m_k == 1 ? m_ctx.comm->grad_ready_hook(m_params) : std::function<void(const Param*)>();
+      const bool overlap = static_cast<bool>(hook);
+      if (overlap)
+        m_model.set_grad_ready_hook(std::move(hook));
+      LossResult r;
+      try {
+        r = m_hooks.forward_backward
+                ? m_hooks.forward_backward(m_model, lctx, m_db, grad_scale, m_diff_buf)
+                : forward_backward(m_model, lctx, m_db.images, m_db.labels, grad_scale, m_diff_buf);
+      } catch (...) {
+        if (overlap)  // the hook refers to the communicator's step state: never left on the model
+          m_model.set_grad_ready_hook({});
+        throw;
+      }
+      if (overlap)
         m_model.set_grad_ready_hook({});
       if (m_k > 1) {
         for (size_t i = 0; i < m_params.size(); ++i) {

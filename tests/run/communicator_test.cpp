@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <stdexcept>
 
 #include "engine/nn/zoo.h"
 #include "engine/run/pipeline.h"
@@ -116,7 +118,31 @@ TEST(LocalCommunicator, IsRankZeroOfOneAndChangesNothing) {
   c.barrier();
   EXPECT_EQ(params[0].param->grad.get({1, 2}), 0.25);
   EXPECT_EQ(params[0].param->value.get({1, 2}), w);
+  // No overlap: the default hook is empty, so the loop installs none; no buckets.
+  EXPECT_FALSE(c.grad_ready_hook(params));
+  EXPECT_EQ(c.bucket_bytes(), 0);
 }
+
+/// Not a Gloo communicator, and it overlaps: its hook logs each parameter the backward pass
+/// finishes ("ready <name>"), all_reduce_gradients logs "reduce".
+struct OverlappingCommunicator final : Communicator {
+  std::vector<std::string>* log = nullptr;
+  int hooks_made = 0;
+  std::map<const Param*, std::string> names;
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  void all_reduce_gradients(const std::vector<NamedParam>&) override { log->push_back("reduce"); }
+  std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params) override {
+    ++hooks_made;
+    for (const NamedParam& p : params)
+      names[p.param] = p.name;
+    return [this](const Param* p) { log->push_back("ready " + names.at(p)); };
+  }
+  void broadcast_parameters(const std::vector<NamedParam>&, int) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void barrier() override {}
+  void broadcast_bytes(std::string&, int) override {}
+};
 
 TEST_F(LoopSeams, TheLoopCallsTheCommunicatorOncePerStepAtItsPoint) {
   make_context(/*grad_accum=*/2);  // 64 / 8 = 8 micro-batches an epoch: 4 optimizer steps
@@ -146,6 +172,64 @@ TEST_F(LoopSeams, TheLoopCallsTheCommunicatorOncePerStepAtItsPoint) {
     want.push_back("sum3");
   }
   EXPECT_EQ(log, want);
+}
+
+// The loop asks the Communicator for the overlap hook (whatever its type): installed for each
+// one-micro-batch step's backward pass, so every gradient is reported before the step's reduction,
+// and removed after it; with grad_accum = 2 it is never asked (the reduced gradients are the sums).
+TEST_F(LoopSeams, AnyCommunicatorsOverlapHookSeesEveryGradientBeforeTheReduction) {
+  make_context(/*grad_accum=*/1);
+  std::vector<std::string> log;
+  auto comm = std::make_shared<OverlappingCommunicator>();
+  comm->log = &log;
+  ctx->comm = comm;
+  const PhaseResult r = train_phase(*ctx, main_train_phase(*ctx), {});
+  EXPECT_EQ(r.steps, 16);
+  EXPECT_EQ(comm->hooks_made, 16);
+  std::vector<std::string> want;
+  for (int s = 0; s < 16; ++s)
+    want.insert(want.end(), {"ready 1.weight", "ready 1.bias", "reduce"});
+  EXPECT_EQ(log, want);
+  // The hook is off the model after the step: a backward pass outside the loop reports nothing.
+  log.clear();
+  LayerContext lctx{*backend, true, 0};
+  Tensor x = Tensor::zeros({2, 1, 8, 8}, DType::f32);
+  const Tensor& y = ctx->model->forward(lctx, x);
+  ctx->model->backward(lctx, Tensor::zeros(y.shape(), DType::f32));
+  EXPECT_TRUE(log.empty());
+
+  make_context(/*grad_accum=*/2);
+  auto accum = std::make_shared<OverlappingCommunicator>();
+  accum->log = &log;
+  ctx->comm = accum;
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  EXPECT_EQ(accum->hooks_made, 0);
+  EXPECT_EQ(log, std::vector<std::string>(8, "reduce"));
+}
+
+// A backward pass that fails does not leave the hook (which refers to the communicator's step) on
+// the model.
+TEST_F(LoopSeams, AFailingBackwardPassTakesTheOverlapHookOffTheModel) {
+  make_context(/*grad_accum=*/1);
+  std::vector<std::string> log;
+  auto comm = std::make_shared<OverlappingCommunicator>();
+  comm->log = &log;
+  ctx->comm = comm;
+  TrainHooks hooks;
+  hooks.forward_backward = [](Model& model, LayerContext& lctx, const DeviceBatch& batch, double,
+                              Tensor&) -> LossResult {
+    const Tensor& y = model.forward(lctx, batch.images);
+    model.backward(lctx, Tensor::zeros(y.shape(), DType::f32));
+    throw std::runtime_error("backward failed");
+  };
+  EXPECT_THROW(train_phase(*ctx, main_train_phase(*ctx), hooks), std::runtime_error);
+  EXPECT_EQ(log, (std::vector<std::string>{"ready 1.weight", "ready 1.bias"}));
+  log.clear();
+  LayerContext lctx{*backend, true, 0};
+  Tensor x = Tensor::zeros({2, 1, 8, 8}, DType::f32);
+  const Tensor& y = ctx->model->forward(lctx, x);
+  ctx->model->backward(lctx, Tensor::zeros(y.shape(), DType::f32));
+  EXPECT_TRUE(log.empty());
 }
 
 TEST_F(LoopSeams, OnStepEndReportsTheLoopStateOfEveryStep) {

@@ -73,11 +73,11 @@ void NcclComm::all_reduce_sum(float* data, size_t n) {
   LATHE_NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, m_comm, m_stream));
 }
 
-void NcclComm::all_reduce(void* data, size_t n, DType dtype, Op op) {
+void NcclComm::all_reduce(void* data, size_t n, DType dtype, Op op, cudaStream_t stream) {
   if (n == 0)
     return;
   const ncclDataType_t type = nccl_type(dtype);
-  LATHE_NCCL_CHECK(ncclAllReduce(data, data, n, type, op == Op::avg ? ncclAvg : ncclSum, m_comm, m_stream));
+  LATHE_NCCL_CHECK(ncclAllReduce(data, data, n, type, op == Op::avg ? ncclAvg : ncclSum, m_comm, stream));
 }
 
 void NcclComm::broadcast(void* data, size_t n, DType dtype, int root) {
@@ -89,6 +89,17 @@ void NcclComm::broadcast(void* data, size_t n, DType dtype, int root) {
 
 void NcclComm::group_start() { LATHE_NCCL_CHECK(ncclGroupStart()); }
 void NcclComm::group_end() { LATHE_NCCL_CHECK(ncclGroupEnd()); }
+
+void NcclComm::grouped(const std::function<void()>& calls) {
+  group_start();
+  try {
+    calls();
+  } catch (...) {
+    (void)ncclGroupEnd();  // the first error is the one to report
+    throw;
+  }
+  group_end();
+}
 
 void NcclComm::synchronize() {
   LATHE_CUDA_CHECK(cudaStreamSynchronize(m_stream));

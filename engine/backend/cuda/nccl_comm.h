@@ -1,14 +1,17 @@
 // NcclComm: a minimal NCCL communicator for data-parallel training on GPUs (one rank per device):
 // rank 0 makes a unique id, the ranks exchange it through the run's rendezvous store (as bytes),
 // each constructs a communicator from it, then all-reduces and broadcasts device buffers in place
-// on its stream (the backend's, so the collectives order with its kernels). Calls between
-// group_start() and group_end() are launched as one (NCCL's grouping: one launch for many tensors).
+// on its stream (the backend's, so the collectives order with its kernels), or on a stream the
+// caller names (a communication stream, for all-reduces that overlap the backward pass). Calls
+// between group_start() and group_end(), or inside grouped(), are launched as one (NCCL's grouping:
+// one launch for many tensors).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "engine/core/dtype.h"
@@ -46,11 +49,18 @@ class NcclComm {
   enum class Op { sum, avg };
   /// In-place sum or mean over all ranks of n elements of `dtype` (f32, f64, f16, bf16, s32, s8, u8)
   /// in device memory; enqueued on the stream. Throws lathe::Error for another dtype.
-  void all_reduce(void* data, size_t n, DType dtype, Op op);
+  void all_reduce(void* data, size_t n, DType dtype, Op op) { all_reduce(data, n, dtype, op, m_stream); }
+  /// The same, enqueued on `stream` (a stream of this communicator's device).
+  void all_reduce(void* data, size_t n, DType dtype, Op op, cudaStream_t stream);
   /// Rank `root`'s n elements into every rank's buffer, in place; enqueued on the stream.
   void broadcast(void* data, size_t n, DType dtype, int root);
   void group_start();
   void group_end();
+  /// Runs `calls` inside one NCCL group. If they throw, the group is still closed (its own result
+  /// ignored) before the exception goes on, so no error leaves a group open on this thread.
+  void grouped(const std::function<void()>& calls);
+  /// The stream the collectives without a stream argument run on.
+  cudaStream_t stream() const { return m_stream; }
   /// Waits for the collectives enqueued so far.
   void synchronize();
 
