@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -37,6 +38,23 @@ std::shared_ptr<dist::GlooCommunicator> gloo(int rank, int world, const std::str
   o.run_id = "nccl-test";
   o.timeout_s = 60;
   return std::make_shared<dist::GlooCommunicator>(rank, world, o);
+}
+
+/// Runs rank_main(0) here and rank_main(1) on a thread (one GPU each); each rank's exception
+/// message, or "".
+std::vector<std::string> on_two_ranks(const std::function<void(int)>& rank_main) {
+  std::vector<std::string> errors(2);
+  auto guarded = [&](int r) {
+    try {
+      rank_main(r);
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(r)] = e.what();
+    }
+  };
+  std::thread t1(guarded, 1);
+  guarded(0);
+  t1.join();
+  return errors;
 }
 
 TEST(NcclCommunicator, RefusesAHostBackendAndPassesHostWorkToTheHostCommunicator) {
@@ -158,25 +176,17 @@ TEST_F(CudaNcclCommunicator, TwoGpuRanksAverageTheirGradientsAsTheCpuMean) {
   const Shape shape{1000, 37};
   const Tensor g0 = gputest::host_random(shape, rng), g1 = gputest::host_random(shape, rng);
   std::vector<Tensor> got(2);
-  std::vector<std::string> errors(2);
-  auto rank_main = [&](int r) {
-    try {
-      cuda::CudaBackend be(r);
-      cuda::NcclCommunicator comm(gloo(r, 2, dir.path()));
-      comm.attach(be);
-      Param p;
-      p.grad = be.empty(shape, DType::f32);
-      be.copy(r == 0 ? g0 : g1, p.grad);
-      comm.all_reduce_gradients({NamedParam{"w", &p}});
-      got[static_cast<size_t>(r)] = Tensor::empty(shape, DType::f32);
-      be.copy(p.grad, got[static_cast<size_t>(r)]);
-    } catch (const std::exception& e) {
-      errors[static_cast<size_t>(r)] = e.what();
-    }
-  };
-  std::thread t1(rank_main, 1);
-  rank_main(0);
-  t1.join();
+  const std::vector<std::string> errors = on_two_ranks([&](int r) {
+    cuda::CudaBackend be(r);
+    cuda::NcclCommunicator comm(gloo(r, 2, dir.path()));
+    comm.attach(be);
+    Param p;
+    p.grad = be.empty(shape, DType::f32);
+    be.copy(r == 0 ? g0 : g1, p.grad);
+    comm.all_reduce_gradients({NamedParam{"w", &p}});
+    got[static_cast<size_t>(r)] = Tensor::empty(shape, DType::f32);
+    be.copy(p.grad, got[static_cast<size_t>(r)]);
+  });
   ASSERT_EQ(errors[0], "");
   ASSERT_EQ(errors[1], "");
   int64_t wrong = 0;
@@ -317,31 +327,23 @@ TEST_F(CudaNcclCommunicator, TwoGpuRanksOverlappedStepsEqualBlockingStepsBitForB
   test::TempDir dir;
   std::vector<std::vector<std::vector<char>>> overlapped(2), blocking(2);
   std::vector<int> early(2, 0);
-  std::vector<std::string> errors(2);
-  auto rank_main = [&](int r) {
-    try {
-      cuda::CudaBackend be(r);
-      cuda::NcclCommunicator comm(gloo(r, 2, dir.path()), kOverlapBucketBytes);
-      comm.attach(be);
-      auto a = overlap_mlp(be), b = overlap_mlp(be);
-      Rng rng(gputest::base_seed() + 710 + static_cast<uint64_t>(r));  // each rank its own data
-      int fewest = std::numeric_limits<int>::max();
-      for (int step = 0; step < 3; ++step) {
-        const auto batch = random_batch(be, rng);
-        sgd_step(be, comm, *a, batch, /*overlap=*/true, /*hold_ms=*/20);
-        fewest = std::min(fewest, comm.last_buckets_started_early());
-        sgd_step(be, comm, *b, batch, /*overlap=*/false, /*hold_ms=*/0);
-      }
-      early[static_cast<size_t>(r)] = fewest;
-      overlapped[static_cast<size_t>(r)] = host_state(be, *a);
-      blocking[static_cast<size_t>(r)] = host_state(be, *b);
-    } catch (const std::exception& e) {
-      errors[static_cast<size_t>(r)] = e.what();
+  const std::vector<std::string> errors = on_two_ranks([&](int r) {
+    cuda::CudaBackend be(r);
+    cuda::NcclCommunicator comm(gloo(r, 2, dir.path()), kOverlapBucketBytes);
+    comm.attach(be);
+    auto a = overlap_mlp(be), b = overlap_mlp(be);
+    Rng rng(gputest::base_seed() + 710 + static_cast<uint64_t>(r));  // each rank its own data
+    int fewest = std::numeric_limits<int>::max();
+    for (int step = 0; step < 3; ++step) {
+      const auto batch = random_batch(be, rng);
+      sgd_step(be, comm, *a, batch, /*overlap=*/true, /*hold_ms=*/20);
+      fewest = std::min(fewest, comm.last_buckets_started_early());
+      sgd_step(be, comm, *b, batch, /*overlap=*/false, /*hold_ms=*/0);
     }
-  };
-  std::thread t1(rank_main, 1);
-  rank_main(0);
-  t1.join();
+    early[static_cast<size_t>(r)] = fewest;
+    overlapped[static_cast<size_t>(r)] = host_state(be, *a);
+    blocking[static_cast<size_t>(r)] = host_state(be, *b);
+  });
   ASSERT_EQ(errors[0], "");
   ASSERT_EQ(errors[1], "");
   for (int r = 0; r < 2; ++r) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_scope.h"
 
 namespace lathe::cuda {
 
@@ -14,28 +15,6 @@ namespace {
 constexpr size_t kSmallGranule = 512;
 constexpr size_t kLargeGranule = size_t{2} << 20;
 constexpr size_t kLargeThreshold = size_t{1} << 20;
-
-/// Makes `device` current for a scope and restores the previous device (errors ignored: callers
-/// check the calls that matter).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&m_previous) != cudaSuccess)
-      m_previous = -1;
-    if (m_previous != device)
-      (void)cudaSetDevice(device);
-  }
-  ~DeviceScope() {
-    int now = -1;
-    if (m_previous >= 0 && cudaGetDevice(&now) == cudaSuccess && now != m_previous)
-      (void)cudaSetDevice(m_previous);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int m_previous = -1;
-};
 
 std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 

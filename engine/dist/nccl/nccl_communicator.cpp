@@ -6,6 +6,7 @@
 
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/cuda_check.h"
+#include "engine/backend/cuda/device_scope.h"
 #include "engine/backend/cuda/nccl_comm.h"
 #include "engine/core/error.h"
 #include "engine/dist/grad_buckets.h"
@@ -58,22 +59,6 @@ std::vector<DeviceGrad> reverse_device_grads(const Split& s) {
     grads.push_back({it->first, it->second->raw(), it->second->numel(), it->second->dtype()});
   return grads;
 }
-
-/// Makes `device` current for its scope (the caller's device back at the end).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    LATHE_CUDA_CHECK(cudaGetDevice(&m_previous));
-    if (m_previous != device)
-      LATHE_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { (void)cudaSetDevice(m_previous); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int m_previous = 0;
-};
 
 }  // namespace
 
