@@ -175,6 +175,7 @@ class ProgressBar {
 struct ResumeTarget {
   std::string run_id, run_dir;
   double wall_offset_ms = 0;  ///< the supervisor's clock: restarts and lost work stay on the time axis
+  int world_size = 0;         ///< the ranks it trained on (its last dist/world_size; 0 = never logged)
 };
 
 /// This process's part in a data-parallel run (cli_ranks.h); default: one process.
@@ -498,6 +499,8 @@ ResumeTarget find_resume_target(const std::string& ref, const std::string& db, b
     throw lathe::DataError("run " + target.run_id + " is " + std::string(lathe::status_name(run.status)) +
                            ": only interrupted, cancelled or failed runs can be resumed");
   exp = lathe::parse_experiment(lathe::validate_config(nlohmann::json::parse(run.config_json)));
+  if (const auto ws = store.summary(target.run_id, "dist/world_size"))
+    target.world_size = static_cast<int>(ws->last);
   for (const lathe::EventRecord& e : store.events(target.run_id))
     if (e.kind == "started" && e.fields.contains("run_dir") && e.fields["run_dir"].is_string())
       target.run_dir = e.fields["run_dir"].get<std::string>();
@@ -530,6 +533,20 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
   lathe::ExperimentConfig exp;
   ResumeTarget target = find_resume_target(ref, db, !launched || who.rank == 0, exp);
   target.wall_offset_ms = wall_offset_ms;
+  // The checkpoint's position is in steps of the run's global batch (ranks x train.batch_size): it
+  // resumes on as many ranks as trained it (the engine would refuse the steps per epoch later, in
+  // its own terms). A run srun's ranks trained, resumed by a lone process, say.
+  const int world = launched ? who.world_size : exp.compute.devices;
+  if (target.world_size > 0 && world != target.world_size)
+    throw lathe::DataError("run " + target.run_id + " trained on " + std::to_string(target.world_size) +
+                           " ranks (its dist/world_size) and this resume would run " + std::to_string(world) +
+                           ": its checkpoints count steps of " + std::to_string(target.world_size) + " x " +
+                           std::to_string(exp.train.batch_size) + " samples; resume it on " +
+                           std::to_string(target.world_size) + " ranks" +
+                           (launched || exp.compute.devices > 1
+                                ? ""
+                                : ", each started by the launcher that ran it (`srun lathe-cli resume " +
+                                      target.run_id + "`)"));
   if (launched)
     return resume_launched(exp, json, db, target, args);
   if (exp.compute.devices == 1)
