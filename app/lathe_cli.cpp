@@ -175,6 +175,7 @@ class ProgressBar {
 struct ResumeTarget {
   std::string run_id, run_dir;
   double wall_offset_ms = 0;  ///< the supervisor's clock: restarts and lost work stay on the time axis
+  int world_size = 0;         ///< the ranks it trained on (its last dist/world_size; 0 = never logged)
 };
 
 /// This process's part in a data-parallel run (cli_ranks.h); default: one process.
@@ -444,40 +445,110 @@ int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, 
   return run_or_resume(exp, "run " + target.run_id, json, db, &target, "", &ranks);
 }
 
-/// `lathe-cli resume RUN`: continues an interrupted, cancelled or failed run in the same store row
-/// and folder from its newest valid checkpoint, with the config it was started with.
-int cmd_resume(const std::string& ref, bool json, const std::string& db, double wall_offset_ms) {
-  ResumeTarget target;
-  target.wall_offset_ms = wall_offset_ms;
-  lathe::ExperimentConfig exp;
-  {
-    lathe::Store store = lathe::Store::open(db);  // reaps a dead writer's `running` run first
-    target.run_id = store.resolve_run(ref);
-    const lathe::RunRecord run = store.run(target.run_id);
-    if (run.status != lathe::RunStatus::interrupted && run.status != lathe::RunStatus::cancelled &&
-        run.status != lathe::RunStatus::failed)
-      throw lathe::DataError("run " + target.run_id + " is " + std::string(lathe::status_name(run.status)) +
-                             ": only interrupted, cancelled or failed runs can be resumed");
-    exp = lathe::parse_experiment(lathe::validate_config(nlohmann::json::parse(run.config_json)));
-    for (const lathe::EventRecord& e : store.events(target.run_id))
-      if (e.kind == "started" && e.fields.contains("run_dir") && e.fields["run_dir"].is_string())
-        target.run_dir = e.fields["run_dir"].get<std::string>();
-    // A kill -9 before the first commit leaves no `started` event: the folder is then where the
-    // config put it (as `repair` finds it).
-    if (target.run_dir.empty() && std::filesystem::is_directory(std::filesystem::path(exp.output.dir) / target.run_id))
-      target.run_dir = std::filesystem::absolute(std::filesystem::path(exp.output.dir) / target.run_id).string();
-    if (target.run_dir.empty())
-      throw lathe::DataError("run " + target.run_id + " has no run folder (no `started` event, no " + exp.output.dir +
-                             "/" + target.run_id + "): nothing to resume from");
-    // Samples the kill kept out of the store (its last uncommitted batch) come back from
-    // metrics.jsonl first, so the resumed run's step axis has no hole.
-    const std::string jsonl = target.run_dir + "/metrics.jsonl";
-    if (std::filesystem::exists(jsonl)) {
-      lathe::RepairOptions ro;
-      ro.metrics_file = jsonl;
-      lathe::repair_run(store, target.run_id, ro);
-    }
+/// Resumes a data-parallel run whose ranks a launcher (srun, torchrun, or --rank/--world-size) starts
+/// again, each `lathe-cli resume RUN`: they meet under "<run id>.resume.<the launcher's job id or
+/// --rendezvous-id>" in the run's compute.rendezvous (the first meeting's keys are stale) and continue
+/// from the newest valid checkpoint, which rank 0 wrote into the run folder and every rank reads:
+/// on several machines that folder (output.dir) and the store must be on a file system they share.
+int resume_launched(lathe::ExperimentConfig exp, bool json, const std::string& db, const ResumeTarget& target,
+                    const lathe::cli::RankArgs& args) {
+  const lathe::dist::RankInfo who = lathe::dist::discover_rank(args.flags);
+  if (exp.compute.rendezvous.empty() && (who.source == "slurm" || who.source == "torchrun"))
+    throw lathe::ConfigError("run " + target.run_id + ": compute.rendezvous is \"\" (the run's ranks met on one " +
+                             "machine), but " + who.source + " started this resume's ranks, maybe on several: " +
+                             "resume it on its machine with `lathe-cli resume " + target.run_id + "` alone");
+  exp.compute.rendezvous_id.clear();  // the launcher's id (or --rendezvous-id), made the resume's own below
+  Ranks ranks;
+  ranks.plan = lathe::cli::plan_ranks(exp, args, target.run_id);
+  if (!ranks.plan.rank.note.empty())
+    std::fprintf(stderr, "lathe: %s\n", ranks.plan.rank.note.c_str());
+  ranks.plan.rendezvous_id = target.run_id + ".resume." + ranks.plan.rendezvous_id;
+  exp.compute.rendezvous_id = ranks.plan.rendezvous_id;
+  exp.train.threads = ranks.plan.threads;
+  if (ranks.worker()) {
+    ranks.resume_checkpoint_dir = lathe::checkpoint_dir(exp, target.run_id, target.run_dir);
+    if (!std::filesystem::is_directory(ranks.resume_checkpoint_dir))
+      throw lathe::DataError("run " + target.run_id + ": rank " + std::to_string(ranks.plan.rank.rank) + " of " +
+                             std::to_string(ranks.plan.rank.world_size) + " cannot see the checkpoint folder " +
+                             ranks.resume_checkpoint_dir +
+                             ": resuming ranks on several machines needs output.dir (and checkpoint.dir) on a file "
+                             "system every machine shares");
   }
+  ranks.workers = std::make_unique<lathe::cli::RankWorkers>(ranks.plan, std::vector<std::string>{},
+                                                            exp.compute.timeout_s, &g_stop);
+  ranks.comm = lathe::cli::connect_ranks(ranks.plan, exp);
+  const std::string label = "run " + target.run_id;
+  if (ranks.worker())
+    return run_or_resume(exp, label, json, db, nullptr, target.run_id, &ranks);
+  return run_or_resume(exp, label, json, db, &target, "", &ranks);
+}
+
+/// The run `ref` names in the store `db`, its config and its folder. Rank 0 (`owner`) takes it over:
+/// it checks the run may be resumed and brings back the samples a kill kept out of the store. The
+/// other ranks of a launcher's resume only read (the store read-only: they never write it).
+ResumeTarget find_resume_target(const std::string& ref, const std::string& db, bool owner,
+                                lathe::ExperimentConfig& exp) {
+  ResumeTarget target;
+  lathe::Store store =
+      owner ? lathe::Store::open(db)  // reaps a dead writer's `running` run first
+            : lathe::Store::open(db, lathe::Store::read_only_options());
+  target.run_id = store.resolve_run(ref);
+  const lathe::RunRecord run = store.run(target.run_id);
+  if (owner && run.status != lathe::RunStatus::interrupted && run.status != lathe::RunStatus::cancelled &&
+      run.status != lathe::RunStatus::failed)
+    throw lathe::DataError("run " + target.run_id + " is " + std::string(lathe::status_name(run.status)) +
+                           ": only interrupted, cancelled or failed runs can be resumed");
+  exp = lathe::parse_experiment(lathe::validate_config(nlohmann::json::parse(run.config_json)));
+  if (const auto ws = store.summary(target.run_id, "dist/world_size"))
+    target.world_size = static_cast<int>(ws->last);
+  for (const lathe::EventRecord& e : store.events(target.run_id))
+    if (e.kind == "started" && e.fields.contains("run_dir") && e.fields["run_dir"].is_string())
+      target.run_dir = e.fields["run_dir"].get<std::string>();
+  // A kill -9 before the first commit leaves no `started` event: the folder is then where the
+  // config put it (as `repair` finds it).
+  if (target.run_dir.empty() && std::filesystem::is_directory(std::filesystem::path(exp.output.dir) / target.run_id))
+    target.run_dir = std::filesystem::absolute(std::filesystem::path(exp.output.dir) / target.run_id).string();
+  if (target.run_dir.empty())
+    throw lathe::DataError("run " + target.run_id + " has no run folder (no `started` event, no " + exp.output.dir +
+                           "/" + target.run_id + "): nothing to resume from");
+  // Samples the kill kept out of the store (its last uncommitted batch) come back from
+  // metrics.jsonl first, so the resumed run's step axis has no hole.
+  const std::string jsonl = target.run_dir + "/metrics.jsonl";
+  if (owner && std::filesystem::exists(jsonl)) {
+    lathe::RepairOptions ro;
+    ro.metrics_file = jsonl;
+    lathe::repair_run(store, target.run_id, ro);
+  }
+  return target;
+}
+
+/// `lathe-cli resume RUN`: continues an interrupted, cancelled or failed run in the same store row
+/// and folder from its newest valid checkpoint, with the config it was started with. Under a
+/// launcher (srun, torchrun, --rank) every rank runs it (resume_launched); otherwise rank 0 starts a
+/// data-parallel run's other ranks on this machine itself (resume_ranks).
+int cmd_resume(const std::string& ref, bool json, const std::string& db, double wall_offset_ms,
+               const lathe::cli::RankArgs& args) {
+  const lathe::dist::RankInfo who = lathe::dist::discover_rank(args.flags);
+  const bool launched = who.world_size > 1 && who.source != "default";
+  lathe::ExperimentConfig exp;
+  ResumeTarget target = find_resume_target(ref, db, !launched || who.rank == 0, exp);
+  target.wall_offset_ms = wall_offset_ms;
+  // The checkpoint's position is in steps of the run's global batch (ranks x train.batch_size): it
+  // resumes on as many ranks as trained it (the engine would refuse the steps per epoch later, in
+  // its own terms). A run srun's ranks trained, resumed by a lone process, say.
+  const int world = launched ? who.world_size : exp.compute.devices;
+  if (target.world_size > 0 && world != target.world_size)
+    throw lathe::DataError("run " + target.run_id + " trained on " + std::to_string(target.world_size) +
+                           " ranks (its dist/world_size) and this resume would run " + std::to_string(world) +
+                           ": its checkpoints count steps of " + std::to_string(target.world_size) + " x " +
+                           std::to_string(exp.train.batch_size) + " samples; resume it on " +
+                           std::to_string(target.world_size) + " ranks" +
+                           (launched || exp.compute.devices > 1
+                                ? ""
+                                : ", each started by the launcher that ran it (`srun lathe-cli resume " +
+                                      target.run_id + "`)"));
+  if (launched)
+    return resume_launched(exp, json, db, target, args);
   if (exp.compute.devices == 1)
     return run_or_resume(exp, "run " + target.run_id, json, db, &target);
   return resume_ranks(exp, json, db, target);
@@ -529,7 +600,14 @@ int main(int argc, char** argv) {
   resume->add_flag("--no-supervise", resume_no_supervise, "")->group("");
   resume->add_option("--wall-offset-ms", resume_wall_offset_ms, "The run clock at the start (spot supervisor)")
       ->group("");
-  resume->callback([&] { exit_code = cmd_resume(resume_ref, resume_json, db, resume_wall_offset_ms); });
+  lathe::cli::RankArgs resume_ranks_args;  // a launcher's resume: every rank runs `resume RUN`
+  resume->add_option("--rank", resume_ranks_args.flags.rank, "This process's rank (data-parallel runs)")->group("");
+  resume->add_option("--world-size", resume_ranks_args.flags.world_size, "Ranks in the run")->group("");
+  resume->add_option("--local-rank", resume_ranks_args.flags.local_rank, "This process's rank on its machine")
+      ->group("");
+  resume->add_option("--rendezvous-id", resume_ranks_args.rendezvous_id, "The key prefix the ranks share")->group("");
+  resume->callback(
+      [&] { exit_code = cmd_resume(resume_ref, resume_json, db, resume_wall_offset_ms, resume_ranks_args); });
 
   CLI::App* schema =
       app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");

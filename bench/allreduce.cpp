@@ -4,9 +4,12 @@
 // in chunks, each rank sums and divides its share, copied back) and, row tcp, the same over Gloo's
 // ring all-reduce on loopback tcp (bucket copy-in, all-reduce, divide, copy-out). Prints per size
 // the median time, the algorithm bandwidth (bytes / time) and the ring model's bus bandwidth
-// 2(N-1)/N x bytes / time, the figure comparable across world sizes. Per size also:
-//   tcp         f32 over loopback tcp (ratio = time / shared-memory time)
-//   fp16, bf16  the same buckets sent in 16 bits over tcp (ratio = time / f32 blocking time)
+// 2(N-1)/N x bytes / time, the figure comparable across world sizes (bytes: the f32 payload in
+// every row). Per size also (ratio = time / f32 shared-memory time):
+//   tcp         f32 over loopback tcp
+//   fp16, bf16  the same buckets in 16 bits through shared memory (rounded into the slots, summed in
+//               f32, the mean rounded once)
+//   fp16-tcp, bf16-tcp  the same 16-bit buckets over Gloo's loopback tcp (f32 sums on each hop)
 //   overlap     the payload as 8 parameters (8 buckets) whose gradients a simulated backward pass
 //               (8 sleeps adding up to the f32 time) hands over one by one; the time is that of the
 //               whole step (backward + all_reduce_gradients), the ratio against backward + blocking
@@ -144,6 +147,10 @@ void run_rank(int rank, int world, const std::string& folder, double scale) {
     const double t16 = time_mode(*f16, one, reps, false, 0);
     auto b16 = make("bf16", static_cast<double>(bytes), Compression::bf16);
     const double tb16 = time_mode(*b16, one, reps, false, 0);
+    auto f16t = make("fp16tcp", static_cast<double>(bytes), Compression::fp16, false);
+    const double t16t = time_mode(*f16t, one, reps, false, 0);
+    auto b16t = make("bf16tcp", static_cast<double>(bytes), Compression::bf16, false);
+    const double tb16t = time_mode(*b16t, one, reps, false, 0);
     // Both step timings in one pair of communicators per mode, backward = the f32 time (rank 0's,
     // agreed on through an all-reduce so every rank sleeps the same).
     double backward_s = t32;
@@ -164,6 +171,8 @@ void run_rank(int rank, int world, const std::string& folder, double scale) {
       row("tcp", reps, ttcp, ttcp / t32);
       row("fp16", reps, t16, t16 / t32);
       row("bf16", reps, tb16, tb16 / t32);
+      row("fp16-tcp", reps, t16t, t16t / t32);
+      row("bf16-tcp", reps, tb16t, tb16t / t32);
       row("blk+bw", step_reps, t_block, 1.0);
       row("ovl+bw", step_reps, t_over, t_over / t_block);
       std::fflush(stdout);
@@ -180,9 +189,10 @@ int main(int argc, char** argv) {
   if (!mkdtemp(templ))
     return 1;
   const std::string folder = templ;
-  std::printf("allreduce: %d CPU ranks on this machine (f32: shared memory; tcp, fp16, bf16: Gloo over loopback), "
-              "FileStore %s\n",
-              world, folder.c_str());
+  std::printf(
+      "allreduce: %d CPU ranks on this machine (f32, fp16, bf16: shared memory; *tcp: Gloo over loopback), "
+      "FileStore %s\n",
+      world, folder.c_str());
   std::printf("%10s %-8s %6s %12s %10s %10s %7s\n", "bytes", "mode", "reps", "median_ms", "algbw_GB/s", "busbw_GB/s",
               "ratio");
   const pid_t child = fork();

@@ -10,10 +10,15 @@ resumed from and the steps redone (reached - resumed: at most every_steps - 1 pl
 process ran between its last logged sample and the kill; samples are logged ~20 times an epoch).
 With --devices N the run is data-parallel (N ranks of 1 thread; the kill hits rank 0, whose
 workers die with it) and the reference is an uninterrupted N-rank run; --shard-optimizer adds
-ZeRO-1, so each checkpoint gathers the optimizer shards. System python3 and its sqlite3 module only.
+ZeRO-1, so each checkpoint gathers the optimizer shards. With --launcher slurm the N ranks are
+started separately, as srun starts them on N nodes (Slurm's variables, a shared rendezvous folder,
+a new step id for every start); the kill hits rank 0 alone, the others must fail on their own
+within compute.timeout_s, and every rank then runs `lathe-cli resume RUN`. System python3 and its
+sqlite3 module only.
 
 Usage: bench/kill_resume.py [--cli build/app/lathe-cli] [--kills 20] [--model cnn] [--every-steps 50]
        [--train-subset 4096] [--epochs 2] [--batch-size 32] [--seed 1] [--devices 1] [--shard-optimizer]
+       [--launcher slurm]
 Exits 1 when a check fails."""
 import argparse
 import json
@@ -76,23 +81,67 @@ def size(path):
     return os.path.getsize(path) if path and os.path.exists(path) else 0
 
 
-def start(cli, args):
-    return subprocess.Popen([cli] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start(cli, args, env=None):
+    return subprocess.Popen([cli] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def run_until(proc, jsonl_of, offset, kill_at_step):
+class Ranks:
+    """A run's processes: one lathe-cli (which starts its own workers), or with a launcher one per
+    rank, each with the variables srun gives its task; `ranks[0]` is rank 0."""
+
+    def __init__(self, cli, args, devices, launcher, step):
+        if not launcher:
+            self.ranks = [start(cli, args)]
+            return
+        self.ranks = []
+        for r in range(devices):
+            env = dict(os.environ, SLURM_PROCID=str(r), SLURM_LOCALID="0", SLURM_NTASKS=str(devices),
+                       SLURM_JOB_ID="4242", SLURM_STEP_ID=str(step), LATHE_DIST_HOST="127.0.0.1")
+            self.ranks.append(start(cli, args, env))
+
+    def poll(self):
+        return self.ranks[0].poll()
+
+    def send_signal(self, sig):
+        self.ranks[0].send_signal(sig)
+
+    def wait(self, timeout_s):
+        """Rank 0's exit code, once every rank has exited; the other ranks (which lost rank 0 when
+        it was killed) must end by themselves within timeout_s, else they are killed and named."""
+        self.ranks[0].wait()
+        late = []
+        for i, p in enumerate(self.ranks[1:], 1):
+            try:
+                p.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                late.append(i)
+        self.late = late
+        return self.ranks[0].returncode
+
+    @property
+    def stderr(self):
+        return "\n".join("rank %d: %s" % (i, p.stderr.read()) for i, p in enumerate(self.ranks)) \
+            if len(self.ranks) > 1 else self.ranks[0].stderr.read()
+
+
+def run_until(proc, jsonl_of, offset, kill_at_step, timeout_s):
     """Follows the run's metrics.jsonl (written line by line, unlike a block-buffered pipe) from
-    byte `offset`; SIGKILLs the process as soon as a train/* sample at step >= kill_at_step is
-    there (None: let it finish). jsonl_of() finds the file once the run folder exists. Returns
-    (exit code, stderr)."""
+    byte `offset`; SIGKILLs rank 0 as soon as a train/* sample at step >= kill_at_step is there
+    (None: let it finish). jsonl_of() finds the file once the run folder exists. Returns (exit
+    code, stderr)."""
     while proc.poll() is None:
         jsonl = jsonl_of()
         if kill_at_step is not None and jsonl and reached_since(jsonl, offset) >= kill_at_step:
             proc.send_signal(signal.SIGKILL)
             break
         time.sleep(0.002)
-    proc.wait()
-    return proc.returncode, proc.stderr.read()
+    code = proc.wait(timeout_s + 10)
+    err = proc.stderr
+    if proc.late:
+        err += "\nranks %s still ran %g s after rank 0 ended" % (proc.late, timeout_s + 10)
+    return code, err
 
 
 def main():
@@ -108,6 +157,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--devices", type=int, default=1, help="ranks (compute.devices)")
     ap.add_argument("--shard-optimizer", action="store_true", help="ZeRO-1 (compute.shard_optimizer)")
+    ap.add_argument("--launcher", choices=["slurm"], help="start every rank separately, as srun does")
+    ap.add_argument("--timeout-s", type=float, default=10, help="compute.timeout_s")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -115,9 +166,13 @@ def main():
     sets = ["model.zoo=" + a.model, "train.epochs=%d" % a.epochs, "train.batch_size=%d" % a.batch_size,
             "train.threads=1", "seed=7", "data.train_subset=%d" % a.train_subset,
             "data.test_subset=%d" % a.test_subset, "checkpoint.every_steps=%d" % a.every_steps,
-            "checkpoint.keep=2", "name=kill-resume", "compute.devices=%d" % a.devices]
+            "checkpoint.keep=2", "name=kill-resume", "compute.devices=%d" % a.devices,
+            "compute.timeout_s=%g" % a.timeout_s]
     if a.shard_optimizer:
         sets.append("compute.shard_optimizer=true")
+    if a.launcher:
+        sets.append("compute.rendezvous=" + os.path.join(tmp, "shared"))
+    steps = iter(range(1000))  # srun's step id: a new one for every start
     cfg = os.path.join(tmp, "config.json")
     with open(cfg, "w") as f:
         json.dump({}, f)
@@ -137,7 +192,8 @@ def main():
 
         # The uninterrupted reference.
         ref_db, ref_out = os.path.join(tmp, "ref.db"), os.path.join(tmp, "ref-runs")
-        code, err = run_until(start(a.cli, run_args(ref_db, ref_out)), lambda: None, 0, None)
+        code, err = run_until(Ranks(a.cli, run_args(ref_db, ref_out), a.devices, a.launcher, next(steps)),
+                              lambda: None, 0, None, a.timeout_s)
         if code != 0:
             print("reference run failed (exit %d): %s" % (code, err))
             return 1
@@ -153,10 +209,12 @@ def main():
             return os.path.join(d, "metrics.jsonl") if d else None
 
         targets = sorted(rng.sample(range(1, total), min(a.kills, total - 1)))
-        proc = start(a.cli, run_args(db, out))
+        proc = Ranks(a.cli, run_args(db, out), a.devices, a.launcher, next(steps))
         redone, kills, offset = [], 0, 0
         for target in targets + [None]:
-            code, err = run_until(proc, jsonl_of, offset, target)
+            code, err = run_until(proc, jsonl_of, offset, target, a.timeout_s)
+            if "still ran" in err:
+                failures.append(err.strip().splitlines()[-1])
             if target is None or code == 0:
                 if code != 0:
                     failures.append("the last resume exited %d: %s" % (code, err.strip()))
@@ -166,7 +224,7 @@ def main():
             reached = reached_since(jsonl, offset)
             offset = size(jsonl)
             run_id = os.path.basename(run_dir_in(out))
-            proc = start(a.cli, ["--db", db, "resume", run_id])
+            proc = Ranks(a.cli, ["--db", db, "resume", run_id], a.devices, a.launcher, next(steps))
             from_step = -1
             while from_step < 0 and proc.poll() is None:  # the resumed event, once it is written
                 from_step = resumed_from(jsonl, offset)
@@ -198,7 +256,7 @@ def main():
         resumed = con.execute("SELECT COUNT(*) FROM events WHERE run = ? AND kind = 'resumed'", (rid,)).fetchone()[0]
         if resumed != kills:
             failures.append("%d resumed events for %d kills" % (resumed, kills))
-        if a.devices > 1:  # every resume's rendezvous and logs sit inside the run's own .ranks folder
+        if a.devices > 1 and not a.launcher:  # every resume's rendezvous and logs sit in the run's .ranks folder
             extra = sorted(d for d in os.listdir(out) if d.endswith(".ranks") and d != run_id + ".ranks")
             if extra:
                 failures.append("resumes left folders beside the run: " + ", ".join(extra))

@@ -45,17 +45,30 @@ struct PlannedBucket {
 
 using Grads = std::vector<std::pair<float*, int64_t>>;  // (pointer, elements), last parameter first
 
+// The shared-memory segment's payload for a compression setting.
+ShmAllReduce::Format shm_format(GlooOptions::Compression c) {
+  switch (c) {
+    case GlooOptions::Compression::fp16:
+      return ShmAllReduce::Format::fp16;
+    case GlooOptions::Compression::bf16:
+      return ShmAllReduce::Format::bf16;
+    case GlooOptions::Compression::none:
+      break;
+  }
+  return ShmAllReduce::Format::f32;
+}
+
 // Averages one bucket's pieces over the ranks, in place in the gradients: through shared memory
-// straight from and back into them (the mean computed there), else copied into `bucket`, summed by
-// tcp_sum(bucket, elements) and divided on the way back.
+// straight from and back into them (the mean computed there, in `format`), else copied into
+// `bucket`, summed by tcp_sum(bucket, elements) and divided on the way back.
 template <class TcpSum>
-void average_bucket(const std::vector<Piece>& pieces, const Grads& grads, ShmAllReduce* shm, float* bucket,
-                    float divisor, TcpSum tcp_sum) {
+void average_bucket(const std::vector<Piece>& pieces, const Grads& grads, ShmAllReduce* shm,
+                    ShmAllReduce::Format format, float* bucket, float divisor, TcpSum tcp_sum) {
   if (shm) {
     std::vector<ShmAllReduce::Span> spans;
     for (const Piece& pc : pieces)
       spans.push_back({grads[pc.grad].first + pc.offset, pc.count});
-    shm->all_reduce_mean(spans, divisor);
+    shm->all_reduce_mean(spans, divisor, format);
     return;
   }
   int64_t filled = 0;
@@ -173,7 +186,7 @@ GlooCommunicator::GlooCommunicator(int rank, int world_size, const GlooOptions& 
     throw Error(concat("rank ", rank, " of ", world_size, ": connecting through the ", where, " on ", options.host,
                        " failed: ", e.what()));
   }
-  if (world_size > 1 && options.shared_memory && m_compression == GlooOptions::Compression::none)
+  if (world_size > 1 && options.shared_memory)
     open_shared_memory(options.run_id);
 }
 
@@ -345,14 +358,14 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
   const auto grads = reverse_grads(params);
   if (!im.shm)
     m_bucket.resize(static_cast<size_t>(m_bucket_elements));
-  if (m_compression != GlooOptions::Compression::none)
+  if (!im.shm && m_compression != GlooOptions::Compression::none)
     m_bucket16.resize(static_cast<size_t>(m_bucket_elements));
   const float divisor = static_cast<float>(m_world_size);
   // The gradients as one stream cut into buckets: a bucket may hold many parameters, or part of one.
   for (const GradBucket& b : plan_grad_buckets(sizes_of(grads), m_bucket_elements).buckets) {
     ++m_last_buckets;
     m_bytes_last_step += b.elements * wire_bytes;
-    average_bucket(b.pieces, grads, im.shm.get(), m_bucket.data(), divisor,
+    average_bucket(b.pieces, grads, im.shm.get(), shm_format(m_compression), m_bucket.data(), divisor,
                    [&](float* data, int64_t n) { reduce_bucket(data, m_bucket16.data(), n); });
   }
 }
@@ -391,10 +404,11 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
     b.pieces = std::move(planned.pieces);
     b.elements = planned.elements;
     b.waiting_for = planned.gradients;
-    if (!im.shm)  // shared memory reduces the gradients in place
+    if (!im.shm) {  // shared memory reduces the gradients in place
       b.data.resize(static_cast<size_t>(b.elements));
-    if (m_compression != GlooOptions::Compression::none)
-      b.wire.resize(static_cast<size_t>(b.elements));
+      if (m_compression != GlooOptions::Compression::none)
+        b.wire.resize(static_cast<size_t>(b.elements));
+    }
     im.buckets.push_back(std::move(b));
   }
   for (const auto& [p, list] : im.buckets_of)
@@ -414,7 +428,7 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
         ++s.started;
         lock.unlock();
         try {
-          average_bucket(b.pieces, s.grads, s.shm.get(), b.data.data(), divisor,
+          average_bucket(b.pieces, s.grads, s.shm.get(), shm_format(m_compression), b.data.data(), divisor,
                          [&](float* data, int64_t n) { reduce_bucket(data, b.wire.data(), n); });
           lock.lock();
         } catch (...) {

@@ -3,9 +3,11 @@
 // flat f32 buckets filled in reverse parameter order, as PyTorch DDP fills them (the last layers'
 // gradients are ready first), each bucket all-reduced (sum) and divided by the world size.
 // Host tensors only: a device tensor is a lathe::Error (NCCL is the GPU path).
-// Speed features: buckets may travel as fp16/bf16 (half the bytes; partial sums in f32 on each hop,
-// rounded to 16 bits for the next), and with overlap (grad_ready_hook) a communication thread
-// all-reduces each bucket as soon as the backward pass has produced all its gradients.
+// Speed features: buckets may travel as fp16/bf16 (half the bytes; over tcp partial sums in f32 on
+// each hop, rounded to 16 bits for the next; through shared memory each rank's values rounded to 16
+// bits, summed in f32 in rank order, divided and rounded once, ShmAllReduce::all_reduce_mean), and
+// with overlap (grad_ready_hook) a communication thread all-reduces each bucket as soon as the
+// backward pass has produced all its gradients.
 #pragma once
 
 #include <functional>
@@ -30,16 +32,18 @@ struct GlooOptions {
   double bucket_mb = 25;
   /// Wire format of the gradient buckets: f32, or 16 bits (half the bytes).
   enum class Compression { none, fp16, bf16 } compression = Compression::none;
-  /// Ranks that share one machine sum f32 gradient buckets through shared memory (shm_allreduce.h)
-  /// instead of loopback tcp; where any rank cannot map the segment, every rank keeps tcp.
+  /// Ranks that share one machine sum gradient buckets (f32 or 16-bit) through shared memory
+  /// (shm_allreduce.h) instead of loopback tcp; where any rank cannot map the segment, every rank
+  /// keeps tcp.
   bool shared_memory = true;
 };
 
 class GlooCommunicator final : public Communicator {
  public:
-  /// f32 elements per shared-memory chunk (256 KiB): a chunk, its peers' share and the result stay
-  /// in the cores' L2 between the copy in, the sum and the copy out (bench/allreduce: a 2.1 MB mlp
-  /// bucket took ~0.4 ms in 64 Ki chunks against ~0.9 ms in one 4 MiB chunk, p10 of 400, this machine).
+  /// f32 elements per shared-memory chunk (256 KiB; twice as many 16-bit ones): a chunk, its peers'
+  /// share and the result stay in the cores' L2 between the copy in, the sum and the copy out
+  /// (bench/allreduce: a 2.1 MB mlp bucket took ~0.4 ms in 64 Ki chunks against ~0.9 ms in one 4 MiB
+  /// chunk, p10 of 400, this machine).
   static constexpr int64_t kSharedMemoryChunk = int64_t{1} << 16;
   /// Joins the run: returns once all `world_size` ranks are connected, or throws lathe::Error naming
   /// the store and the ranks missing after `timeout_s` (ConfigError for bad options).
@@ -92,7 +96,8 @@ class GlooCommunicator final : public Communicator {
   GlooOptions::Compression m_compression = GlooOptions::Compression::none;
   std::function<void(const Param*)> make_ready_hook();
   /// Sums `filled` elements of a bucket over Gloo's tcp transport, in place, in the wire format (the
-  /// shared-memory path reduces the gradients where they are, ShmAllReduce::all_reduce_mean).
+  /// shared-memory path reduces the gradients where they are, ShmAllReduce::all_reduce_mean, in the
+  /// same 16 bits when compressed).
   void reduce_bucket(float* data, uint16_t* wire, int64_t filled);
   /// Collective, at the end of the constructor: the shared-memory path when every rank can map it.
   void open_shared_memory(const std::string& run_id);

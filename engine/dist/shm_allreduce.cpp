@@ -7,12 +7,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 
+#include "engine/core/dtype.h"
 #include "engine/core/error.h"
+#include "engine/core/half_arrays.h"
 
 namespace lathe::dist {
 
@@ -155,8 +158,8 @@ void ShmAllReduce::watch_peers() {
 void ShmAllReduce::set_token(uint64_t token) { m_header->token.value.store(token, std::memory_order_release); }
 uint64_t ShmAllReduce::token() const { return m_header->token.value.load(std::memory_order_acquire); }
 
-template <class T, class Fill, class Drain>
-void ShmAllReduce::reduce(int64_t total, T divisor, const char* what, Fill fill, Drain drain) {
+template <class T, class Fill, class Combine, class Drain>
+void ShmAllReduce::reduce(int64_t total, const char* what, Fill fill, Combine combine, Drain drain) {
   const OneAtATime guard(m_busy, m_rank);
   const int64_t cap = m_chunk * static_cast<int64_t>(sizeof(float)) / static_cast<int64_t>(sizeof(T));
   T* slots = reinterpret_cast<T*>(m_slots);  // slot k: slots + k * cap
@@ -167,19 +170,10 @@ void ShmAllReduce::reduce(int64_t total, T divisor, const char* what, Fill fill,
     fill(start, len, slots + m_rank * cap);
     m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
     wait_all(false, what);
-    // This rank's share of the chunk, summed over the slots in rank order.
+    // This rank's share of the chunk.
     const int64_t share = (len + m_world - 1) / m_world;
     const int64_t lo = std::min(len, share * m_rank), hi = std::min(len, lo + share);
-    for (int64_t i = lo; i < hi; ++i)
-      out[i] = slots[i];
-    for (int k = 1; k < m_world; ++k) {
-      const T* slot = slots + k * cap;
-      for (int64_t i = lo; i < hi; ++i)
-        out[i] += slot[i];
-    }
-    if (divisor != T(1))
-      for (int64_t i = lo; i < hi; ++i)
-        out[i] /= divisor;
+    combine(static_cast<const T*>(slots), cap, out, lo, hi);
     m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
     wait_all(true, "finish its share of the sum");
     drain(start, len, static_cast<const T*>(out));
@@ -188,10 +182,71 @@ void ShmAllReduce::reduce(int64_t total, T divisor, const char* what, Fill fill,
   }
 }
 
+namespace {
+
+// out[lo, hi) = the sum over the `world` slots in rank order, divided by `divisor` (when not 1).
+template <class T>
+void sum_share(const T* slots, int64_t cap, int world, T* out, int64_t lo, int64_t hi, T divisor) {
+  for (int64_t i = lo; i < hi; ++i)
+    out[i] = slots[i];
+  for (int k = 1; k < world; ++k) {
+    const T* slot = slots + k * cap;
+    for (int64_t i = lo; i < hi; ++i)
+      out[i] += slot[i];
+  }
+  if (divisor != T(1))
+    for (int64_t i = lo; i < hi; ++i)
+      out[i] /= divisor;
+}
+
+// The 16-bit formats' conversions: the project's own (dtype.h, half_arrays.h), as the tcp path's.
+void widen(ShmAllReduce::Format f, const uint16_t* src, float* dst, int64_t n) {
+  if (f == ShmAllReduce::Format::fp16) {
+    f16_to_f32_array(src, dst, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = bf16_to_f32(src[i]);
+}
+void narrow(ShmAllReduce::Format f, const float* src, uint16_t* dst, int64_t n) {
+  if (f == ShmAllReduce::Format::fp16) {
+    f32_to_f16_array(src, dst, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = f32_to_bf16(src[i]);
+}
+
+// 16-bit out[lo, hi) = round16(sum over the slots in rank order of widen(slot) / divisor), summed
+// and divided in f32, in blocks that stay in L1.
+void mean_share16(ShmAllReduce::Format f, const uint16_t* slots, int64_t cap, int world, uint16_t* out, int64_t lo,
+                  int64_t hi, float divisor) {
+  constexpr int64_t kBlock = 1024;
+  float acc[kBlock], next[kBlock];
+  for (int64_t b = lo; b < hi; b += kBlock) {
+    const int64_t n = std::min(kBlock, hi - b);
+    widen(f, slots + b, acc, n);
+    for (int k = 1; k < world; ++k) {
+      widen(f, slots + k * cap + b, next, n);
+      for (int64_t i = 0; i < n; ++i)
+        acc[i] += next[i];
+    }
+    if (divisor != 1.0f)
+      for (int64_t i = 0; i < n; ++i)
+        acc[i] /= divisor;
+    narrow(f, acc, out + b, n);
+  }
+}
+
+}  // namespace
+
 void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
   reduce<double>(
-      n, 1.0, "bring its values",
+      n, "bring its values",
       [&](int64_t start, int64_t len, double* slot) { std::memcpy(slot, data + start, len * sizeof(double)); },
+      [&](const double* slots, int64_t cap, double* out, int64_t lo, int64_t hi) {
+        sum_share(slots, cap, m_world, out, lo, hi, 1.0);
+      },
       [&](int64_t start, int64_t len, const double* r) { std::memcpy(data + start, r, len * sizeof(double)); });
 }
 
@@ -252,16 +307,33 @@ void ShmAllReduce::broadcast(const std::vector<Span>& spans, int root) {
   gather(spans, std::vector<int>(spans.size(), root));
 }
 
-void ShmAllReduce::all_reduce_mean(const std::vector<Span>& spans, float divisor) {
-  reduce<float>(
-      elements(spans), divisor, "bring its gradients",
-      [&](int64_t start, int64_t len, float* slot) {
-        for_range(spans, start, len,
-                  [&](size_t, float* p, int64_t n, int64_t at) { std::memcpy(slot + at, p, n * sizeof(float)); });
+void ShmAllReduce::all_reduce_mean(const std::vector<Span>& spans, float divisor, Format format) {
+  if (format == Format::f32) {
+    reduce<float>(
+        elements(spans), "bring its gradients",
+        [&](int64_t start, int64_t len, float* slot) {
+          for_range(spans, start, len,
+                    [&](size_t, float* p, int64_t n, int64_t at) { std::memcpy(slot + at, p, n * sizeof(float)); });
+        },
+        [&](const float* slots, int64_t cap, float* out, int64_t lo, int64_t hi) {
+          sum_share(slots, cap, m_world, out, lo, hi, divisor);
+        },
+        [&](int64_t start, int64_t len, const float* r) {
+          for_range(spans, start, len,
+                    [&](size_t, float* p, int64_t n, int64_t at) { std::memcpy(p, r + at, n * sizeof(float)); });
+        });
+    return;
+  }
+  reduce<uint16_t>(
+      elements(spans), "bring its gradients",
+      [&](int64_t start, int64_t len, uint16_t* slot) {
+        for_range(spans, start, len, [&](size_t, float* p, int64_t n, int64_t at) { narrow(format, p, slot + at, n); });
       },
-      [&](int64_t start, int64_t len, const float* r) {
-        for_range(spans, start, len,
-                  [&](size_t, float* p, int64_t n, int64_t at) { std::memcpy(p, r + at, n * sizeof(float)); });
+      [&](const uint16_t* slots, int64_t cap, uint16_t* out, int64_t lo, int64_t hi) {
+        mean_share16(format, slots, cap, m_world, out, lo, hi, divisor);
+      },
+      [&](int64_t start, int64_t len, const uint16_t* r) {
+        for_range(spans, start, len, [&](size_t, float* p, int64_t n, int64_t at) { widen(format, r + at, p, n); });
       });
 }
 

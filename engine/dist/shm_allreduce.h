@@ -7,6 +7,10 @@
 // every slot in rank order into the result area, announces that, and copies the whole result back.
 // Every element is summed once, by one rank, in rank order: all ranks get the same bits. A rank that
 // does not arrive within the timeout, or whose process is gone, is named in a lathe::Error.
+// Gradients may travel in 16 bits (fp16 or bf16, compute.grad_compression): each rank rounds its
+// values into its slot, the owner of an element widens the ranks' 16-bit values, sums them in f32 in
+// rank order, divides, and rounds the mean once to 16 bits into the result area; every rank widens
+// those bits back. A slot holds twice as many 16-bit elements as f32 ones (the same bytes a chunk).
 // The segment is created by rank 0 and opened by the others between two barriers of the caller
 // (GlooCommunicator), after which rank 0 unlinks its name: it lives as long as a rank maps it, and
 // nothing is left in /dev/shm, however the run ends.
@@ -50,10 +54,18 @@ class ShmAllReduce {
   void gather(const std::vector<Span>& spans, const std::vector<int>& owners);
   /// gather() with every span owned by `root`.
   void broadcast(const std::vector<Span>& spans, int root);
+  /// What travels through the slots and the result area for all_reduce_mean.
+  enum class Format { f32, fp16, bf16 };
   /// Replaces the concatenation of `spans` with its sum over the ranks divided by `divisor`: the
   /// pieces go straight into this rank's slot and the result straight back (no staging bucket), and
   /// each element is divided once, by the rank that sums it, so every rank gets the same bits.
-  void all_reduce_mean(const std::vector<Span>& spans, float divisor);
+  /// fp16 / bf16: element i ends as widen(round16(sum over ranks k in order of
+  /// widen(round16(x_k[i]))) / divisor)), the sum and the division in f32, round16 being
+  /// f32_to_f16 / f32_to_bf16 of engine/core/dtype.h (nearest even; NaN stays NaN, fp16 beyond
+  /// 65504 becomes inf); only 16-bit values pass through the segment.
+  void all_reduce_mean(const std::vector<Span>& spans, float divisor, Format format = Format::f32);
+  /// Elements of a chunk in `format` (f32: chunk_elements rounded up to even; 16 bits: twice that).
+  int64_t chunk_elements(Format format) const { return format == Format::f32 ? m_chunk : 2 * m_chunk; }
 
   /// A value rank 0 writes into the segment for the others to check that they mapped the same
   /// memory (two containers on one machine may share a host name but not /dev/shm).
@@ -72,10 +84,11 @@ class ShmAllReduce {
   void wait_all(bool done, const char* what);
   /// One all-reduce of `total` elements of T in chunks (`what` a peer that does not come did not
   /// do, for the error: "bring its gradients"): fill(start, len, slot) copies this rank's
-  /// [start, start + len) into its slot, drain(start, len, result) copies the result out; each
-  /// rank's share of a chunk is summed in rank order and divided by `divisor` (when not 1).
-  template <class T, class Fill, class Drain>
-  void reduce(int64_t total, T divisor, const char* what, Fill fill, Drain drain);
+  /// [start, start + len) into its slot, combine(slots, cap, out, lo, hi) writes out[lo, hi) from
+  /// the world's slots (slot k at slots + k * cap) for this rank's share of the chunk,
+  /// drain(start, len, result) copies the result out.
+  template <class T, class Fill, class Combine, class Drain>
+  void reduce(int64_t total, const char* what, Fill fill, Combine combine, Drain drain);
 
   Header* m_header = nullptr;
   char* m_slots = nullptr;   ///< world_size slots of m_chunk f32 elements (or m_chunk / 2 doubles)

@@ -1,6 +1,7 @@
 // GlooCommunicator across 2 and 3 forked processes meeting in a FileStore folder: the gradient mean
-// (buckets smaller than one parameter and larger than all), broadcast, sums, barrier, two runs in
-// one folder, the error for a rank that never joins, and no process left behind.
+// (buckets smaller than one parameter and larger than all; f32, and fp16/bf16 through shared
+// memory), broadcast, sums, barrier, two runs in one folder, the error for a rank that never joins,
+// and no process left behind.
 #include "engine/dist/gloo_communicator.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <thread>
 
+#include "engine/core/dtype.h"
 #include "engine/core/error.h"
 #include "tests/support/multi_process.h"
 
@@ -403,6 +405,82 @@ TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBitAndBroadcasts) 
       },
       60);
   expect_all_ok(results);
+}
+
+// fp16 / bf16 buckets through shared memory, on 2 and 3 ranks, blocking and overlapped: every
+// rank's gradients are bit for bit the documented rule (each rank's value rounded to 16 bits, summed
+// in f32 in rank order, divided, rounded once, widened), computed here with dtype.h's scalar
+// conversions; pieces cross the 16-bit chunks (2 x kSharedMemoryChunk elements) and two buckets
+// split a parameter; the bytes are half of f32's.
+TEST_F(GlooCommunicatorTest, SixteenBitBucketsThroughSharedMemoryFollowTheRuleBitForBit) {
+  using Compression = GlooOptions::Compression;
+  const int64_t chunk16 = 2 * GlooCommunicator::kSharedMemoryChunk;
+  const std::vector<int64_t> sizes = {chunk16 + 17, 3, chunk16 * 3 / 2};  // 327,700: 2 buckets of 1 MiB
+  auto value = [](int r, size_t k, int64_t i) {
+    const double scale = std::pow(10.0, static_cast<double>(i % 9) - 5.0);  // fp16 subnormals to thousands
+    return static_cast<float>(std::sin(0.37 * r + 1.3 * static_cast<double>(k) + 0.011 * static_cast<double>(i)) * 3.7 *
+                              scale);
+  };
+  for (int world : {2, 3}) {
+    std::vector<GlooOptions> opts;
+    for (auto c : {Compression::fp16, Compression::bf16}) {
+      opts.push_back(options((c == Compression::fp16 ? "shm16-" : "shmbf16-") + std::to_string(world), 1.0));
+      opts.back().compression = c;
+    }
+    auto results = run_processes(
+        world,
+        [&](int r) {
+          for (const GlooOptions& o : opts) {
+            const bool h = o.compression == Compression::fp16;
+            const std::string tag = h ? "fp16" : "bf16";
+            auto round_trip = [h](float x) {
+              return h ? lathe::f16_to_f32(lathe::f32_to_f16(x)) : lathe::bf16_to_f32(lathe::f32_to_bf16(x));
+            };
+            GlooCommunicator comm(r, world, o);
+            require(comm.uses_shared_memory(), tag + ": ranks here should share memory");
+            std::vector<Param> storage;
+            for (int64_t n : sizes)
+              storage.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
+            std::vector<NamedParam> named;
+            for (size_t k = 0; k < storage.size(); ++k)
+              named.push_back({std::to_string(k) + ".w", &storage[k]});
+            for (bool overlap : {false, true}) {
+              for (size_t k = 0; k < storage.size(); ++k)
+                for (int64_t i = 0; i < sizes[k]; ++i)
+                  storage[k].grad.data<float>()[i] = value(r, k, i);
+              if (overlap) {
+                auto hook = comm.grad_ready_hook(named);
+                for (size_t k = named.size(); k-- > 0;)
+                  hook(named[k].param);
+              }
+              comm.all_reduce_gradients(named);
+              require(comm.last_bucket_count() == 2,
+                      tag + ": " + std::to_string(comm.last_bucket_count()) + " buckets");
+              require(comm.bytes_last_step() == (chunk16 * 5 / 2 + 20) * 2, tag + ": bytes");
+              int64_t rounded = 0;
+              for (size_t k = 0; k < storage.size(); ++k)
+                for (int64_t i = 0; i < sizes[k]; ++i) {
+                  float sum = round_trip(value(0, k, i));
+                  float plain = value(0, k, i);
+                  for (int o2 = 1; o2 < world; ++o2) {
+                    sum += round_trip(value(o2, k, i));
+                    plain += value(o2, k, i);
+                  }
+                  const float want = round_trip(sum / static_cast<float>(world));
+                  rounded += want != plain / static_cast<float>(world);
+                  const float got = storage[k].grad.data<float>()[i];
+                  if (std::memcmp(&got, &want, sizeof got) != 0)
+                    require(false, tag + (overlap ? " overlapped" : " blocking") + ": param " + std::to_string(k) +
+                                       "[" + std::to_string(i) + "] = " + std::to_string(got) + ", the rule gives " +
+                                       std::to_string(want));
+                }
+              require(rounded > 1000, tag + ": only " + std::to_string(rounded) + " elements differ from f32");
+            }
+          }
+        },
+        120);
+    expect_all_ok(results);
+  }
 }
 
 TEST_F(GlooCommunicatorTest, BarrierWaitsForTheSlowestRank) {

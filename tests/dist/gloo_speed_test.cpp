@@ -1,14 +1,15 @@
 // GlooCommunicator's speed and memory features across 2-3 forked ranks: overlap (bit-identical to
 // the blocking path, buckets started before all_reduce_gradients), fp16/bf16 buckets (within 1e-2,
-// bytes exactly half), ZeRO-1 (ShardedOptimizer on 2 and 3 ranks equals the unsharded run; each
-// rank holds 1/N of the state within one alignment unit; the shards gathered for a checkpoint equal
-// the unsharded state, and whole state tensors load back into the slices; FlatPartition's cuts),
-// and a device tensor refused.
+// bytes exactly half, through shared memory and tcp, which agree bit for bit on 2 ranks), ZeRO-1
+// (ShardedOptimizer on 2 and 3 ranks equals the unsharded run; each rank holds 1/N of the state
+// within one alignment unit; the shards gathered for a checkpoint equal the unsharded state, and
+// whole state tensors load back into the slices; FlatPartition's cuts), and a device tensor refused.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -122,35 +123,71 @@ TEST_F(GlooSpeedTest, OverlapIsBitIdenticalAndStartsBucketsEarly) {
   expect_all_ok(results);
 }
 
+// Through shared memory (the default on one machine) and over tcp.
 TEST_F(GlooSpeedTest, SixteenBitBucketsAreCloseAndHalfTheBytes) {
   const int world = 3;
+  for (bool shm : {true, false})
+    for (auto c : {GlooOptions::Compression::fp16, GlooOptions::Compression::bf16}) {
+      const std::string tag =
+          std::string(c == GlooOptions::Compression::fp16 ? "fp16" : "bf16") + (shm ? "-shm" : "-tcp");
+      auto ref_opts = options("ref" + tag, kSmallBucket);
+      auto opts = options(tag, kSmallBucket, c);
+      opts.shared_memory = shm;
+      auto results = run_processes(
+          world,
+          [&](int r) {
+            GlooCommunicator ref(r, world, ref_opts);
+            GlooCommunicator comp(r, world, opts);
+            require(comp.uses_shared_memory() == shm, tag + ": uses_shared_memory() is not " + std::to_string(shm));
+            SpeedParams a(r), b(r);
+            ref.all_reduce_gradients(a.named);
+            comp.all_reduce_gradients(b.named);
+            require(comp.bytes_last_step() * 2 == ref.bytes_last_step(),
+                    tag + " bytes " + std::to_string(comp.bytes_last_step()) + " vs " +
+                        std::to_string(ref.bytes_last_step()));
+            // Relative to the f32 result as a vector (elements near 0 lose digits to cancellation).
+            double diff2 = 0, norm2 = 0, worst = 0;
+            for (size_t k = 0; k < a.storage.size(); ++k)
+              for (int64_t i = 0; i < a.storage[k].grad.numel(); ++i) {
+                const double x = a.storage[k].grad.at_flat(i), y = b.storage[k].grad.at_flat(i);
+                diff2 += (x - y) * (x - y);
+                norm2 += x * x;
+                worst = std::max(worst, std::abs(x - y));
+              }
+            const double rel = std::sqrt(diff2 / norm2);
+            require(rel <= 1e-2, tag + " relative error " + std::to_string(rel));
+            require(worst > 0, tag + " is exactly f32: nothing was compressed");
+          },
+          60);
+      expect_all_ok(results);
+    }
+}
+
+// On 2 ranks the segment's rule (round each value, sum, divide, round the mean) and tcp's (round the
+// sum, divide in f32) give the same bits while the sum and the mean stay in the format's normal range
+// (a division by 2 commutes with rounding there); the values here are positive, 0.5 to 60 (fp16's
+// normal range starts at 2^-14, its largest value is 65504).
+TEST_F(GlooSpeedTest, OnTwoRanksSixteenBitBucketsThroughSharedMemoryAndTcpAgreeBitForBit) {
+  const int world = 2;
   for (auto c : {GlooOptions::Compression::fp16, GlooOptions::Compression::bf16}) {
     const std::string tag = c == GlooOptions::Compression::fp16 ? "fp16" : "bf16";
-    auto ref_opts = options("ref" + tag, kSmallBucket);
-    auto opts = options(tag, kSmallBucket, c);
+    auto shm_opts = options("agree-shm" + tag, kSmallBucket, c), tcp_opts = options("agree-tcp" + tag, kSmallBucket, c);
+    tcp_opts.shared_memory = false;
     auto results = run_processes(
         world,
         [&](int r) {
-          GlooCommunicator ref(r, world, ref_opts);
-          GlooCommunicator comp(r, world, opts);
+          GlooCommunicator shm(r, world, shm_opts), tcp(r, world, tcp_opts);
+          require(shm.uses_shared_memory() && !tcp.uses_shared_memory(), tag + ": transports");
           SpeedParams a(r), b(r);
-          ref.all_reduce_gradients(a.named);
-          comp.all_reduce_gradients(b.named);
-          require(comp.bytes_last_step() * 2 == ref.bytes_last_step(),
-                  tag + " bytes " + std::to_string(comp.bytes_last_step()) + " vs " +
-                      std::to_string(ref.bytes_last_step()));
-          // Relative to the f32 result as a vector (elements near 0 lose digits to cancellation).
-          double diff2 = 0, norm2 = 0, worst = 0;
+          for (SpeedParams* p : {&a, &b})
+            for (auto& param : p->storage)
+              for (int64_t i = 0; i < param.grad.numel(); ++i)
+                param.grad.data<float>()[i] = 0.5f + 59.5f * std::abs(param.grad.data<float>()[i]) / 3.7f;
+          shm.all_reduce_gradients(a.named);
+          tcp.all_reduce_gradients(b.named);
           for (size_t k = 0; k < a.storage.size(); ++k)
-            for (int64_t i = 0; i < a.storage[k].grad.numel(); ++i) {
-              const double x = a.storage[k].grad.at_flat(i), y = b.storage[k].grad.at_flat(i);
-              diff2 += (x - y) * (x - y);
-              norm2 += x * x;
-              worst = std::max(worst, std::abs(x - y));
-            }
-          const double rel = std::sqrt(diff2 / norm2);
-          require(rel <= 1e-2, tag + " relative error " + std::to_string(rel));
-          require(worst > 0, tag + " is exactly f32: nothing was compressed");
+            require(std::memcmp(a.storage[k].grad.raw(), b.storage[k].grad.raw(), a.storage[k].grad.nbytes()) == 0,
+                    tag + ": param " + std::to_string(k) + " differs between shared memory and tcp");
         },
         60);
     expect_all_ok(results);

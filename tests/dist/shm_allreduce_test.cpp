@@ -1,18 +1,166 @@
 // ShmAllReduce on its own, in one process: two calls at once on one rank are refused (the
 // generation counters are shared, so a second thread would corrupt the first one's chunk), and a
-// rank that never maps the segment is named at the timeout.
+// rank that never maps the segment is named at the timeout. The 16-bit mean (fp16 / bf16 gradient
+// compression) on 2 and 3 ranks as threads, in chunks of a few elements: bit for bit the documented
+// rule computed here with the scalar conversions, hand-computed values that only that rule gives,
+// and infinities and NaN.
 #include "engine/dist/shm_allreduce.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/core/error.h"
 
 using lathe::dist::ShmAllReduce;
+
+namespace {
+
+// Runs fn(rank, comm) for every rank of a fresh segment of `chunk` f32 elements, each rank on its own
+// thread; returns the ranks' error messages ("" for none).
+std::vector<std::string> on_threads(int world, int64_t chunk, const std::function<void(int, ShmAllReduce&)>& fn) {
+  static int serial = 0;
+  const std::string name = "/lathe-test-16-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+  ShmAllReduce::create(name, world, chunk);
+  std::vector<std::unique_ptr<ShmAllReduce>> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.push_back(std::make_unique<ShmAllReduce>(name, r, world, chunk, std::chrono::milliseconds(20000)));
+  ShmAllReduce::unlink(name);
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, *ranks[static_cast<size_t>(r)]);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  return errors;
+}
+
+// The rule, element by element, with dtype.h's scalar conversions (the implementation converts
+// arrays, F16C for fp16): widen(round16(sum in rank order of widen(round16(x_k))) / world)).
+float expected_mean16(ShmAllReduce::Format f, const std::vector<float>& per_rank) {
+  const bool h = f == ShmAllReduce::Format::fp16;
+  auto round_trip = [h](float x) {
+    return h ? lathe::f16_to_f32(lathe::f32_to_f16(x)) : lathe::bf16_to_f32(lathe::f32_to_bf16(x));
+  };
+  float sum = round_trip(per_rank[0]);
+  for (size_t k = 1; k < per_rank.size(); ++k)
+    sum += round_trip(per_rank[k]);
+  return round_trip(sum / static_cast<float>(per_rank.size()));
+}
+
+float grad_value(int r, size_t piece, int64_t i) {
+  // Fractions over eight decades (fp16's subnormals to thousands), both signs.
+  const double scale = std::pow(10.0, static_cast<double>(i % 9) - 5.0);
+  return static_cast<float>(std::sin(0.37 * r + 1.3 * static_cast<double>(piece) + 0.011 * static_cast<double>(i)) *
+                            3.7 * scale);
+}
+
+}  // namespace
+
+// Pieces that cross the chunks (10 f32 elements a slot: 20 in 16 bits) at every offset, on 2 and 3
+// ranks (shares of 7 and 10 elements of a chunk): every rank ends with the rule's bits.
+TEST(ShmAllReduce, SixteenBitMeanIsTheRoundedRankOrderMeanBitForBit) {
+  const std::vector<int64_t> sizes = {37, 1, 20, 53, 3};
+  for (auto format : {ShmAllReduce::Format::fp16, ShmAllReduce::Format::bf16})
+    for (int world : {2, 3}) {
+      const std::string tag = std::string(format == ShmAllReduce::Format::fp16 ? "fp16" : "bf16") + " on " +
+                              std::to_string(world) + " ranks";
+      std::vector<std::vector<std::vector<float>>> got(static_cast<size_t>(world));
+      const auto errors = on_threads(world, 10, [&](int r, ShmAllReduce& comm) {
+        EXPECT_EQ(comm.chunk_elements(format), 20);
+        auto& mine = got[static_cast<size_t>(r)];
+        std::vector<ShmAllReduce::Span> spans;
+        mine.resize(sizes.size());
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          for (int64_t i = 0; i < sizes[k]; ++i)
+            mine[k].push_back(grad_value(r, k, i));
+          spans.push_back({mine[k].data(), sizes[k]});
+        }
+        comm.all_reduce_mean(spans, static_cast<float>(world), format);
+      });
+      for (int r = 0; r < world; ++r)
+        ASSERT_EQ(errors[static_cast<size_t>(r)], "") << tag;
+      int64_t inexact = 0;
+      for (size_t k = 0; k < sizes.size(); ++k)
+        for (int64_t i = 0; i < sizes[k]; ++i) {
+          std::vector<float> per_rank;
+          for (int r = 0; r < world; ++r)
+            per_rank.push_back(grad_value(r, k, i));
+          const float want = expected_mean16(format, per_rank);
+          float f32_mean = per_rank[0];
+          for (int r = 1; r < world; ++r)
+            f32_mean += per_rank[static_cast<size_t>(r)];
+          f32_mean /= static_cast<float>(world);
+          inexact += want != f32_mean;
+          for (int r = 0; r < world; ++r) {
+            const float g = got[static_cast<size_t>(r)][k][static_cast<size_t>(i)];
+            ASSERT_EQ(std::memcmp(&g, &want, sizeof g), 0)
+                << tag << ": rank " << r << " piece " << k << "[" << i << "] = " << g << ", the rule gives " << want;
+          }
+        }
+      EXPECT_GT(inexact, 50) << tag << ": the values are too round to tell 16 bits from f32";
+    }
+}
+
+// Values worked out by hand: each rank rounds before the sum (1 + 2^-12 is 1 in fp16, 1 + 2^-9 is 1
+// in bf16), the mean is rounded once after the division (fp16 (1 + 1 + 2) / 3 = 1.3330078125, where
+// rounding the sum and dividing in f32 would give 1.3333334), and the sum is never rounded (fp16
+// 60000 + 60000 = 120000 would be inf in 16 bits; its mean 60000 is not). An infinity or a NaN on
+// one rank is one on every rank; fp16 70000 rounds to inf on its rank.
+TEST(ShmAllReduce, SixteenBitMeanRoundsEachRanksValueAndTheMeanOnce) {
+  using F = ShmAllReduce::Format;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    F format;
+    std::vector<float> per_rank;
+    float want;  // NaN: any NaN
+  };
+  const std::vector<Case> cases = {
+      {F::fp16, {1.0f + 0x1p-12f, 1.0f + 0x1p-12f}, 1.0f},
+      {F::bf16, {1.0f + 0x1p-9f, 1.0f + 0x1p-9f}, 1.0f},
+      {F::fp16, {1.0f, 1.0f, 2.0f}, 1.3330078125f},
+      {F::bf16, {1.0f, 1.0f, 2.0f}, 1.3359375f},  // 4/3 to 8 significant bits: 1.01010101b
+      {F::fp16, {60000.0f, 60000.0f}, 60000.0f},
+      {F::fp16, {70000.0f, -1.0f}, inf},
+      {F::bf16, {-inf, 1.0f, 2.0f}, -inf},
+      {F::fp16, {inf, -inf}, nan},
+      {F::fp16, {nan, 1.0f, 2.0f}, nan},
+      {F::bf16, {1.0f, nan}, nan},
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Case& cs = cases[c];
+    const int world = static_cast<int>(cs.per_rank.size());
+    std::vector<float> got(cs.per_rank);
+    const auto errors = on_threads(world, 4, [&](int r, ShmAllReduce& comm) {
+      comm.all_reduce_mean({{&got[static_cast<size_t>(r)], 1}}, static_cast<float>(world), cs.format);
+    });
+    for (int r = 0; r < world; ++r) {
+      ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "case " << c;
+      const float g = got[static_cast<size_t>(r)];
+      if (std::isnan(cs.want))
+        EXPECT_TRUE(std::isnan(g)) << "case " << c << " rank " << r << ": " << g;
+      else
+        EXPECT_EQ(g, cs.want) << "case " << c << " rank " << r;
+      EXPECT_EQ(std::memcmp(&g, &got[0], sizeof g), 0) << "case " << c << ": ranks 0 and " << r << " differ";
+    }
+  }
+}
 
 TEST(ShmAllReduce, TwoCallsAtOnceOnOneRankAreRefused) {
   const std::string name = "/lathe-test-busy-" + std::to_string(getpid());

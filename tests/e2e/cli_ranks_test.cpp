@@ -2,7 +2,8 @@
 // start, meet and finish with one run in the store; a worker killed or stopped, or rank 0 killed,
 // ends every process within compute.timeout_s + 10 s with the run `failed` naming the rank; bad
 // compute.* values are refused naming the field; two srun-like ranks started separately meet in a
-// shared folder. The process table is checked: no lathe-cli child of the test is left.
+// shared folder, and srun cannot resume a run whose ranks met in a folder on one machine. The
+// process table is checked: no lathe-cli child of the test is left.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -240,6 +241,64 @@ TEST_F(CliRanks, SrunRanksStartedSeparatelyMeetInASharedFolder) {
   EXPECT_NE(out().find("as rank 1 of 2"), std::string::npos) << out();
   EXPECT_EQ(only_run().first, RunStatus::finished);  // rank 1 never touched the store
   EXPECT_TRUE(std::filesystem::exists(shared));
+}
+
+TEST_F(CliRanks, SrunCannotResumeARunWhoseRanksMetOnOneMachine) {
+  // A run of compute.devices=2 met in a folder on its machine: ranks srun starts (maybe on other
+  // machines) cannot meet there, so resume refuses, saying how to resume it instead.
+  const pid_t rank0 = start(longer());
+  wait_started();
+  ASSERT_EQ(kill(rank0, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(rank0, kTimeoutS + 10), 130) << out();
+  const auto [status, error] = only_run();
+  ASSERT_EQ(status, RunStatus::cancelled) << error;
+  const std::string id = Store::open(db()).list_runs().runs.at(0).run.id;
+  const CmdResult r = run_shell("SLURM_NTASKS=2 SLURM_JOB_ID=42 SLURM_STEP_ID=1 SLURM_LOCALID=0 SLURM_PROCID=0 " +
+                                cli_binary() + " --db " + db() + " resume " + id);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("compute.rendezvous is \"\" (the run's ranks met on one machine), but slurm started"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("`lathe-cli resume " + id + "` alone"), std::string::npos) << r.out;
+  EXPECT_EQ(only_run().first, RunStatus::cancelled);  // the refusal touched nothing
+}
+
+TEST_F(CliRanks, SrunRanksAreNotResumedByALoneProcess) {
+  // srun's two ranks (compute.devices stays 1 in the config) stopped by SIGTERM, then a plain
+  // `lathe-cli resume`: one rank would change the global batch its checkpoints count steps of, so
+  // it refuses, saying how to resume instead; the same ranks under srun then finish the run.
+  const std::string shared = (m_dir / "shared").string();
+  const std::string common = "SLURM_NTASKS=2 SLURM_JOB_ID=42 SLURM_LOCALID=0 LATHE_DIST_HOST=127.0.0.1";
+  const std::string args = tiny("--set compute.rendezvous=" + shared +
+                                " --set data.train_subset=2048 --set train.epochs=20 --set train.batch_size=32"
+                                " --set checkpoint.every_steps=20");
+  const pid_t node1 = start(args, common + " SLURM_STEP_ID=0 SLURM_PROCID=1");
+  const pid_t node0 = fork();
+  if (node0 == 0) {
+    const std::string cmd = common + " SLURM_STEP_ID=0 SLURM_PROCID=0 exec " + cli_binary() + " " + args + " > " +
+                            (m_dir / "out0.txt").string() + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  wait_started();
+  ASSERT_EQ(kill(node0, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(node0, kTimeoutS + 10), 130);
+  EXPECT_EQ(wait_exit(node1, kTimeoutS + 10), 130) << out();
+  const std::string id = Store::open(db()).list_runs().runs.at(0).run.id;
+  const CmdResult r = run_shell(cli_binary() + " --db " + db() + " resume " + id);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("run " + id + " trained on 2 ranks (its dist/world_size) and this resume would run 1: its "
+                       "checkpoints count steps of 2 x 32 samples; resume it on 2 ranks, each started by the "
+                       "launcher that ran it (`srun lathe-cli resume " + id + "`)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(only_run().first, RunStatus::cancelled);
+  const pid_t again1 = start("--db " + db() + " resume " + id, common + " SLURM_STEP_ID=1 SLURM_PROCID=1");
+  const CmdResult r0 =
+      run_shell(common + " SLURM_STEP_ID=1 SLURM_PROCID=0 " + cli_binary() + " --db " + db() + " resume " + id);
+  EXPECT_EQ(r0.code, 0) << r0.out;
+  EXPECT_EQ(wait_exit(again1, kTimeoutS + 10), 0) << out();
+  EXPECT_EQ(only_run().first, RunStatus::finished);
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // uninterrupted run with a sound store (bench/kill_resume.py, the 20-kill acceptance, in short);
 // a spot notice from a local stand-in for the EC2 endpoint makes the run write an emergency
 // checkpoint and exit `interrupted` inside the notice window, and the resumed run loses no step.
-// Both on one process and on two data-parallel ranks.
+// Both on one process and on two data-parallel ranks, started by lathe-cli or, as srun starts
+// them on two nodes, each on its own.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -80,6 +81,23 @@ TEST_F(CliResume, KillNineOnTwoRanksThenResumeEndsBitIdentical) {
     EXPECT_NE(r.out.find("weights identical"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
   }
+}
+
+TEST_F(CliResume, KillNineOfRankZeroUnderSrunThenEveryRankResumesBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  // Two "nodes": each rank started on its own with srun's variables, meeting in a shared folder.
+  // The kill takes rank 0 alone; rank 1 must end by itself within compute.timeout_s; then every
+  // rank runs `lathe-cli resume RUN` (a new srun step) and the run ends as if never killed.
+  const std::string script = LATHE_SOURCE_DIR "/bench/kill_resume.py";
+  const CmdResult r = test::run_shell("python3 " + script + " --cli " + cli_binary() +
+                                      " --kills 2 --model mlp --train-subset 1024 --test-subset 200 --epochs 2"
+                                      " --batch-size 16 --every-steps 10 --seed 5 --devices 2 --launcher slurm"
+                                      " --timeout-s 5");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("summary: 2 kills"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("weights identical"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
 class CliSpotNotice : public CliResume, public ::testing::WithParamInterface<int> {};
