@@ -285,9 +285,9 @@ class DistillStageAdapter final : public Stage {
     f.push_back(only_when(
         distilling(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching (MSE) loss")),
         {non_empty("distill.feature_pairs")}));
-    f.push_back(distilling(
-        string("distill.feature_pairs", "",
-               "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only")));
+    f.push_back(
+        distilling(string("distill.feature_pairs", "",
+                          "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only")));
     f.push_back(
         distilling(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first")));
     f.push_back(distilling(number("distill.student_augment_factor", 1.2, 0, 4,

@@ -503,10 +503,10 @@ class QuantizeStage final : public Stage {
                             "qat: fine-tuning epochs with fake quantization (straight-through estimator), from the PTQ "
                             "ranges of quant.calibration")));
     f.push_back(qat(number("quant.qat_lr_scale", 0.1, 0, 10, "qat: learning rate = train.optimizer.lr x this", true)));
-    f.push_back(quantizing(boolean(
-        "quant.mixed_precision", false,
-        "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
-        "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)")));
+    f.push_back(quantizing(
+        boolean("quant.mixed_precision", false,
+                "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
+                "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)")));
     f.push_back(only_when(quantizing(number("quant.max_accuracy_drop", 1.0, 0, 100,
                                             "Mixed precision goal: test-accuracy points the INT8 model may lose "
                                             "against f32")),

@@ -279,10 +279,8 @@ TEST(GuiForm, NumericStringAndCompoundConditionsFollowTheirFields) {
   mode->setCurrentText("ptq-static");
   EXPECT_TRUE(enabled("quant.calibration"));
   EXPECT_FALSE(enabled("quant.percentile"));  // minmax
-  EXPECT_NE(tip("quant.percentile").find("Not used now: quant.calibration is \"minmax\"; quant.compare_calibrators is "
-                                         "false."),
-            std::string::npos)
-      << tip("quant.percentile");
+  const std::string why = "Not used now: quant.calibration is \"minmax\"; quant.compare_calibrators is false.";
+  EXPECT_NE(tip("quant.percentile").find(why), std::string::npos) << tip("quant.percentile");
   compare->setChecked(true);
   EXPECT_TRUE(enabled("quant.percentile"));  // the percentile calibrator is one of those compared
   compare->setChecked(false);

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -201,8 +200,9 @@ TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
   const json schema = schema_as_json();  // a range-for over a temporary's member would dangle
   for (const json& f : schema.at("fields")) {
     if (f.at("path") == "data.channels")
-      EXPECT_EQ(f.at("applies_when"),
-                json::parse(R"({"all_of": [{"any_of": [{"path": "data.dataset", "test": "one_of", "values": ["folder"]}]}],
+      EXPECT_EQ(
+          f.at("applies_when"),
+          json::parse(R"({"all_of": [{"any_of": [{"path": "data.dataset", "test": "one_of", "values": ["folder"]}]}],
                                 "text": "data.dataset is \"folder\""})"));
     if (f.at("path") == "cost.notice_s")
       EXPECT_EQ(f.at("applies_when").at("all_of"),
@@ -245,7 +245,7 @@ TEST(ConfigSchema, AboveNonEmptyAndCompoundConditions) {
   const FieldSpec& percentile = *find_field("quant.percentile");
   const json ptq = {{"quant", {{"mode", "ptq-static"}}}};
   EXPECT_FALSE(field_applies(percentile, json::object()));  // no quantization
-  EXPECT_FALSE(field_applies(percentile, ptq));              // minmax calibration
+  EXPECT_FALSE(field_applies(percentile, ptq));             // minmax calibration
   json pct = ptq;
   pct["quant"]["calibration"] = "percentile";
   EXPECT_TRUE(field_applies(percentile, pct));
@@ -285,25 +285,33 @@ TEST(ConfigSchema, AboveNonEmptyAndCompoundConditions) {
   EXPECT_FALSE(field_applies(*find_field("compute.telemetry_s"), {{"compute", {{"backend", "cpu"}}}}));
 }
 
+// A value of the field `c` tests that makes `c` hold (a teacher and feature pairs for the strings).
+json holding_value(const FieldSpec::Condition& c) {
+  switch (c.test) {
+    case FieldSpec::Condition::Test::one_of:
+      return c.values.front();
+    case FieldSpec::Condition::Test::above:
+      return find_field(c.path)->kind == FieldSpec::Kind::integer ? json(static_cast<int64_t>(c.bound) + 1)
+                                                                  : json(c.bound + 1);
+    case FieldSpec::Condition::Test::non_empty:
+      return c.path == "distill.teacher" ? "zoo:teacher" : "1:8";
+  }
+  return nullptr;
+}
+
 // Every conditional field applies under some valid config: the first condition of each of its
 // clauses made to hold.
 // A condition that can never hold would grey a field out for good.
 TEST(ConfigSchema, EveryConditionalFieldAppliesSomewhere) {
-  using Test = FieldSpec::Condition::Test;
   for (const FieldSpec& f : experiment_schema()) {
     if (f.applies_when.empty())
       continue;
     json cfg = json::object();
     for (const auto& any : f.applies_when) {
       const FieldSpec::Condition& c = any.front();
-      const FieldSpec& on = *find_field(c.path);
-      const json value = c.test == Test::one_of ? c.values.front()
-                         : c.test == Test::above
-                             ? (on.kind == FieldSpec::Kind::integer ? json(static_cast<int64_t>(c.bound) + 1)
-                                                                    : json(c.bound + 1))
-                         : c.path == "distill.teacher" ? json("zoo:teacher")
-                                                       : json("1:8");
-      cfg[json::json_pointer("/" + std::regex_replace(c.path, std::regex("\\."), "/"))] = value;
+      std::string pointer = "/" + c.path;
+      std::replace(pointer.begin(), pointer.end(), '.', '/');
+      cfg[json::json_pointer(pointer)] = holding_value(c);
     }
     EXPECT_TRUE(field_applies(f, cfg)) << f.path << " in " << cfg.dump();
     EXPECT_EQ(why_not_applies(f, cfg), "") << f.path;
