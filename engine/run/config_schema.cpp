@@ -137,9 +137,12 @@ std::vector<FieldSpec> build_schema() {
   s.push_back(boolean(
       "compute.shard_optimizer", false,
       "ZeRO-1: each rank keeps the optimizer state of its 1/N range of the parameters (taken as one flat array) only"));
-  s.push_back(number("compute.telemetry_s", 1.0, 0, kInf,
-                     "Seconds between GPU telemetry readings (NVML and GPM metrics, read off the training thread)",
-                     true));
+  // The distributed knobs (rendezvous, timeout, buckets, compression, ZeRO-1) have no condition: under
+  // srun or torchrun the launcher sets the world size, and compute.devices stays 1 (cli_ranks.cpp).
+  s.push_back(only_when(
+      number("compute.telemetry_s", 1.0, 0, kInf,
+             "Seconds between GPU telemetry readings (NVML and GPM metrics, read off the training thread)", true),
+      "compute.backend", {"auto", "cuda"}));
   // --- the stages' sections, in pipeline order (stage.h)
   for (const auto& stage : stage_prototypes())
     for (FieldSpec& f : stage->schema_fields())
@@ -159,11 +162,16 @@ std::vector<FieldSpec> build_schema() {
                      "training, sends notices, kills at the end of the notice window and resumes"));
   s.push_back(enumeration("cost.notice_provider", {"none", "ec2", "gcp"},
                           "Cloud whose spot/preemption notice endpoint is polled (none = only SIGTERM)"));
-  s.push_back(string("cost.notice_url", "",
-                     "Base URL of the metadata server; empty = http://169.254.169.254 (tests use a local server)"));
-  s.push_back(number("cost.notice_poll_s", 5, 0.05, 3600, "Seconds between polls of the notice endpoint"));
-  s.push_back(number("cost.notice_s", 0, 0, kInf,
-                     "Seconds between a spot notice and the machine going away; 0 = the provider's (120 ec2, 30 gcp)"));
+  // cost.notice_provider applies whatever cost.pricing says: lathe-cli run polls it on any run.
+  const auto polled = [](FieldSpec f) { return only_when(std::move(f), "cost.notice_provider", {"ec2", "gcp"}); };
+  s.push_back(polled(string("cost.notice_url", "",
+                            "Base URL of the metadata server; empty = http://169.254.169.254 (tests use a local "
+                            "server)")));
+  s.push_back(polled(number("cost.notice_poll_s", 5, 0.05, 3600, "Seconds between polls of the notice endpoint")));
+  s.push_back(only_when(number("cost.notice_s", 0, 0, kInf,
+                               "Simulated spot interruptions: seconds between the notice and the kill; 0 = the "
+                               "provider's (120 ec2 and none, 30 gcp)"),
+                        {above("cost.interruptions_per_hour", 0)}));
   s.push_back(number("cost.restart_s", 60, 0, kInf, "Seconds to get a new instance after an interruption"));
   // --- output
   s.push_back(string("output.dir", "runs", "Folder under which each run gets its own folder"));
@@ -221,10 +229,31 @@ FieldSpec unsupported(FieldSpec f, std::string reason) {
   f.unsupported_reason = std::move(reason);
   return f;
 }
-FieldSpec only_when(FieldSpec f, std::string on, std::vector<std::string> values) {
-  f.applies_when.path = std::move(on);
-  f.applies_when.values = std::move(values);
+FieldSpec::Condition one_of(std::string path, std::vector<nlohmann::json> values) {
+  FieldSpec::Condition c;
+  c.path = std::move(path);
+  c.values = std::move(values);
+  return c;
+}
+FieldSpec::Condition above(std::string path, double bound) {
+  FieldSpec::Condition c;
+  c.path = std::move(path);
+  c.test = FieldSpec::Condition::Test::above;
+  c.bound = bound;
+  return c;
+}
+FieldSpec::Condition non_empty(std::string path) {
+  FieldSpec::Condition c;
+  c.path = std::move(path);
+  c.test = FieldSpec::Condition::Test::non_empty;
+  return c;
+}
+FieldSpec only_when(FieldSpec f, std::vector<FieldSpec::Condition> any) {
+  f.applies_when.push_back(std::move(any));
   return f;
+}
+FieldSpec only_when(FieldSpec f, std::string on, std::vector<std::string> values) {
+  return only_when(std::move(f), {one_of(std::move(on), std::vector<nlohmann::json>(values.begin(), values.end()))});
 }
 
 }  // namespace schema
@@ -319,47 +348,118 @@ const nlohmann::json* value_at(const nlohmann::json& cfg, const std::string& pat
 
 namespace {
 
+using Condition = FieldSpec::Condition;
+
 /// The value of the field a condition depends on: the config's, else the schema default.
-nlohmann::json controlling_value(const FieldSpec::Condition& when, const nlohmann::json& cfg) {
+nlohmann::json controlling_value(const Condition& when, const nlohmann::json& cfg) {
   if (const nlohmann::json* node = value_at(cfg, when.path))
     return *node;
   const FieldSpec* on = find_field(when.path);
   return on ? on->default_value : nlohmann::json();
 }
 
+bool holds(const Condition& when, const nlohmann::json& cfg) {
+  const nlohmann::json value = controlling_value(when, cfg);
+  switch (when.test) {
+    case Condition::Test::one_of:
+      return std::find(when.values.begin(), when.values.end(), value) != when.values.end();
+    case Condition::Test::above:
+      return value.is_number() && value.get<double>() > when.bound;
+    case Condition::Test::non_empty:
+      return value.is_string() && !value.get_ref<const std::string&>().empty();
+  }
+  return false;
+}
+
+bool clause_holds(const std::vector<Condition>& any, const nlohmann::json& cfg) {
+  return std::any_of(any.begin(), any.end(), [&](const Condition& c) { return holds(c, cfg); });
+}
+
+std::string describe(const Condition& when) {
+  switch (when.test) {
+    case Condition::Test::one_of: {
+      std::string text = when.path + " is ";
+      for (size_t i = 0; i < when.values.size(); ++i)
+        text += (i == 0 ? "" : i + 1 == when.values.size() ? " or " : ", ") + when.values[i].dump();
+      return text;
+    }
+    case Condition::Test::above:
+      return when.path + " > " + format_bound(when.bound);
+    case Condition::Test::non_empty:
+      return when.path + " is not empty";
+  }
+  return when.path;
+}
+
 }  // namespace
 
 bool field_applies(const FieldSpec& f, const nlohmann::json& cfg) {
-  const FieldSpec::Condition& when = f.applies_when;
-  if (when.path.empty())
-    return true;
-  const nlohmann::json value = controlling_value(when, cfg);
-  return value.is_string() &&
-         std::find(when.values.begin(), when.values.end(), value.get<std::string>()) != when.values.end();
+  return std::all_of(f.applies_when.begin(), f.applies_when.end(),
+                     [&](const std::vector<Condition>& any) { return clause_holds(any, cfg); });
+}
+
+std::string why_not_applies(const FieldSpec& f, const nlohmann::json& cfg) {
+  std::vector<std::string> seen;
+  std::string text;
+  for (const std::vector<Condition>& any : f.applies_when) {
+    if (clause_holds(any, cfg))
+      continue;
+    for (const Condition& c : any) {
+      if (std::find(seen.begin(), seen.end(), c.path) != seen.end())
+        continue;
+      seen.push_back(c.path);
+      text += (text.empty() ? "" : "; ") + c.path + " is " + controlling_value(c, cfg).dump() +
+              (value_at(cfg, c.path) ? "" : ", the default");
+    }
+  }
+  return text;
 }
 
 std::vector<std::string> unused_fields(const nlohmann::json& cfg) {
   std::vector<std::string> out;
   for (const FieldSpec& f : experiment_schema()) {
-    if (f.applies_when.path.empty() || !value_at(cfg, f.path) || field_applies(f, cfg))
+    if (f.applies_when.empty() || !value_at(cfg, f.path) || field_applies(f, cfg))
       continue;
-    const bool set = value_at(cfg, f.applies_when.path) != nullptr;
-    out.push_back(f.path + " is set but only used when " + describe_applies_when(f) + " (" + f.applies_when.path +
-                  " is " + controlling_value(f.applies_when, cfg).dump() + (set ? "" : ", the default") +
+    out.push_back(f.path + " is set but only used when " + describe_applies_when(f) + " (" + why_not_applies(f, cfg) +
                   "): it has no effect");
   }
   return out;
 }
 
 std::string describe_applies_when(const FieldSpec& f) {
-  const FieldSpec::Condition& when = f.applies_when;
-  if (when.path.empty())
-    return {};
-  std::string text = when.path + " is ";
-  for (size_t i = 0; i < when.values.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == when.values.size() ? " or " : ", ") + ('"' + when.values[i] + '"');
+  std::string text;
+  for (const std::vector<Condition>& any : f.applies_when) {
+    std::string clause;
+    for (const Condition& c : any)
+      clause += (clause.empty() ? "" : " or ") + describe(c);
+    if (any.size() > 1 && f.applies_when.size() > 1)
+      clause = "(" + clause + ")";
+    text += (text.empty() ? "" : ", and ") + clause;
+  }
   return text;
 }
+
+namespace {
+
+nlohmann::json applies_when_json(const FieldSpec& f) {
+  static const char* const kTests[] = {"one_of", "above", "non_empty"};
+  nlohmann::json all = nlohmann::json::array();
+  for (const std::vector<Condition>& any : f.applies_when) {
+    nlohmann::json conditions = nlohmann::json::array();
+    for (const Condition& c : any) {
+      nlohmann::json j{{"path", c.path}, {"test", kTests[static_cast<int>(c.test)]}};
+      if (c.test == Condition::Test::one_of)
+        j["values"] = c.values;
+      if (c.test == Condition::Test::above)
+        j["bound"] = c.bound;
+      conditions.push_back(std::move(j));
+    }
+    all.push_back({{"any_of", std::move(conditions)}});
+  }
+  return {{"all_of", std::move(all)}, {"text", describe_applies_when(f)}};
+}
+
+}  // namespace
 
 nlohmann::json schema_as_json() {
   nlohmann::json fields = nlohmann::json::array();
@@ -385,12 +485,11 @@ nlohmann::json schema_as_json() {
     if (!f.supported)
       j["unsupported_reason"] = f.unsupported_reason;
     j["section"] = f.section;
-    if (!f.applies_when.path.empty())
-      j["applies_when"] = {
-          {"path", f.applies_when.path}, {"values", f.applies_when.values}, {"text", describe_applies_when(f)}};
+    if (!f.applies_when.empty())
+      j["applies_when"] = applies_when_json(f);
     fields.push_back(std::move(j));
   }
-  return {{"version", 1}, {"fields", std::move(fields)}};
+  return {{"version", 2}, {"fields", std::move(fields)}};
 }
 
 }  // namespace lathe

@@ -29,14 +29,21 @@ struct FieldSpec {
   bool supported = true;
   std::string unsupported_reason;  ///< e.g. "pruning lands with issue 5"
   std::string section;             ///< GUI group: "experiment", "data", "model", "train", ...
-  /// Where the field means something: only while the enumeration field `path` holds one of `values`
-  /// (e.g. data.image_size only for data.dataset "folder"). Empty path: always. The GUI disables a
-  /// field that does not apply; validation does not depend on it.
+  /// One test on another field's value (the config's, or that field's default where the config
+  /// leaves it out): it holds one of `values`; it is a number above `bound`; it is a non-empty string.
   struct Condition {
+    enum class Test { one_of, above, non_empty };
     std::string path;
-    std::vector<std::string> values;
+    Test test = Test::one_of;
+    std::vector<nlohmann::json> values;  ///< one_of
+    double bound = 0;                    ///< above
   };
-  Condition applies_when;
+  /// Where the field means something: every clause holds, a clause when any of its conditions does
+  /// (quant.percentile: quant.mode is "ptq-static" or "qat", and quant.calibration is "percentile"
+  /// or quant.compare_calibrators is true). Empty: always. The GUI disables a field that does not
+  /// apply and lathe-cli warns when one is set; validation does not depend on it. A condition must
+  /// hold wherever the engine reads the field, so that no field with an effect is greyed out.
+  std::vector<std::vector<Condition>> applies_when;
 };
 
 /// Every field, in the order the GUI and --help show them: the core sections, then each registered
@@ -54,7 +61,14 @@ FieldSpec string(std::string path, std::string def, std::string doc);
 /// The default is the first choice unless `def` names another.
 FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def = "");
 FieldSpec unsupported(FieldSpec f, std::string reason);
-/// `f` applies only while the enumeration field `on` holds one of `values` (FieldSpec::applies_when).
+/// Conditions (FieldSpec::Condition): `path` holds one of `values`; is a number above `bound`; is a
+/// non-empty string.
+FieldSpec::Condition one_of(std::string path, std::vector<nlohmann::json> values);
+FieldSpec::Condition above(std::string path, double bound);
+FieldSpec::Condition non_empty(std::string path);
+/// `f` applies only where one of `any` holds, and every clause added before (FieldSpec::applies_when).
+FieldSpec only_when(FieldSpec f, std::vector<FieldSpec::Condition> any);
+/// `f` applies only while the enumeration field `on` holds one of `values`.
 FieldSpec only_when(FieldSpec f, std::string on, std::vector<std::string> values);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace schema
@@ -69,8 +83,14 @@ const char* kind_name(FieldSpec::Kind kind);
 std::string describe_allowed(const FieldSpec& field);
 
 /// Whether `field` applies to the config document `cfg` (FieldSpec::applies_when); a controlling
-/// field `cfg` leaves out counts as its default.
+/// field `cfg` leaves out counts as its default. The one evaluation of a condition: lathe-cli's
+/// warnings and the designer's enabled state both come from here.
 bool field_applies(const FieldSpec& field, const nlohmann::json& cfg);
+
+/// Why `field` does not apply to `cfg`: the value of each field in the clauses that fail, e.g.
+/// `data.dataset is "npz"` or `quant.calibration is "minmax", the default; quant.compare_calibrators
+/// is false, the default`; "" when it applies.
+std::string why_not_applies(const FieldSpec& field, const nlohmann::json& cfg);
 
 /// The fields `cfg` sets that do not apply to it (FieldSpec::applies_when), one sentence each:
 /// `data.image_size is set but only used when data.dataset is "folder" (data.dataset is
@@ -78,13 +98,17 @@ bool field_applies(const FieldSpec& field, const nlohmann::json& cfg);
 std::vector<std::string> unused_fields(const nlohmann::json& cfg);
 
 /// When a field applies, as text: `data.dataset is "folder"`, `data.dataset is "fashion-mnist",
-/// "npz" or "folder"`; "" for a field that always applies.
+/// "npz" or "folder"`, `cost.interruptions_per_hour > 0`, `distill.teacher is not empty`, clauses
+/// joined by ", and " (a clause of several conditions in parentheses then); "" for a field that
+/// always applies.
 std::string describe_applies_when(const FieldSpec& field);
 
-/// The schema as JSON, for generating forms: {"version": 1, "fields": [{"path", "kind", "default",
+/// The schema as JSON, for generating forms: {"version": 2, "fields": [{"path", "kind", "default",
 /// "min"?, "max"?, "min_exclusive", "max_exclusive", "choices"?, "doc", "supported",
-/// "unsupported_reason"?, "section", "applies_when"?: {"path", "values", "text"}}, ...]}. Infinite
-/// bounds are left out, and applies_when for a field that always applies.
+/// "unsupported_reason"?, "section", "applies_when"?}, ...]}. applies_when is {"all_of": [{"any_of":
+/// [{"path", "test": "one_of" | "above" | "non_empty", "values"? | "bound"?}, ...]}, ...], "text":
+/// describe_applies_when}. Infinite bounds are left out, and applies_when for a field that always
+/// applies.
 nlohmann::json schema_as_json();
 
 }  // namespace lathe

@@ -276,20 +276,30 @@ class DistillStageAdapter final : public Stage {
                        "Teacher: zoo:<name> (trained first), run:<run id or name> (also a run whose model came from "
                        "model.onnx), a .safetensors file, or an .onnx model file (graph and weights, as model.onnx); "
                        "empty = no distillation"));
-    f.push_back(number("distill.temperature", 4, 0, kInf, "Softmax temperature T of the soft targets", true));
-    f.push_back(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss (1 - alpha: hard labels)"));
-    f.push_back(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching (MSE) loss"));
-    f.push_back(string("distill.feature_pairs", "",
-                       "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only"));
-    f.push_back(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first"));
-    f.push_back(number("distill.student_augment_factor", 1.2, 0, 4,
-                       "Student augmentation strength = data.augment.strength x this (the teacher sees the same "
-                       "images)"));
-    f.push_back(boolean("distill.cache_teacher", true,
-                        "Reuse the teacher's outputs per image across epochs when the student's images are not "
-                        "augmented"));
-    f.push_back(string("distill.teacher_cache", "",
-                       "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory"));
+    // Every other knob is read by the stage only, which runs only with a teacher (enabled()).
+    const auto distilling = [](FieldSpec spec) { return only_when(std::move(spec), {non_empty("distill.teacher")}); };
+    f.push_back(
+        distilling(number("distill.temperature", 4, 0, kInf, "Softmax temperature T of the soft targets", true)));
+    f.push_back(
+        distilling(number("distill.alpha", 0.7, 0, 1, "Weight of the soft-target loss (1 - alpha: hard labels)")));
+    f.push_back(only_when(
+        distilling(number("distill.feature_weight", 0.3, 0, kInf, "Weight of the feature-matching (MSE) loss")),
+        {non_empty("distill.feature_pairs")}));
+    f.push_back(
+        distilling(string("distill.feature_pairs", "",
+                          "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only")));
+    f.push_back(
+        distilling(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first")));
+    f.push_back(distilling(number("distill.student_augment_factor", 1.2, 0, 4,
+                                  "Student augmentation strength = data.augment.strength x this (the teacher sees "
+                                  "the same images)")));
+    f.push_back(distilling(boolean("distill.cache_teacher", true,
+                                   "Reuse the teacher's outputs per image across epochs when the student's images "
+                                   "are not augmented")));
+    f.push_back(only_when(
+        distilling(string("distill.teacher_cache", "",
+                          "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory")),
+        {one_of("distill.cache_teacher", {true})}));
     return f;
   }
 

@@ -475,27 +475,42 @@ class QuantizeStage final : public Stage {
                             "(activation ranges per batch at run time, f32 between layers), qat (fake-quantized "
                             "fine-tuning, then real INT8); none = no "
                             "quantization stage"));
-    f.push_back(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
-                            "How activation ranges are calibrated (static PTQ)"));
-    f.push_back(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true));
-    f.push_back(
-        enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity", "per-channel"));
-    f.push_back(integer("quant.calib_samples", 512, 1, kInf, "Training images used for calibration"));
-    f.push_back(integer("quant.calib_batch_size", 64, 1, kInf, "Batch size of the calibration passes"));
-    f.push_back(number("quant.outlier_fraction", 0.05, 0, 1,
-                       "Fraction of the calibration set taken from the highest-loss training images"));
-    f.push_back(boolean("quant.compare_calibrators", false,
-                        "Evaluate every calibration method from the same statistics (quant/<method>/test_accuracy)"));
+    // Where the engine reads each knob (run_quantize_stage / quantize_static): every mode but none
+    // quantizes the weights; calibration is static PTQ's and QAT's (ptq-dynamic takes each batch's
+    // ranges); the percentile is read for percentile calibration or when every calibrator is compared.
+    const auto quantizing = [](FieldSpec spec) {
+      return only_when(std::move(spec), "quant.mode", {"ptq-static", "ptq-dynamic", "qat"});
+    };
+    const auto calibrated = [](FieldSpec spec) {
+      return only_when(std::move(spec), "quant.mode", {"ptq-static", "qat"});
+    };
+    f.push_back(calibrated(enumeration("quant.calibration", {"minmax", "percentile", "entropy", "mse"},
+                                       "How activation ranges are calibrated (static PTQ and QAT's start)")));
+    f.push_back(only_when(
+        calibrated(number("quant.percentile", 99.99, 0, 100, "percentile calibration: kept percentile", true)),
+        {one_of("quant.calibration", {"percentile"}), one_of("quant.compare_calibrators", {true})}));
+    f.push_back(quantizing(
+        enumeration("quant.granularity", {"per-tensor", "per-channel"}, "Weight scale granularity", "per-channel")));
+    f.push_back(calibrated(integer("quant.calib_samples", 512, 1, kInf, "Training images used for calibration")));
+    f.push_back(calibrated(integer("quant.calib_batch_size", 64, 1, kInf, "Batch size of the calibration passes")));
+    f.push_back(calibrated(number("quant.outlier_fraction", 0.05, 0, 1,
+                                  "Fraction of the calibration set taken from the highest-loss training images")));
+    f.push_back(calibrated(
+        boolean("quant.compare_calibrators", false,
+                "Evaluate every calibration method from the same statistics (quant/<method>/test_accuracy)")));
     const auto qat = [](FieldSpec spec) { return only_when(std::move(spec), "quant.mode", {"qat"}); };
     f.push_back(qat(integer("quant.qat_epochs", 1, 0, kInf,
                             "qat: fine-tuning epochs with fake quantization (straight-through estimator), from the PTQ "
                             "ranges of quant.calibration")));
     f.push_back(qat(number("quant.qat_lr_scale", 0.1, 0, 10, "qat: learning rate = train.optimizer.lr x this", true)));
-    f.push_back(boolean("quant.mixed_precision", false,
-                        "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
-                        "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)"));
-    f.push_back(number("quant.max_accuracy_drop", 1.0, 0, 100,
-                       "Mixed precision goal: test-accuracy points the INT8 model may lose against f32"));
+    f.push_back(quantizing(
+        boolean("quant.mixed_precision", false,
+                "Accuracy-driven mixed precision: keep the most sensitive linear/conv layers in f32 until the "
+                "INT8 model is within quant.max_accuracy_drop of f32 (every configuration tried is recorded)")));
+    f.push_back(only_when(quantizing(number("quant.max_accuracy_drop", 1.0, 0, 100,
+                                            "Mixed precision goal: test-accuracy points the INT8 model may lose "
+                                            "against f32")),
+                          {one_of("quant.mixed_precision", {true})}));
     return f;
   }
 

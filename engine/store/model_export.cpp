@@ -132,7 +132,9 @@ std::vector<ModelExportChoice> model_export_choices(const Store& store, const st
       {kInt8, "INT8 model as QDQ (QuantizeLinear / DequantizeLinear)"}};
   std::vector<ModelExportChoice> out;
   for (const std::string& kind : f32_export_kinds()) {
-    ModelExportChoice c{.kind = kind, .label = labels.at(kind)};
+    ModelExportChoice c;
+    c.kind = kind;
+    c.label = labels.at(kind);
     if (const ArtifactRecord* a = last_of(artifacts, kind)) {
       c.available = true;
       c.path = a->path;
@@ -145,7 +147,10 @@ std::vector<ModelExportChoice> model_export_choices(const Store& store, const st
     }
     out.push_back(c);
   }
-  ModelExportChoice q{.kind = kInt8, .label = labels.at(kInt8), .why_not = int8_missing(artifacts, run_id)};
+  ModelExportChoice q;
+  q.kind = kInt8;
+  q.label = labels.at(kInt8);
+  q.why_not = int8_missing(artifacts, run_id);
   if (q.why_not.empty()) {
     q.available = true;
     q.path = last_of(artifacts, kInt8)->path;
@@ -169,7 +174,9 @@ ModelExportResult export_run_model(const Store& store, const std::string& id, co
   const std::vector<ArtifactRecord> artifacts = store.artifacts(id);
   const std::vector<EventRecord> events = store.events(id);
   const std::string kind = kind_asked.empty() ? default_kind(artifacts) : kind_asked;
-  ModelExportResult r{.path = out, .kind = kind};
+  ModelExportResult r;
+  r.path = out;
+  r.kind = kind;
   ReferenceBackend be;
 
   if (kind == kInt8) {  // the f32 graph (model-f32, saved by the quant stage) with the INT8 file's weights

@@ -40,6 +40,29 @@ TEST_F(Cli, ValidateWarnsAboutAKnobThatDoesNothingForThisConfig) {
   EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
 }
 
+// The other condition kinds reach the same warning: a number above a bound, a non-empty string,
+// either of two switches; set so that they apply, nothing is said.
+TEST_F(Cli, ValidateWarnsAboutKnobsBehindANumberATeacherOrEitherOfTwoSwitches) {
+  const std::string cfg = write("unused2.json", R"({"cost": {"notice_s": 30}, "distill": {"alpha": 0.5},
+                                                    "quant": {"mode": "ptq-static", "percentile": 99.9}})");
+  const CmdResult r = run_cmd("validate " + cfg);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* warning :
+       {"warning: cost.notice_s is set but only used when cost.interruptions_per_hour > 0 "
+        "(cost.interruptions_per_hour is 0, the default): it has no effect",
+        "warning: distill.alpha is set but only used when distill.teacher is not empty (distill.teacher is \"\", the "
+        "default): it has no effect",
+        "warning: quant.percentile is set but only used when quant.mode is \"ptq-static\" or \"qat\", and "
+        "(quant.calibration is \"percentile\" or quant.compare_calibrators is true) (quant.calibration is "
+        "\"minmax\", the default; quant.compare_calibrators is false, the default): it has no effect"})
+    EXPECT_NE(r.out.find(warning), std::string::npos) << warning << "\n" << r.out;
+  const CmdResult clean = run_cmd("validate " + cfg +
+                                  " --set cost.interruptions_per_hour=1.5 --set distill.teacher=zoo:teacher"
+                                  " --set quant.compare_calibrators=true");
+  EXPECT_EQ(clean.code, 0) << clean.out;
+  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+}
+
 TEST_F(Cli, OutOfRangeValueNamesTheAllowedRange) {
   const std::string cfg = write("bad.json", R"({"train": {"batch_size": 0}})");
   const CmdResult r = run_cmd("run " + cfg + " " + out_dir());

@@ -219,4 +219,84 @@ TEST(GuiForm, OtherConditionalFieldsFollowTheirSwitch) {
   EXPECT_EQ(form.config(), onnxOnly);
 }
 
+// The conditions beyond one enumeration's value, evaluated by the engine's field_applies against
+// what the editors show: a number above a bound (cost.notice_s with simulated interruptions), a
+// non-empty string (distill.* with a teacher), any of several conditions (quant.percentile under
+// percentile calibration or with every calibrator compared) and several clauses at once
+// (distill.feature_weight needs a teacher and feature pairs). Each follows its switches live, says
+// why it is off, and a value set where it does nothing is not saved.
+TEST(GuiForm, NumericStringAndCompoundConditionsFollowTheirFields) {
+  ExperimentForm form;
+  form.setConfig(nlohmann::json::object());
+  auto enabled = [&](const char* path) { return form.field(path)->widget()->isEnabled(); };
+  auto type = [&](const char* path, const QString& text) {  // as typed: QLineEdit::textEdited follows
+    auto* line = qobject_cast<QLineEdit*>(form.field(path)->widget());
+    ASSERT_NE(line, nullptr) << path;
+    line->setText(text);
+    emit line->textEdited(text);
+  };
+  auto tip = [&](const char* path) { return form.field(path)->widget()->toolTip().toStdString(); };
+
+  // above: cost.interruptions_per_hour > 0
+  EXPECT_FALSE(enabled("cost.notice_s"));
+  EXPECT_NE(tip("cost.notice_s").find("Only used when cost.interruptions_per_hour > 0"), std::string::npos)
+      << tip("cost.notice_s");
+  EXPECT_NE(tip("cost.notice_s").find("Not used now: cost.interruptions_per_hour is 0."), std::string::npos)
+      << tip("cost.notice_s");
+  type("cost.notice_s", "30");
+  EXPECT_FALSE(form.config().contains("cost")) << form.config().dump();  // no effect: not saved
+  type("cost.interruptions_per_hour", "2");
+  EXPECT_TRUE(enabled("cost.notice_s"));
+  EXPECT_EQ(tip("cost.notice_s").find("Not used now"), std::string::npos) << tip("cost.notice_s");
+  EXPECT_EQ(form.config()["cost"]["notice_s"], 30);
+  type("cost.interruptions_per_hour", "0");
+  EXPECT_FALSE(enabled("cost.notice_s"));
+
+  // non_empty: distill.teacher, and with it distill.feature_pairs for the feature weight
+  for (const char* p : {"distill.alpha", "distill.temperature", "distill.feature_pairs", "distill.feature_weight"})
+    EXPECT_FALSE(enabled(p)) << p;
+  EXPECT_TRUE(enabled("distill.teacher"));
+  EXPECT_NE(tip("distill.alpha").find("Not used now: distill.teacher is \"\"."), std::string::npos)
+      << tip("distill.alpha");
+  type("distill.teacher", "zoo:teacher");
+  EXPECT_TRUE(enabled("distill.alpha"));
+  EXPECT_TRUE(enabled("distill.feature_pairs"));
+  EXPECT_FALSE(enabled("distill.feature_weight"));
+  EXPECT_NE(tip("distill.feature_weight").find("Not used now: distill.feature_pairs is \"\"."), std::string::npos)
+      << tip("distill.feature_weight");
+  type("distill.feature_pairs", "1:8");
+  EXPECT_TRUE(enabled("distill.feature_weight"));
+  type("distill.teacher", "");
+  EXPECT_FALSE(enabled("distill.feature_weight"));
+  EXPECT_FALSE(enabled("distill.alpha"));
+
+  // a clause of two conditions under a clause of one: quant.percentile
+  auto* mode = qobject_cast<QComboBox*>(form.field("quant.mode")->widget());
+  auto* calibration = qobject_cast<QComboBox*>(form.field("quant.calibration")->widget());
+  auto* compare = qobject_cast<QCheckBox*>(form.field("quant.compare_calibrators")->widget());
+  EXPECT_FALSE(enabled("quant.calibration"));  // quant.mode none
+  EXPECT_FALSE(enabled("quant.percentile"));
+  mode->setCurrentText("ptq-static");
+  EXPECT_TRUE(enabled("quant.calibration"));
+  EXPECT_FALSE(enabled("quant.percentile"));  // minmax
+  const std::string why = "Not used now: quant.calibration is \"minmax\"; quant.compare_calibrators is false.";
+  EXPECT_NE(tip("quant.percentile").find(why), std::string::npos) << tip("quant.percentile");
+  compare->setChecked(true);
+  EXPECT_TRUE(enabled("quant.percentile"));  // the percentile calibrator is one of those compared
+  compare->setChecked(false);
+  calibration->setCurrentText("percentile");
+  EXPECT_TRUE(enabled("quant.percentile"));
+  mode->setCurrentText("ptq-dynamic");  // per-batch ranges: no calibration
+  EXPECT_FALSE(enabled("quant.calibration"));
+  EXPECT_FALSE(enabled("quant.percentile"));
+  EXPECT_TRUE(enabled("quant.granularity"));
+
+  // After all these edits, every field is still enabled exactly where it applies.
+  for (const FieldSpec& f : experiment_schema())
+    if (f.supported)
+      EXPECT_EQ(form.field(QString::fromStdString(f.path))->widget()->isEnabled(),
+                form.applies(QString::fromStdString(f.path)))
+          << f.path;
+}
+
 }  // namespace lathe::ui

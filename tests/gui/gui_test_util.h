@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/store/run_writer.h"
+#include "tests/support/synthetic_run.h"
 #include "widgets/ui/run_browser.h"
 
 namespace lathe::test {
@@ -71,27 +72,6 @@ inline std::string load_parallel(ui::ParallelCoordsPanel* panel, const std::func
 inline std::string open_parallel(ui::RunBrowser& browser, int ms = 20000) {
   return load_parallel(
       browser.parallelPanel(), [&]() { browser.parallelButton()->setChecked(true); }, ms);
-}
-
-struct SyntheticMetric {
-  std::string name;
-  std::vector<double> values;  ///< value at step i+1
-};
-
-/// Writes a finished run with these metrics (step i+1, wall 10 ms per step) and returns its id.
-inline std::string write_run(const std::string& db, const std::string& name, const nlohmann::json& config,
-                             const std::vector<SyntheticMetric>& metrics) {
-  RunWriter writer(db);
-  RunInfo info;
-  info.name = name;
-  info.config = config;
-  info.backend = "cpu";
-  const std::string id = writer.begin_run(info);
-  for (const auto& m : metrics)
-    for (size_t i = 0; i < m.values.size(); ++i)
-      writer.sample(m.name, static_cast<int64_t>(i + 1), 10.0 * (i + 1), m.values[i]);
-  writer.finish(RunStatus::finished);
-  return id;
 }
 
 inline std::string cli_path() { return std::string(LATHE_TEST_BINARY_DIR) + "/app/lathe-cli"; }

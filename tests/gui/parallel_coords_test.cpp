@@ -9,9 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/store/store.h"
-#include "engine/store/sweep_store.h"
 #include "gui_test_util.h"
+#include "tests/support/two_sweeps.h"
 #include "widgets/ui/parallel_coords_data.h"
 #include "widgets/ui/parallel_coords_model.h"
 #include "widgets/ui/parallel_coords_panel.h"
@@ -206,26 +205,9 @@ TEST(GuiParallelPanel, BrushingSelectsRunsInTheTableAndTheTableHighlightsBack) {
 // does not reload; hidden, they reload when opened again.
 TEST(GuiParallelPanel, FollowsTheRunTablesFilter) {
   test::GuiTempDir dir;
-  std::vector<std::string> a_runs;
-  std::string a;
-  {
-    Store s = Store::open(dir.db());
-    std::vector<NewSweepMember> am, bm;
-    for (int i = 0; i < 3; ++i)
-      am.push_back({"study-a seed=" + std::to_string(i), {{"seed", i}}});
-    for (int i = 0; i < 2; ++i)
-      bm.push_back({"study-b seed=" + std::to_string(i), {{"seed", i}}});
-    a = create_sweep(s, "study-a", {}, am);
-    const std::string b = create_sweep(s, "study-b", {}, bm);
-    for (int i = 0; i < 3; ++i) {
-      a_runs.push_back(test::write_run(dir.db(), am[i].name, {{"seed", i}}, {{"test/accuracy", {0.5 + 0.1 * i}}}));
-      set_sweep_member(s, a, i, a_runs.back(), MemberState::finished);
-    }
-    for (int i = 0; i < 2; ++i)
-      set_sweep_member(s, b, i, test::write_run(dir.db(), bm[i].name, {{"seed", i}}, {{"test/accuracy", {0.3}}}),
-                       MemberState::finished);
-  }
-  test::write_run(dir.db(), "plain", {{"seed", 9}}, {{"test/accuracy", {0.9}}});
+  const test::TwoSweeps two = test::write_two_sweeps(dir.db());
+  const std::string& a = two.a;
+  std::vector<std::string> a_runs = two.a_runs;
   RunBrowser browser(dir.qdb());
   ASSERT_TRUE(test::wait_until([&]() { return !browser.model()->loading() && browser.model()->total() == 6; }, 10000));
   ParallelCoordsPanel* panel = browser.parallelPanel();

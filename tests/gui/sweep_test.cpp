@@ -14,6 +14,7 @@
 #include "engine/store/store.h"
 #include "engine/store/sweep_store.h"
 #include "gui_test_util.h"
+#include "tests/support/two_sweeps.h"
 #include "widgets/ui/folder_importer.h"
 #include "widgets/ui/run_browser.h"
 #include "widgets/ui/sweep_dialog.h"
@@ -141,28 +142,9 @@ TEST(GuiStoredSweep, BrowserShowsProgressAndFiltersToTheSweep) {
 // and leaves the filter alone. The real binary takes the flag, and exits 2 naming a bad one.
 TEST(GuiStoredSweep, ChosenByNameTheTableAndParallelCoordinatesHoldItsRunsOnly) {
   test::GuiTempDir dir;
-  std::vector<std::string> a_runs;
-  {
-    Store s = Store::open(dir.db());
-    std::vector<NewSweepMember> am, bm;
-    for (int i = 0; i < 3; ++i)
-      am.push_back({"study-a seed=" + std::to_string(i), {{"seed", i}}});
-    for (int i = 0; i < 2; ++i)
-      bm.push_back({"study-b seed=" + std::to_string(i), {{"seed", i}}});
-    const std::string a = create_sweep(s, "study-a", {}, am);
-    const std::string b = create_sweep(s, "study-b", {}, bm);
-    ASSERT_NE(a, b);
-    for (int i = 0; i < 3; ++i) {
-      a_runs.push_back(test::write_run(dir.db(), am[i].name, {{"seed", i}, {"prune", {{"ratio", 0.1 * i}}}},
-                                       {{"test/accuracy", {0.5 + 0.1 * i}}}));
-      set_sweep_member(s, a, i, a_runs.back(), MemberState::finished);
-    }
-    for (int i = 0; i < 2; ++i)
-      set_sweep_member(s, b, i,
-                       test::write_run(dir.db(), bm[i].name, {{"seed", i}}, {{"test/accuracy", {0.3}}}),
-                       MemberState::finished);
-  }
-  test::write_run(dir.db(), "plain", {{"seed", 9}}, {{"test/accuracy", {0.9}}});
+  const test::TwoSweeps sweeps = test::write_two_sweeps(dir.db());
+  ASSERT_NE(sweeps.a, sweeps.b);
+  std::vector<std::string> a_runs = sweeps.a_runs;
 
   RunBrowser browser(dir.qdb());
   RunTableModel* model = browser.model();

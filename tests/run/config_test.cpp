@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "engine/backend/cpu/reference_backend.h"
 #include "engine/core/error.h"
@@ -131,29 +132,44 @@ TEST(ConfigSchema, UnusedFieldsAreTheSetOnesThatDoNotApply) {
 }
 
 TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
+  using Test = FieldSpec::Condition::Test;
   std::map<std::string, std::vector<std::string>> by_dataset;
   for (const FieldSpec& f : experiment_schema()) {
-    if (f.applies_when.path.empty())
-      continue;
-    const FieldSpec* on = find_field(f.applies_when.path);
-    ASSERT_NE(on, nullptr) << f.path << " depends on " << f.applies_when.path;
-    EXPECT_EQ(on->kind, FieldSpec::Kind::enumeration) << f.path;
-    EXPECT_FALSE(f.applies_when.values.empty()) << f.path;
-    for (const std::string& v : f.applies_when.values)
-      EXPECT_NE(std::find(on->choices.begin(), on->choices.end(), v), on->choices.end()) << f.path << ": " << v;
-    if (on->path == "data.dataset")
-      by_dataset[f.path] = f.applies_when.values;
+    for (const auto& any : f.applies_when) {
+      EXPECT_FALSE(any.empty()) << f.path;
+      for (const FieldSpec::Condition& c : any) {
+        const FieldSpec* on = find_field(c.path);
+        ASSERT_NE(on, nullptr) << f.path << " depends on " << c.path;
+        EXPECT_NE(on->path, f.path) << f.path << " depends on itself";
+        switch (c.test) {
+          case Test::one_of:  // choices of an enumeration, or true / false of a boolean
+            EXPECT_FALSE(c.values.empty()) << f.path;
+            for (const json& v : c.values) {
+              if (on->kind == FieldSpec::Kind::boolean) {
+                EXPECT_TRUE(v.is_boolean()) << f.path << ": " << v;
+              } else {
+                ASSERT_EQ(on->kind, FieldSpec::Kind::enumeration) << f.path << " on " << c.path;
+                ASSERT_TRUE(v.is_string()) << f.path << ": " << v;
+                EXPECT_NE(std::find(on->choices.begin(), on->choices.end(), v.get<std::string>()), on->choices.end())
+                    << f.path << ": " << v;
+              }
+            }
+            if (on->path == "data.dataset")
+              for (const json& v : c.values)
+                by_dataset[f.path].push_back(v.get<std::string>());
+            break;
+          case Test::above:  // a bound inside the field's range, or it could never (or always) hold
+            EXPECT_TRUE(on->kind == FieldSpec::Kind::integer || on->kind == FieldSpec::Kind::number) << f.path;
+            EXPECT_GE(c.bound, on->min) << f.path;
+            EXPECT_LT(c.bound, on->max) << f.path;
+            break;
+          case Test::non_empty:
+            EXPECT_EQ(on->kind, FieldSpec::Kind::string) << f.path << " on " << c.path;
+            break;
+        }
+      }
+    }
   }
-  const std::map<std::string, std::vector<std::string>> expected = {{"data.path", {"fashion-mnist", "npz", "folder"}},
-                                                                    {"data.train_images", {"idx"}},
-                                                                    {"data.train_labels", {"idx"}},
-                                                                    {"data.test_images", {"idx"}},
-                                                                    {"data.test_labels", {"idx"}},
-                                                                    {"data.num_classes", {"npz"}},
-                                                                    {"data.image_size", {"folder"}},
-                                                                    {"data.channels", {"folder"}}};
-  EXPECT_EQ(by_dataset, expected);
-
   const FieldSpec& size = *find_field("data.image_size");
   EXPECT_FALSE(field_applies(size, json::object()));  // the default dataset is fashion-mnist
   EXPECT_FALSE(field_applies(size, {{"data", {{"dataset", "npz"}}}}));
@@ -184,10 +200,135 @@ TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
   const json schema = schema_as_json();  // a range-for over a temporary's member would dangle
   for (const json& f : schema.at("fields")) {
     if (f.at("path") == "data.channels")
-      EXPECT_EQ(f.at("applies_when"),
-                json({{"path", "data.dataset"}, {"values", {"folder"}}, {"text", "data.dataset is \"folder\""}}));
+      EXPECT_EQ(
+          f.at("applies_when"),
+          json::parse(R"({"all_of": [{"any_of": [{"path": "data.dataset", "test": "one_of", "values": ["folder"]}]}],
+                                "text": "data.dataset is \"folder\""})"));
+    if (f.at("path") == "cost.notice_s")
+      EXPECT_EQ(f.at("applies_when").at("all_of"),
+                json::parse(R"([{"any_of": [{"path": "cost.interruptions_per_hour", "test": "above", "bound": 0}]}])"));
+    if (f.at("path") == "distill.alpha")
+      EXPECT_EQ(f.at("applies_when").at("all_of"),
+                json::parse(R"([{"any_of": [{"path": "distill.teacher", "test": "non_empty"}]}])"));
     if (f.at("path") == "data.train_subset")
       EXPECT_FALSE(f.contains("applies_when"));
+  }
+}
+
+// The conditions beyond "is one of": a number above a bound (cost.notice_s is the spot
+// simulation's), a non-empty string (distill.* need a teacher), a clause of several conditions
+// (quant.percentile: percentile calibration, or every calibrator compared) and clauses that must
+// all hold (distill.feature_weight: a teacher and feature pairs). Each holds and fails where the
+// engine reads the field or does not.
+TEST(ConfigSchema, AboveNonEmptyAndCompoundConditions) {
+  const FieldSpec& notice_s = *find_field("cost.notice_s");
+  EXPECT_FALSE(field_applies(notice_s, json::object()));
+  EXPECT_FALSE(field_applies(notice_s, {{"cost", {{"interruptions_per_hour", 0}}}}));
+  EXPECT_TRUE(field_applies(notice_s, {{"cost", {{"interruptions_per_hour", 0.5}}}}));
+  EXPECT_TRUE(field_applies(notice_s, {{"cost", {{"interruptions_per_hour", 2}}}}));
+  EXPECT_EQ(describe_applies_when(notice_s), "cost.interruptions_per_hour > 0");
+
+  const FieldSpec& alpha = *find_field("distill.alpha");
+  EXPECT_FALSE(field_applies(alpha, json::object()));
+  EXPECT_FALSE(field_applies(alpha, {{"distill", {{"teacher", ""}}}}));
+  EXPECT_TRUE(field_applies(alpha, {{"distill", {{"teacher", "zoo:teacher"}}}}));
+  EXPECT_EQ(describe_applies_when(alpha), "distill.teacher is not empty");
+  EXPECT_EQ(why_not_applies(alpha, json::object()), "distill.teacher is \"\", the default");
+  EXPECT_EQ(why_not_applies(alpha, {{"distill", {{"teacher", "run:x"}}}}), "");
+
+  const FieldSpec& weight = *find_field("distill.feature_weight");
+  EXPECT_FALSE(field_applies(weight, {{"distill", {{"teacher", "zoo:teacher"}}}}));
+  EXPECT_FALSE(field_applies(weight, {{"distill", {{"feature_pairs", "1:8"}}}}));
+  EXPECT_TRUE(field_applies(weight, {{"distill", {{"teacher", "zoo:teacher"}, {"feature_pairs", "1:8"}}}}));
+  EXPECT_EQ(describe_applies_when(weight), "distill.teacher is not empty, and distill.feature_pairs is not empty");
+
+  const FieldSpec& percentile = *find_field("quant.percentile");
+  const json ptq = {{"quant", {{"mode", "ptq-static"}}}};
+  EXPECT_FALSE(field_applies(percentile, json::object()));  // no quantization
+  EXPECT_FALSE(field_applies(percentile, ptq));             // minmax calibration
+  json pct = ptq;
+  pct["quant"]["calibration"] = "percentile";
+  EXPECT_TRUE(field_applies(percentile, pct));
+  json compare = ptq;
+  compare["quant"]["compare_calibrators"] = true;  // the percentile calibrator is among those compared
+  EXPECT_TRUE(field_applies(percentile, compare));
+  pct["quant"]["mode"] = "ptq-dynamic";  // no calibration at all
+  EXPECT_FALSE(field_applies(percentile, pct));
+  EXPECT_EQ(describe_applies_when(percentile),
+            "quant.mode is \"ptq-static\" or \"qat\", and (quant.calibration is \"percentile\" or "
+            "quant.compare_calibrators is true)");
+  EXPECT_EQ(why_not_applies(percentile, ptq),
+            "quant.calibration is \"minmax\", the default; quant.compare_calibrators is false, the default");
+
+  // The warnings name what would make the field count and what the controlling fields are now.
+  const auto unused = unused_fields(json::parse(
+      R"({"cost": {"notice_s": 30}, "distill": {"alpha": 0.5}, "quant": {"mode": "qat", "percentile": 99.9}})"));
+  ASSERT_EQ(unused.size(), 3u);
+  EXPECT_EQ(unused[0],
+            "distill.alpha is set but only used when distill.teacher is not empty (distill.teacher is \"\", the "
+            "default): it has no effect");
+  EXPECT_NE(unused[1].find("quant.percentile is set but only used when"), std::string::npos) << unused[1];
+  EXPECT_EQ(unused[2],
+            "cost.notice_s is set but only used when cost.interruptions_per_hour > 0 (cost.interruptions_per_hour "
+            "is 0, the default): it has no effect");
+  EXPECT_TRUE(unused_fields(json::parse(R"({"cost": {"notice_s": 30, "interruptions_per_hour": 1},
+                                            "distill": {"alpha": 0.5, "teacher": "zoo:teacher"},
+                                            "quant": {"mode": "qat", "percentile": 99.9, "compare_calibrators": true}})"))
+                  .empty());
+
+  // Decisions the engine dictates: the data-parallel knobs have no condition (srun / torchrun set
+  // the world size with compute.devices 1), GPU telemetry follows a backend that may be a GPU.
+  for (const char* path : {"compute.rendezvous", "compute.rendezvous_id", "compute.timeout_s", "compute.bucket_mb",
+                           "compute.grad_compression", "compute.shard_optimizer", "cost.notice_provider"})
+    EXPECT_TRUE(find_field(path)->applies_when.empty()) << path;
+  EXPECT_TRUE(field_applies(*find_field("compute.telemetry_s"), json::object()));  // auto
+  EXPECT_FALSE(field_applies(*find_field("compute.telemetry_s"), {{"compute", {{"backend", "cpu"}}}}));
+}
+
+// A value of the field `c` tests that makes `c` hold (a teacher and feature pairs for the strings).
+json holding_value(const FieldSpec::Condition& c) {
+  switch (c.test) {
+    case FieldSpec::Condition::Test::one_of:
+      return c.values.front();
+    case FieldSpec::Condition::Test::above:
+      return find_field(c.path)->kind == FieldSpec::Kind::integer ? json(static_cast<int64_t>(c.bound) + 1)
+                                                                  : json(c.bound + 1);
+    case FieldSpec::Condition::Test::non_empty:
+      return c.path == "distill.teacher" ? "zoo:teacher" : "1:8";
+  }
+  return nullptr;
+}
+
+// Every conditional field applies under some valid config: the first condition of each of its
+// clauses made to hold.
+// A condition that can never hold would grey a field out for good.
+TEST(ConfigSchema, EveryConditionalFieldAppliesSomewhere) {
+  for (const FieldSpec& f : experiment_schema()) {
+    if (f.applies_when.empty())
+      continue;
+    json cfg = json::object();
+    for (const auto& any : f.applies_when) {
+      const FieldSpec::Condition& c = any.front();
+      std::string pointer = "/" + c.path;
+      std::replace(pointer.begin(), pointer.end(), '.', '/');
+      cfg[json::json_pointer(pointer)] = holding_value(c);
+    }
+    EXPECT_TRUE(field_applies(f, cfg)) << f.path << " in " << cfg.dump();
+    EXPECT_EQ(why_not_applies(f, cfg), "") << f.path;
+    // Valid but for the files a dataset or model kind then requires (data.path for folder, ...).
+    std::istringstream problems(problems_of(cfg));
+    for (std::string line; std::getline(problems, line);)
+      EXPECT_NE(line.find(": required when "), std::string::npos) << f.path << " in " << cfg.dump() << ": " << line;
+  }
+}
+
+// The presets set nothing that does nothing: lathe-cli validate prints no warning for any of them.
+TEST(ConfigSchema, PresetsSetNoUnusedField) {
+  for (const auto& e : fs::directory_iterator(LATHE_SOURCE_DIR "/experiments")) {
+    if (e.path().extension() != ".json")
+      continue;
+    const auto unused = unused_fields(load_config_file(e.path().string()));
+    EXPECT_TRUE(unused.empty()) << e.path() << ": " << (unused.empty() ? "" : unused.front());
   }
 }
 

@@ -127,19 +127,18 @@ void ExperimentForm::setConfig(const nlohmann::json& cfg) {
   m_validateTimer.start();
 }
 
-bool ExperimentForm::applies(const QString& path) const {
-  const FieldEditor* f = field(path);
-  if (!f || !f->spec().contains("applies_when"))
-    return true;
-  const nlohmann::json& when = f->spec()["applies_when"];
-  const FieldEditor* on = field(QString::fromStdString(when.value("path", std::string())));
-  if (!on)
-    return true;
-  const nlohmann::json value = on->value();
-  for (const auto& v : when.value("values", nlohmann::json::array()))
-    if (v == value)
-      return true;
-  return false;
+nlohmann::json ExperimentForm::shownValues() const {
+  nlohmann::json doc = nlohmann::json::object();
+  for (const auto& f : m_fields)
+    doc[pointer_of(f->path().toStdString())] = f->value();
+  return doc;
+}
+
+bool ExperimentForm::applies(const QString& path) const { return applies(path, shownValues()); }
+
+bool ExperimentForm::applies(const QString& path, const nlohmann::json& shown) const {
+  const FieldSpec* spec = find_field(path.toStdString());
+  return !spec || field_applies(*spec, shown);
 }
 
 QString ExperimentForm::note(const QString& path) const { return m_notes.value(path); }
@@ -161,30 +160,30 @@ void ExperimentForm::applyDependencies() {
       inst->widget()->setToolTip(text.isEmpty() ? inst->baseToolTip() : text + "\n\n" + inst->baseToolTip());
     }
   }
+  const nlohmann::json shown = shownValues();
   for (auto& f : m_fields) {
-    if (!f->spec().contains("applies_when") || !f->spec().value("supported", true))
+    const FieldSpec* spec = find_field(f->path().toStdString());
+    if (!spec || spec->applies_when.empty() || !spec->supported)
       continue;
-    const bool on = applies(f->path());
+    const bool on = field_applies(*spec, shown);
     f->widget()->setEnabled(on);
     m_labels[f->path()]->setEnabled(on);
     if (!f->error().isEmpty())
       continue;  // the error leads the tooltip (FieldEditor::setError)
-    const nlohmann::json& when = f->spec()["applies_when"];
-    const FieldEditor* by = field(QString::fromStdString(when.value("path", std::string())));
-    f->widget()->setToolTip(
-        on || !by ? f->baseToolTip()
-                  : QString("Not used now: %1 is %2.\n\n").arg(by->path(), QString::fromStdString(by->value().dump())) +
-                        f->baseToolTip());
+    f->widget()->setToolTip(on ? f->baseToolTip()
+                               : "Not used now: " + QString::fromStdString(why_not_applies(*spec, shown)) + ".\n\n" +
+                                     f->baseToolTip());
   }
 }
 
 nlohmann::json ExperimentForm::config() const {
   nlohmann::json out = m_base;
+  const nlohmann::json shown = shownValues();
   for (const auto& f : m_fields) {
     const auto ptr = pointer_of(f->path().toStdString());
     const nlohmann::json v = f->value();
     const nlohmann::json def = f->spec().value("default", nlohmann::json());
-    if (out.contains(ptr) || (v != def && applies(f->path())))
+    if (out.contains(ptr) || (v != def && applies(f->path(), shown)))
       out[ptr] = v;
   }
   // {"model": {"onnx": file}} alone means model.zoo "onnx" (validate_config); setConfig showed it,

@@ -37,10 +37,11 @@ class ExperimentForm : public QWidget {
   QStringList sections() const { return m_sections; }
   /// The last validation's lines, all of them (mapped to a field or not).
   QStringList errors() const { return m_errors; }
-  /// Whether a field applies to the config as it is now: the schema's applies_when against the
-  /// controlling field's editor (data.image_size only for data.dataset "folder", AdamW's betas
-  /// only under AdamW, ...). A field that does not apply is disabled, its tooltip saying when it
-  /// applies, and follows every edit of the controlling field.
+  /// Whether a field applies to the config as it is now: the engine's field_applies (the schema's
+  /// applies_when) against the values the editors show (data.image_size only for data.dataset
+  /// "folder", AdamW's betas only under AdamW, distill.* only with a teacher, ...). A field that
+  /// does not apply is disabled, its tooltip saying when it applies and why it does not now, and
+  /// follows every edit of the fields it depends on.
   bool applies(const QString& path) const;
   /// A note on a field that is valid but probably not meant ("" when none): a GPU instance priced
   /// for a CPU run.
@@ -55,6 +56,10 @@ class ExperimentForm : public QWidget {
   void build();
   void clearErrors();
   void applyDependencies();
+  /// Every editor's value at its path (set by the user or the default it shows): the document the
+  /// schema's conditions are evaluated against.
+  nlohmann::json shownValues() const;
+  bool applies(const QString& path, const nlohmann::json& shown) const;
 
   std::vector<std::unique_ptr<FieldEditor>> m_fields;
   QMap<QString, FieldEditor*> m_byPath;
