@@ -36,8 +36,7 @@ std::string find_fashion_file(const std::string& folder, const std::string& name
 
 }  // namespace
 
-Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int num_classes,
-                      int64_t first) {
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int num_classes, int64_t first) {
   LATHE_CHECK(first >= 0, "load_idx_pair: first must be >= 0, got ", first);
   // Only the images kept are read; the labels (one byte each) are all read, so that the count
   // check, the range check and an inferred num_classes are what a full load gives.

@@ -44,8 +44,8 @@ std::vector<std::string> sorted_entries(const fs::path& dir, bool directories) {
 
 Dataset load_image_split(const std::string& folder, const std::vector<std::string>& class_names, int64_t image_size,
                          int64_t channels, bool require_every_class, int64_t first) {
-  LATHE_CHECK(image_size >= 1 && (channels == 1 || channels == 3) && first >= 0, "load_image_split: size ",
-              image_size, ", channels ", channels, ", first ", first);
+  LATHE_CHECK(image_size >= 1 && (channels == 1 || channels == 3) && first >= 0, "load_image_split: size ", image_size,
+              ", channels ", channels, ", first ", first);
   Dataset ds;
   ds.channels = channels;
   ds.rows = ds.cols = image_size;

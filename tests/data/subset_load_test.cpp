@@ -154,7 +154,8 @@ TEST(SubsetLoad, FashionMnistRunDataEqualsTheFullLoadThenSubset) {
     GTEST_SKIP() << default_fashion_mnist_dir() << " is missing: apt-get install dataset-fashion-mnist";
   const TrainTest full = load_fashion_mnist();
   DataConfig d;
-  const std::pair<int64_t, int64_t> cuts[] = {{0, 0}, {1, 1}, {2000, 500}, {1999, 9999}, {60000, 10000}, {60001, 10001}};
+  const std::pair<int64_t, int64_t> cuts[] = {{0, 0},       {1, 1},         {2000, 500},
+                                              {1999, 9999}, {60000, 10000}, {60001, 10001}};
   for (const auto& cut : cuts) {
     d.train_subset = cut.first;
     d.test_subset = cut.second;
