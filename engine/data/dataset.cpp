@@ -36,11 +36,15 @@ std::string find_fashion_file(const std::string& folder, const std::string& name
 
 }  // namespace
 
-Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int num_classes) {
-  IdxArray images = read_idx(images_path, 3);
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int num_classes, int64_t first) {
+  LATHE_CHECK(first >= 0, "load_idx_pair: first must be >= 0, got ", first);
+  // Only the images kept are read; the labels (one byte each) are all read, so that the count
+  // check, the range check and an inferred num_classes are what a full load gives.
+  IdxArray images = read_idx(images_path, 3, first > 0 ? first : -1);
   IdxArray labels = read_idx(labels_path, 1);
 
   Dataset ds;
+  const int64_t total = images.header_records;
   ds.count = images.dims[0];
   ds.rows = images.dims[1];
   ds.cols = images.dims[2];
@@ -48,30 +52,33 @@ Dataset load_idx_pair(const std::string& images_path, const std::string& labels_
   if (ds.rows < 1 || ds.cols < 1)
     throw DataError("IDX file '" + images_path + "': images of " + std::to_string(ds.rows) + " x " +
                     std::to_string(ds.cols) + " pixels; rows and cols must be at least 1");
-  if (labels.dims[0] != ds.count)
-    throw DataError("image/label count mismatch: images file '" + images_path + "' holds " + std::to_string(ds.count) +
+  if (labels.dims[0] != total)
+    throw DataError("image/label count mismatch: images file '" + images_path + "' holds " + std::to_string(total) +
                     " images but labels file '" + labels_path + "' holds " + std::to_string(labels.dims[0]) +
                     " labels");
 
   ds.labels.resize(static_cast<size_t>(ds.count));
   int max_label = -1;
-  for (int64_t i = 0; i < ds.count; ++i) {
+  for (int64_t i = 0; i < total; ++i) {
     const int label = labels.data[i];
     if (num_classes > 0 && label >= num_classes)
       throw DataError("IDX file '" + labels_path + "': label " + std::to_string(label) + " at index " +
                       std::to_string(i) + " is out of range; labels must be in [0, " + std::to_string(num_classes) +
                       ")");
-    ds.labels[i] = label;
+    if (i < ds.count)
+      ds.labels[i] = label;
     max_label = std::max(max_label, label);
   }
   ds.num_classes = num_classes > 0 ? num_classes : max_label + 1;
   ds.images = std::move(images.data);
+  if (ds.count < total)  // as subset() names the samples it keeps
+    ds.source += " (first " + std::to_string(ds.count) + ")";
   return ds;
 }
 
 std::string default_fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
-TrainTest load_fashion_mnist(const std::string& folder) {
+TrainTest load_fashion_mnist(const std::string& folder, int64_t train_first, int64_t test_first) {
   const std::string dir = folder.empty() ? default_fashion_mnist_dir() : folder;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -81,8 +88,8 @@ TrainTest load_fashion_mnist(const std::string& folder) {
     paths[i] = find_fashion_file(dir, kFashionFiles[i]);
 
   TrainTest tt;
-  tt.train = load_idx_pair(paths[0], paths[1], kFashionClasses);
-  tt.test = load_idx_pair(paths[2], paths[3], kFashionClasses);
+  tt.train = load_idx_pair(paths[0], paths[1], kFashionClasses, train_first);
+  tt.test = load_idx_pair(paths[2], paths[3], kFashionClasses, test_first);
   return tt;
 }
 

@@ -43,9 +43,14 @@ struct TrainTest {
 
 /// Reads an IDX image file (u8, [count, rows, cols]) and its label file (u8, [count]), plain or gzip.
 /// `num_classes` > 0 rejects labels >= num_classes; 0 takes num_classes = largest label + 1.
+/// `first` > 0 keeps only the first `first` samples and decodes only their images: the result is
+/// byte for byte subset(load_idx_pair(...), first) (source suffix included), and every label is
+/// still read and checked, so num_classes and the label errors do not depend on `first`; images
+/// past them are not decompressed (see read_idx). 0 = every sample.
 /// Throws lathe::DataError naming the file for anything read_idx rejects, a count mismatch (both
 /// counts named) or a label out of range.
-Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int num_classes = 0);
+Dataset load_idx_pair(const std::string& images_path, const std::string& labels_path, int num_classes = 0,
+                      int64_t first = 0);
 
 /// Where the Debian package dataset-fashion-mnist puts the files: /usr/share/datasets/fashion-mnist.
 std::string default_fashion_mnist_dir();
@@ -53,9 +58,11 @@ std::string default_fashion_mnist_dir();
 /// Loads Fashion-MNIST (60000 train and 10000 test images, 28 x 28, 10 classes) from `folder`
 /// (empty: default_fashion_mnist_dir()), which holds train-images-idx3-ubyte, train-labels-idx1-ubyte,
 /// t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each with or without .gz.
+/// `train_first` / `test_first` > 0 keep only that many leading samples of each split (as
+/// load_idx_pair's `first`), so a small run decodes only the images it uses; 0 = all.
 /// A missing folder or file throws lathe::DataError saying to run `apt-get install
 /// dataset-fashion-mnist` or to set `data.path` in the experiment config.
-TrainTest load_fashion_mnist(const std::string& folder = "");
+TrainTest load_fashion_mnist(const std::string& folder = "", int64_t train_first = 0, int64_t test_first = 0);
 
 /// Throws lathe::DataError when `ds` holds no samples, naming `split` (e.g. "training set") and the
 /// files it came from: a run on 0 images would report a loss or an accuracy that was never measured.

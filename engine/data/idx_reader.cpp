@@ -3,6 +3,7 @@
 // gzread). The size the header claims is checked against the file before anything is allocated: a
 // plain file must hold exactly that many bytes; a gzip file must be big enough to expand to it
 // (deflate's ~1032:1 limit), and is read in 16 MiB chunks so the buffer grows only with real data.
+// Asked for the first N records only, it reads (and for gzip, decompresses) only those bytes.
 #include "engine/data/idx_reader.h"
 
 #include <zlib.h>
@@ -168,7 +169,7 @@ uint32_t be32(const unsigned char* p) {
 
 }  // namespace
 
-IdxArray read_idx(const std::string& path, int expected_ndim) {
+IdxArray read_idx(const std::string& path, int expected_ndim, int64_t max_records) {
   ByteSource src(path);
   const std::string kind = src.gzip() ? "gzip-compressed " : "";
 
@@ -221,6 +222,12 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
                    ") but only " + std::to_string(have) + " bytes follow it" + src.truncation_note());
   };
   const int64_t header_bytes = 4 + 4 * static_cast<int64_t>(ndim);
+  // Only the first `records` records are read when max_records asks for fewer than the file holds.
+  out.header_records = out.dims[0];
+  const bool partial = max_records >= 0 && max_records < out.dims[0];
+  const int64_t records = partial ? max_records : out.dims[0];
+  const int64_t wanted = out.dims[0] > 0 ? total / out.dims[0] * records : 0;
+  out.dims[0] = records;
   if (!src.gzip()) {
     const int64_t rest = std::max<int64_t>(0, src.file_size() - header_bytes);
     if (total > rest)
@@ -228,7 +235,7 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
     if (total < rest)
       fail(path, std::to_string(rest - total) + " unexpected bytes after the " + std::to_string(total) +
                      " bytes of data the header promises (" + dims_text + ")");
-    out.data.resize(static_cast<size_t>(total));
+    out.data.resize(static_cast<size_t>(wanted));
     const size_t got_data = src.read(out.data.data(), out.data.size());
     if (got_data < out.data.size())
       truncated(static_cast<int64_t>(got_data));
@@ -239,8 +246,8 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
       fail(path, "the header promises " + std::to_string(total) + " bytes of data (" + dims_text + "), more than a " +
                      std::to_string(src.file_size()) + "-byte gzip file can hold: corrupt header or truncated file");
     size_t have = 0;
-    while (have < static_cast<size_t>(total)) {
-      const size_t want = std::min(kGzipChunk, static_cast<size_t>(total) - have);
+    while (have < static_cast<size_t>(wanted)) {
+      const size_t want = std::min(kGzipChunk, static_cast<size_t>(wanted) - have);
       out.data.resize(have + want);
       const size_t got = src.read(out.data.data() + have, want);
       have += got;
@@ -249,6 +256,8 @@ IdxArray read_idx(const std::string& path, int expected_ndim) {
     }
   }
 
+  if (partial)
+    return out;  // the rest of the data is neither read nor, for gzip, decompressed
   unsigned char extra[4096];
   size_t trailing = 0;
   for (size_t n; (n = src.read(extra, sizeof extra)) > 0;)

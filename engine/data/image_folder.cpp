@@ -43,9 +43,9 @@ std::vector<std::string> sorted_entries(const fs::path& dir, bool directories) {
 }  // namespace
 
 Dataset load_image_split(const std::string& folder, const std::vector<std::string>& class_names, int64_t image_size,
-                         int64_t channels, bool require_every_class) {
-  LATHE_CHECK(image_size >= 1 && (channels == 1 || channels == 3), "load_image_split: size ", image_size,
-              ", channels ", channels);
+                         int64_t channels, bool require_every_class, int64_t first) {
+  LATHE_CHECK(image_size >= 1 && (channels == 1 || channels == 3) && first >= 0, "load_image_split: size ", image_size,
+              ", channels ", channels, ", first ", first);
   Dataset ds;
   ds.channels = channels;
   ds.rows = ds.cols = image_size;
@@ -54,6 +54,7 @@ Dataset load_image_split(const std::string& folder, const std::vector<std::strin
   ds.source = folder;
   const int64_t per = ds.pixels_per_image(), plane = ds.plane();
   std::error_code ec;
+  int64_t listed = 0;  // image files in the split, decoded or not
   for (size_t label = 0; label < class_names.size(); ++label) {
     const fs::path dir = fs::path(folder) / class_names[label];
     if (!fs::is_directory(dir, ec)) {
@@ -68,6 +69,8 @@ Dataset load_image_split(const std::string& folder, const std::vector<std::strin
       const std::string path = (dir / name).string();
       if (!is_image_name(name))
         throw DataError("image folder: '" + path + "' is not an image file; allowed: .png, .jpg, .jpeg");
+      if (first > 0 && listed++ >= first)
+        continue;  // past the samples kept: named and checked above, never decoded
       const DecodedImage img =
           resize_bilinear(convert_channels(decode_image_file(path), channels), image_size, image_size);
       const size_t at = ds.images.size();
@@ -79,10 +82,13 @@ Dataset load_image_split(const std::string& folder, const std::vector<std::strin
       ++ds.count;
     }
   }
+  if (first > 0 && ds.count < listed)  // as subset() names the samples it keeps
+    ds.source += " (first " + std::to_string(ds.count) + ")";
   return ds;
 }
 
-TrainTest load_image_folder(const std::string& root, int64_t image_size, int64_t channels) {
+TrainTest load_image_folder(const std::string& root, int64_t image_size, int64_t channels, int64_t train_first,
+                            int64_t test_first) {
   std::error_code ec;
   const fs::path train = fs::path(root) / "train", test = fs::path(root) / "test";
   for (const fs::path& p : {train, test})
@@ -97,8 +103,8 @@ TrainTest load_image_folder(const std::string& root, int64_t image_size, int64_t
       throw DataError("image folder '" + test.string() + "' has class '" + c + "', which '" + train.string() +
                       "' lacks; the test classes must be training classes");
   TrainTest tt;
-  tt.train = load_image_split(train.string(), classes, image_size, channels, true);
-  tt.test = load_image_split(test.string(), classes, image_size, channels, false);
+  tt.train = load_image_split(train.string(), classes, image_size, channels, true, train_first);
+  tt.test = load_image_split(test.string(), classes, image_size, channels, false, test_first);
   return tt;
 }
 

@@ -11,19 +11,21 @@ namespace lathe {
 
 TrainTest load_run_data(const DataConfig& d) {
   TrainTest tt;
+  // IDX, Fashion-MNIST and image folders decode only the first train_subset / test_subset images
+  // (the samples subset() keeps, in the same order); NumPy data is read whole and cut below.
   switch (d.dataset) {
     case DatasetKind::fashion_mnist:
-      tt = load_fashion_mnist(d.path);
+      tt = load_fashion_mnist(d.path, d.train_subset, d.test_subset);
       break;
     case DatasetKind::idx:
-      tt.train = load_idx_pair(d.train_images, d.train_labels);
-      tt.test = load_idx_pair(d.test_images, d.test_labels, tt.train.num_classes);
+      tt.train = load_idx_pair(d.train_images, d.train_labels, 0, d.train_subset);
+      tt.test = load_idx_pair(d.test_images, d.test_labels, tt.train.num_classes, d.test_subset);
       break;
     case DatasetKind::npz:
       tt = load_numpy_dataset(d.path, d.num_classes);
       break;
     case DatasetKind::folder:
-      tt = load_image_folder(d.path, d.image_size, d.channels);
+      tt = load_image_folder(d.path, d.image_size, d.channels, d.train_subset, d.test_subset);
       break;
   }
   require_samples(tt.train, "training set");

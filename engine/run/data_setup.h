@@ -1,4 +1,5 @@
-// The run's data from its config: every data.dataset kind loaded and checked, subsets taken, and
+// The run's data from its config: every data.dataset kind loaded and checked, subsets taken (IDX,
+// Fashion-MNIST and image folders decode only the images a subset keeps), and
 // for NumPy and image-folder data the per-channel normalisation computed on the training split (and
 // applied to both). What is recorded with the run about it (data_record) goes in the started event.
 #pragma once

@@ -87,7 +87,7 @@ std::unique_ptr<Model> run_graph(const nlohmann::json& cfg, const std::vector<Ev
   } else if (!onnx_file_of(m).empty()) {
     return import_onnx(onnx_file_of(m)).model;  // its own input shape: nothing to check it against
   } else if (d.at("dataset") == "idx") {
-    const IdxArray images = read_idx(d.at("train_images").get<std::string>(), 3);
+    const IdxArray images = read_idx(d.at("train_images").get<std::string>(), 3, 0);  // the header alone
     image = {1, images.dims.at(1), images.dims.at(2)};
   } else if (d.at("dataset") != "fashion-mnist") {
     throw DataError("the run's started event has no data record, so the shape of its " + d.at("dataset").dump() +
