@@ -254,6 +254,9 @@ TEST_P(CliSpot, SupervisorInterruptsRestartsAndEndsBitIdentical) {
   EXPECT_EQ(ranks_dir.empty(), ranks == 1) << ranks_dir;
   if (ranks > 1)
     EXPECT_EQ(fs::path(ranks_dir).filename().string(), id + ".ranks");
+  // No half-written checkpoint of a killed instance is left: the resumed rank 0 removes them.
+  for (const auto& e : fs::directory_iterator(run_dir + "/ckpt"))
+    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u) << e.path();
   // Every rank of every instance is gone (the workers too, not only rank 0).
   EXPECT_TRUE(processes_mentioning(id).empty()) << ::testing::PrintToString(processes_mentioning(id));
   Store store = Store::open(db());
