@@ -302,8 +302,8 @@ TEST_P(CliSpot, SupervisorInterruptsRestartsAndEndsBitIdentical) {
 INSTANTIATE_TEST_SUITE_P(NoticeWindow, CliSpot,
                          ::testing::Combine(::testing::Values("5", "0.01"), ::testing::Values(1, 2)),
                          [](const ::testing::TestParamInfo<std::tuple<const char*, int>>& info) {
-                           return std::string(std::get<0>(info.param)[0] == '5' ? "Window5s" : "Window10ms") +
-                                  "Ranks" + std::to_string(std::get<1>(info.param));
+                           return std::string(std::get<0>(info.param)[0] == '5' ? "Window5s" : "Window10ms") + "Ranks" +
+                                  std::to_string(std::get<1>(info.param));
                          });
 
 TEST_F(CliResume, OnlyInterruptedOrCancelledRunsResume) {
