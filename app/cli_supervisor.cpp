@@ -1,8 +1,9 @@
 // The spot supervisor of `lathe-cli run` (see cli_supervisor.h): child processes, Poisson notices,
-// SIGKILL at the end of the notice window, restarts, and the run's spot metrics at the end.
+// SIGKILL of every rank at the end of the notice window, restarts, and the run's spot metrics at the end.
 #include "app/cli_supervisor.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,6 +98,59 @@ struct Interruption {
   double up_s = 0;  ///< run clock when the interrupted child had finished setting up
 };
 
+/// The live processes whose parent is `parent` (from /proc/<pid>/stat; zombies left out).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream f(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(f, stat))
+      continue;
+    const size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos)
+      continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 && ppid == parent && state != 'Z')
+      out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+/// The machine goes away: rank 0 (`pid`) and the ranks it started, all at once. (Its workers
+/// would die with it anyway, PR_SET_PDEATHSIG, a moment later.)
+void kill_machine(pid_t pid) {
+  const std::vector<pid_t> workers = children_of(pid);
+  ::kill(pid, SIGKILL);
+  for (const pid_t worker : workers)
+    ::kill(worker, SIGKILL);
+}
+
+/// After rank 0 has been reaped: waits for every process of the old instance to be gone. The
+/// supervisor is their subreaper, so a worker that outlived rank 0 for a moment (killed with it,
+/// not yet dead) is its child now; a new instance starts only on a machine with none left.
+void reap_instance() {
+  const auto give_up = Clock::now() + std::chrono::seconds(30);
+  while (true) {
+    const pid_t r = ::waitpid(-1, nullptr, WNOHANG);
+    if (r > 0)
+      continue;
+    if (r < 0)  // ECHILD: nothing left
+      return;
+    if (Clock::now() > give_up) {  // not ours to wait for any longer: take it away like the machine
+      for (const pid_t p : children_of(::getpid()))
+        ::kill(p, SIGKILL);
+      ::waitpid(-1, nullptr, 0);
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 /// Whether the run already ended `finished` in the store (read only, nothing reaped).
 bool run_finished(const std::string& db, const std::string& run_id) {
   Store::OpenOptions o;
@@ -114,6 +168,9 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
   auto draw = [&] { return -std::log(1.0 - rng.uniform()) / lambda_per_s; };
   std::signal(SIGTERM, on_supervisor_signal);
   std::signal(SIGINT, on_supervisor_signal);
+  // The ranks rank 0 starts (compute.devices = N) become the supervisor's children when rank 0 is
+  // gone, so that it can see every one of them gone before a restart.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   const std::string jsonl = (std::filesystem::path(exp.output.dir) / setup.run_id / "metrics.jsonl").string();
   const auto t0 = Clock::now();
@@ -133,6 +190,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
     int status = 0;
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) {
+      reap_instance();
       const Section sec = read_section(jsonl, offset, first_wall);
       if (pending != SIZE_MAX) {
         // The interruption before this child: now we know where the child resumed from.
@@ -189,8 +247,9 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
       continue;
     }
     if (g_supervisor_stop.load()) {
-      ::kill(pid, SIGTERM);
+      ::kill(pid, SIGTERM);  // rank 0 passes it on to its workers: every rank stops after the same step
       ::waitpid(pid, &status, 0);
+      reap_instance();
       return WIFEXITED(status) ? WEXITSTATUS(status) : 130;
     }
     const double now = seconds_since(t0);
@@ -200,7 +259,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
     const bool up =
         std::filesystem::exists(jsonl, ec) && static_cast<int64_t>(std::filesystem::file_size(jsonl, ec)) > offset;
     if (!noticed && now >= next_notice && up) {
-      ::kill(pid, SIGUSR1);  // the spot notice
+      ::kill(pid, SIGUSR1);  // the spot notice, to rank 0: the ranks' stop agreement stops them all
       noticed = true;
       notice_at = now;
       interruptions.push_back({now, false, -1, -1, 0, 0});
@@ -209,7 +268,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
                      interruptions.size(), now, notice_s);
     }
     if (noticed && !killed && now >= notice_at + notice_s) {
-      ::kill(pid, SIGKILL);  // the machine goes away
+      kill_machine(pid);  // the machine goes away
       killed = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -254,6 +313,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
                            {"steps_redone", steps_redone},
                            {"seconds_redone", seconds_redone},
                            {"restart_wait_s", restart_wait},
+                           {"ranks", exp.compute.devices},
                            {"wall_s", total_s},
                            {"on_demand_equivalent_s", useful_s}});
   w.finish(RunStatus::finished);

@@ -7,6 +7,11 @@
 // waits; at the end it adds spot/interruptions, spot/kills, spot/restarts, spot/steps_redone,
 // spot/seconds_redone, spot/restart_wait_s and cost/usd_on_demand (the same work on-demand,
 // uninterrupted) to the run, and a spot/interruption event per interruption.
+// A data-parallel run (compute.devices = N on one machine) is one machine to it: the child is rank 0,
+// which starts its N-1 workers as usual; the notice goes to rank 0 and the ranks' stop agreement
+// stops every rank after the same step; the kill takes rank 0 and its workers; `resume` starts all
+// N ranks again. The supervisor is the ranks' subreaper and restarts only once every one is gone.
+// Ranks a launcher started (srun, torchrun, --rank) are refused by `run`: they are not its to restart.
 #pragma once
 
 #include <string>

@@ -360,14 +360,39 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   ranks.resume_checkpoint_dir = child.resume_checkpoint_dir;
   if (ranks.plan.rank.rank == 0 && child.run_id.empty())  // once: not again from workers or a supervised child
     warn_unused_fields(cfg);
+  if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
+    // The supervisor plays the cloud for the whole machine: its child is rank 0, which starts the
+    // other ranks as usual; a restart is `resume`, which starts them all again. Ranks a launcher
+    // started (on other machines, maybe) are not its to kill or restart.
+    if (ranks.plan.distributed() && ranks.plan.rank.source != "default") {
+      char lambda[32];
+      std::snprintf(lambda, sizeof lambda, "%g", exp.cost.interruptions_per_hour);
+      throw lathe::ConfigError(
+          "cost.interruptions_per_hour: " + std::string(lambda) + ", but " +
+          (ranks.plan.rank.source == "flags" ? std::string("--rank/--world-size") : ranks.plan.rank.source) +
+          " started this rank (" + std::to_string(ranks.plan.rank.rank) + " of " +
+          std::to_string(ranks.plan.rank.world_size) +
+          "): the spot simulation restarts every rank of a run itself, which it can do only for the ranks "
+          "lathe-cli starts on one machine (compute.devices = N, no launcher); set cost.interruptions_per_hour "
+          "to 0 under a launcher");
+    }
+    lathe::cli::SupervisorSetup sup;
+    sup.db = db;
+    sup.run_id = run_id;  // a sweep member's planned id, or a new one
+    sup.json = json;
+    sup.run_args = {"--db", db, "run", config_path};
+    for (const std::string& s : sets)
+      sup.run_args.insert(sup.run_args.end(), {"--set", s});
+    if (json)
+      sup.run_args.push_back("--json");
+    return lathe::cli::supervise_spot_run(exp, sup);
+  }
   if (ranks.plan.distributed()) {
-    if (exp.cost.interruptions_per_hour > 0)
-      throw lathe::ConfigError("compute.devices: " + std::to_string(ranks.plan.rank.world_size) +
-                               " ranks with cost.interruptions_per_hour > 0: the spot simulation runs one "
-                               "process only for now (set compute.devices to 1 or the interruptions to 0)");
     exp.train.threads = ranks.plan.threads;
     exp.raw["train"]["threads"] = ranks.plan.threads;
-    std::vector<std::string> run_args = {"--db", db, "run", std::filesystem::absolute(config_path).string()};
+    // Workers are never supervised: a supervised run's rank 0 is the supervisor's child already.
+    std::vector<std::string> run_args = {"--db", db, "run", std::filesystem::absolute(config_path).string(),
+                                         "--no-supervise"};
     for (const std::string& s : sets)
       run_args.insert(run_args.end(), {"--set", s});
     ranks.workers = std::make_unique<lathe::cli::RankWorkers>(ranks.plan, run_args, exp.compute.timeout_s, &g_stop);
@@ -377,18 +402,6 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
       throw lathe::Error(ranks.explain(e));
     }
     return run_or_resume(exp, config_path, json, db, nullptr, run_id, &ranks);
-  }
-  if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
-    lathe::cli::SupervisorSetup sup;
-    sup.db = db;
-    sup.run_id = child.run_id.empty() ? lathe::make_run_id() : child.run_id;  // a sweep member's planned id
-    sup.json = json;
-    sup.run_args = {"--db", db, "run", config_path};
-    for (const std::string& s : sets)
-      sup.run_args.insert(sup.run_args.end(), {"--set", s});
-    if (json)
-      sup.run_args.push_back("--json");
-    return lathe::cli::supervise_spot_run(exp, sup);
   }
   return run_or_resume(exp, config_path, json, db, nullptr, child.run_id);
 }
@@ -430,6 +443,7 @@ int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, 
                                              config,
                                              "--run-id",
                                              target.run_id,
+                                             "--no-supervise",
                                              "--resume-checkpoint-dir",
                                              ckpt_dir,
                                              "--set",

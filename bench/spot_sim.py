@@ -13,7 +13,9 @@ and engine/run/spot_model's expected time (the whole-segment sum lathe-cli cost 
 System python3 and its sqlite3 module only.
 
 Usage: bench/spot_sim.py [--cli build/app/lathe-cli] [--runs 5] [--lambda-per-hour 60]
-       [--notice-s 10] [--restart-s 5] [--model cnn] [--train-subset 20000] [--epochs 1]
+       [--notice-s 10] [--restart-s 5] [--model cnn] [--train-subset 20000] [--epochs 1] [--devices 1]
+--devices N runs every run (the reference too) on N data-parallel ranks on this machine: the
+supervisor's notice goes to rank 0, every rank stops at the same step, a restart resumes all N.
 Exits 1 when a run fails, an interruption is not logged or the mean is over 15% off spot_model."""
 import argparse
 import json
@@ -77,6 +79,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--every-steps", type=int, default=100)
     ap.add_argument("--instance", default="g4dn.xlarge", help="priced at its spot rate (cost/usd)")
+    ap.add_argument("--devices", type=int, default=1, help="data-parallel ranks on this machine (compute.devices)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="lathe-spot-sim-")
     cfg = os.path.join(tmp, "config.json")
@@ -85,7 +88,7 @@ def main():
     sets = ["model.zoo=" + a.model, "train.epochs=%d" % a.epochs, "train.threads=1",
             "data.train_subset=%d" % a.train_subset, "data.test_subset=1000",
             "checkpoint.every_steps=%d" % a.every_steps, "name=spot-sim", "cost.instance=" + a.instance,
-            "cost.pricing=spot"]
+            "cost.pricing=spot", "compute.devices=%d" % a.devices]
 
     def run(db, extra, seed):
         args = [a.cli, "--db", db, "run", cfg, "--set", "output.dir=" + os.path.join(tmp, "runs"),

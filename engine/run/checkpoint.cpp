@@ -108,11 +108,7 @@ CheckpointInfo write_checkpoint(const std::string& dir, int64_t step, const Chec
   std::vector<std::string> all = list_checkpoints(dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i)
     fs::remove_all(all[i], ec);
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(".tmp-", 0) == 0 && name.find("-" + std::to_string(::getpid())) == std::string::npos)
-      fs::remove_all(entry.path(), ec);  // left by a killed writer
-  }
+  remove_stale_checkpoint_temporaries(dir);
 
   CheckpointInfo info;
   info.path = final_path;
@@ -121,6 +117,17 @@ CheckpointInfo write_checkpoint(const std::string& dir, int64_t step, const Chec
     info.bytes += static_cast<int64_t>(fs::file_size(final_path + "/" + f, ec));
   info.write_s = seconds_since(t0);
   return info;
+}
+
+void remove_stale_checkpoint_temporaries(const std::string& dir) {
+  std::error_code ec;
+  const std::string mine = "-" + std::to_string(::getpid());
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0 &&
+        (name.size() < mine.size() || name.compare(name.size() - mine.size(), mine.size(), mine) != 0))
+      fs::remove_all(entry.path(), ec);  // left by a killed writer
+  }
 }
 
 std::vector<std::string> list_checkpoints(const std::string& dir) {

@@ -40,6 +40,11 @@ struct CheckpointInfo {
 /// older checkpoints are then untouched).
 CheckpointInfo write_checkpoint(const std::string& dir, int64_t step, const CheckpointData& data, int64_t keep);
 
+/// Removes the temporary folders (".tmp-step-N-PID") that writers other than this process left
+/// under `dir`: killed in the middle of a write. Only the run's one writer may call it (the
+/// checkpoint writer after each write, rank 0 when it resumes), never while another process writes.
+void remove_stale_checkpoint_temporaries(const std::string& dir);
+
 /// The checkpoint folders under `dir`, oldest first (by step); empty when `dir` does not exist.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 

@@ -105,6 +105,10 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
   std::vector<std::string> none_valid;
   std::optional<LoadedCheckpoint> loaded = dir.empty() ? std::nullopt : load_newest_checkpoint(dir, &none_valid);
   agree_on_checkpoint(ctx, loaded ? loaded->info.step : -1, dir);
+  // Every rank has read its checkpoint: the writer (rank 0) clears what a killed writer left half
+  // written, which the next checkpoint write would clear too, if one comes before the run ends.
+  if (!dir.empty() && ctx.comm->rank() == 0)
+    remove_stale_checkpoint_temporaries(dir);
   if (!loaded) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const std::string& m : none_valid)

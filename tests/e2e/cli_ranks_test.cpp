@@ -210,9 +210,17 @@ TEST_F(CliRanks, BadComputeValuesAreRefusedNamingTheField) {
   r = run_shell("SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_JOB_ID=7 " + cli_binary() + " " + tiny());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("compute.rendezvous"), std::string::npos) << r.out;
-  r = run_cmd(tiny("--set compute.devices=2 --set cost.interruptions_per_hour=1"));
+  // The spot simulation restarts the ranks lathe-cli starts on one machine, not a launcher's.
+  r = run_cmd(tiny("--set cost.interruptions_per_hour=1 --rank 0 --world-size 2 --rendezvous-id x"));
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("compute.devices"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cost.interruptions_per_hour: 1, but --rank/--world-size started this rank (0 of 2)"),
+            std::string::npos)
+      << r.out;
+  r = run_shell("SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_STEP_ID=0 SLURM_JOB_ID=7 " + cli_binary() + " " +
+                tiny("--set cost.interruptions_per_hour=1 --set compute.rendezvous=" + (m_dir / "rdv").string()));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("cost.interruptions_per_hour: 1, but slurm started this rank (1 of 2)"), std::string::npos)
+      << r.out;
   EXPECT_FALSE(store_written());
 }
 

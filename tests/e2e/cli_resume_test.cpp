@@ -4,12 +4,16 @@
 // a spot notice from a local stand-in for the EC2 endpoint makes the run write an emergency
 // checkpoint and exit `interrupted` inside the notice window, and the resumed run loses no step.
 // Both on one process and on two data-parallel ranks, started by lathe-cli or, as srun starts
-// them on two nodes, each on its own.
+// them on two nodes, each on its own. The spot supervisor (cost.interruptions_per_hour) on one
+// process and on two ranks: every instance's ranks gone, one store run, the uninterrupted weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "engine/data/dataset.h"
@@ -191,28 +195,77 @@ TEST_P(CliSpotNotice, CheckpointsInsideTheWindowAndResumeLosesNoStep) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CliSpotNotice, ::testing::Values(1, 2));
 
-class CliSpot : public CliResume, public ::testing::WithParamInterface<const char*> {};
+/// The processes whose command line mentions `text` (a run id: rank 0, its workers, a resume's).
+std::vector<std::string> processes_mentioning(const std::string& text) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(text) != std::string::npos)
+      out.push_back(name + ": " + cmdline);
+  }
+  return out;
+}
+
+/// The notice window ("5": the checkpoint always makes it; "0.01": SIGKILL before it does) and the ranks.
+class CliSpot : public CliResume, public ::testing::WithParamInterface<std::tuple<const char*, int>> {};
 
 TEST_P(CliSpot, SupervisorInterruptsRestartsAndEndsBitIdentical) {
   if (!have_fashion_mnist())
     GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const std::string window = std::get<0>(GetParam());
+  const int ranks = std::get<1>(GetParam());
+  // Two ranks: 32 steps an epoch of 2 x 16 samples, checkpoints every 10 (a kill loses at most 10).
   const std::string common =
       " --set model.zoo=mlp --set train.epochs=2 --set train.batch_size=16 --set train.threads=1 --set seed=3"
-      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=50";
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=" +
+      std::string(ranks == 1 ? "50" : "10") + " --set compute.devices=" + std::to_string(ranks);
   const std::string cfg = write("c.json", "{}");
   const CmdResult ref = test::run_cmd("--db " + (m_dir / "ref.db").string() + " run " + cfg +
                                       " --set output.dir=" + (m_dir / "ref").string() + common);
   ASSERT_EQ(ref.code, 0) << ref.out;
-  // seed 3 draws its first interruption 0.2 s in: it lands as soon as the first child trains.
+  // seed 3 draws its first interruption 0.2 s in (at 3600/h; 0.8 s at 900/h): it lands as soon as
+  // the first child trains. Two ranks take a second or two to set up again after each restart, and
+  // a notice due by then lands as soon as they are up: 900/h keeps it to a few interruptions.
   const CmdResult r = test::run_cmd("--db " + db() + " run " + cfg + " --set output.dir=" + (m_dir / "runs").string() +
-                                    common + " --set cost.interruptions_per_hour=3600 --set cost.restart_s=0.1" +
-                                    " --set cost.notice_s=" + GetParam());
+                                    common + " --set cost.interruptions_per_hour=" + (ranks == 1 ? "3600" : "900") +
+                                    " --set cost.restart_s=0.1 --set cost.notice_s=" + window);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("lathe: spot supervisor: interruption 1 at"), std::string::npos) << r.out;
-  const std::string run_dir = only_subfolder(m_dir / "runs");
+  // The run's folder and, with 2 ranks, its <id>.ranks folder (rendezvous and worker logs, the
+  // resumes' in sub-folders): nothing else beside them.
+  std::string run_dir, ranks_dir;
+  int others = 0;
+  for (const auto& e : fs::directory_iterator(m_dir / "runs")) {
+    std::string& slot = e.path().extension() == ".ranks" ? ranks_dir : run_dir;
+    if (slot.empty())
+      slot = e.path().string();
+    else
+      ++others;
+  }
+  ASSERT_FALSE(run_dir.empty());
+  EXPECT_EQ(others, 0);
   const std::string id = fs::path(run_dir).filename().string();
+  EXPECT_EQ(ranks_dir.empty(), ranks == 1) << ranks_dir;
+  if (ranks > 1)
+    EXPECT_EQ(fs::path(ranks_dir).filename().string(), id + ".ranks");
+  // No half-written checkpoint of a killed instance is left: the resumed rank 0 removes them.
+  for (const auto& e : fs::directory_iterator(run_dir + "/ckpt"))
+    EXPECT_NE(e.path().filename().string().rfind(".tmp-", 0), 0u) << e.path();
+  // Every rank of every instance is gone (the workers too, not only rank 0).
+  EXPECT_TRUE(processes_mentioning(id).empty()) << ::testing::PrintToString(processes_mentioning(id));
   Store store = Store::open(db());
+  const RunPage page = store.list_runs();
+  ASSERT_EQ(page.runs.size(), 1u);  // one run in the store, however many instances trained it
+  EXPECT_EQ(page.runs[0].run.id, id);
   EXPECT_EQ(store.run(id).status, RunStatus::finished);
+  EXPECT_EQ(store.summary(id, "dist/world_size") ? static_cast<int>(store.summary(id, "dist/world_size")->last) : 1,
+            ranks);
   const auto interruptions = store.summary(id, "spot/interruptions");
   ASSERT_TRUE(interruptions);
   EXPECT_GE(interruptions->last, 1);
@@ -220,28 +273,38 @@ TEST_P(CliSpot, SupervisorInterruptsRestartsAndEndsBitIdentical) {
   for (const EventRecord& e : store.events(id)) {
     resumed += e.kind == "resumed";
     interruption_events += e.kind == "spot/interruption";
+    if (e.kind == "spot/summary")
+      EXPECT_EQ(e.fields.value("ranks", 0), ranks);
   }
   // The supervisor logs every interruption itself; a restarted child logs `resumed`, unless the
   // machine is taken away again before the store has that event (kill -9 within milliseconds).
   EXPECT_EQ(interruption_events, static_cast<int>(interruptions->last));
   EXPECT_EQ(store.summary(id, "spot/restarts")->last, interruptions->last);
-  if (std::string(GetParam()) == "5")
+  if (window == "5")
     EXPECT_EQ(resumed, static_cast<int>(interruptions->last));
   else
     EXPECT_TRUE(resumed >= 1 && resumed <= static_cast<int>(interruptions->last)) << resumed;
   for (const char* m : {"spot/restarts", "spot/steps_redone", "spot/restart_wait_s", "cost/usd_on_demand"})
     EXPECT_TRUE(store.summary(id, m)) << m;
-  if (std::string(GetParam()) == "5") {
+  if (window == "5") {
     EXPECT_EQ(store.summary(id, "spot/steps_redone")->last, 0);  // every notice got its emergency checkpoint
     EXPECT_EQ(store.summary(id, "spot/kills")->last, 0);
   } else {
     EXPECT_GE(store.summary(id, "spot/kills")->last, 1) << r.out;  // a 10 ms window: the machine goes first
   }
-  expect_same_weights(run_dir + "/model.safetensors", only_subfolder(m_dir / "ref") + "/model.safetensors");
+  std::string ref_dir;
+  for (const auto& e : fs::directory_iterator(m_dir / "ref"))
+    if (e.path().extension() != ".ranks")
+      ref_dir = e.path().string();
+  expect_same_weights(run_dir + "/model.safetensors", ref_dir + "/model.safetensors");
 }
 
-// A 5 s notice window (the checkpoint always makes it) and a 10 ms one (SIGKILL before it does).
-INSTANTIATE_TEST_SUITE_P(NoticeWindow, CliSpot, ::testing::Values("5", "0.01"));
+INSTANTIATE_TEST_SUITE_P(NoticeWindow, CliSpot,
+                         ::testing::Combine(::testing::Values("5", "0.01"), ::testing::Values(1, 2)),
+                         [](const ::testing::TestParamInfo<std::tuple<const char*, int>>& info) {
+                           return std::string(std::get<0>(info.param)[0] == '5' ? "Window5s" : "Window10ms") + "Ranks" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 TEST_F(CliResume, OnlyInterruptedOrCancelledRunsResume) {
   const CmdResult r = test::run_cmd("--db " + db() + " resume nosuchrun");

@@ -1,9 +1,12 @@
 // Checkpoint folders: a round trip keeps every tensor and the state, `keep` newest stay, and a
-// truncated or bit-flipped newest checkpoint is detected and the previous one used, saying so.
+// truncated or bit-flipped newest checkpoint is detected and the previous one used, saying so;
+// the temporaries a killed writer left are removed, a live writer's kept.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "engine/run/checkpoint.h"
 #include "tests/support/random_tensor.h"
@@ -71,6 +74,25 @@ TEST_F(CheckpointTest, KeepsTheNewestAndSortsByStepNotByName) {
   EXPECT_EQ(list_checkpoints(dir).size(), 3u);
   EXPECT_TRUE(list_checkpoints(dir + "/absent").empty());
   EXPECT_FALSE(load_newest_checkpoint(dir + "/absent"));
+}
+
+TEST_F(CheckpointTest, StaleTemporariesOfKilledWritersGoOursStay) {
+  write_checkpoint(dir, 50, data_for(50), 3);
+  const std::string me = std::to_string(::getpid());
+  // Killed writers' half-written folders; one whose pid ends like ours ("1" + ours) is theirs too.
+  const std::vector<std::string> theirs = {".tmp-step-000000000061-" + std::to_string(::getpid() + 1),
+                                           ".tmp-step-000000000062-1" + me};
+  const std::string ours = ".tmp-step-000000000063-" + me;  // a write of this process under way
+  for (const std::string& t : theirs)
+    fs::create_directories(fs::path(dir) / t / "x");
+  fs::create_directories(fs::path(dir) / ours);
+  remove_stale_checkpoint_temporaries(dir);
+  for (const std::string& t : theirs)
+    EXPECT_FALSE(fs::exists(fs::path(dir) / t)) << t;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / ours));
+  EXPECT_EQ(list_checkpoints(dir).size(), 1u);  // the checkpoint itself stays
+  EXPECT_EQ(verify_checkpoint(list_checkpoints(dir)[0]), "");
+  remove_stale_checkpoint_temporaries(dir + "/absent");  // no folder: nothing to do, no error
 }
 
 TEST_F(CheckpointTest, TruncatedNewestIsDetectedAndThePreviousUsed) {
