@@ -298,10 +298,11 @@ class DistillStageAdapter final : public Stage {
     f.push_back(distilling(boolean("distill.cache_teacher", true,
                                    "Reuse the teacher's outputs per image across epochs when the student's images "
                                    "are not augmented")));
-    f.push_back(only_when(only_when(
-        distilling(string("distill.teacher_cache", "",
-                          "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory")),
-        {one_of("distill.cache_teacher", {true})}),
+    f.push_back(only_when(
+        only_when(distilling(string(
+                      "distill.teacher_cache", "",
+                      "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory")),
+                  {one_of("distill.cache_teacher", {true})}),
         {not_starts_with("distill.teacher", "zoo:")}));
     return f;
   }

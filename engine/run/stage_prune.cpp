@@ -353,11 +353,13 @@ class PruneStage final : public Stage {
                                       "one-shot: prune once, then fine-tune; agp: gradual (Zhu & Gupta cubic) during "
                                       "fine-tuning (l1-unstructured)"),
                           {"l1-unstructured"}));
-    f.push_back(by_method(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning (masks stay applied)"),
-                          pruning));
-    f.push_back(by_method(number("prune.finetune_lr_scale", 0.25, 0, 10,
-                                 "Fine-tuning learning rate = train.optimizer.lr x this (schedule as train.schedule)", true),
-                          pruning));
+    f.push_back(
+        by_method(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning (masks stay applied)"),
+                  pruning));
+    f.push_back(
+        by_method(number("prune.finetune_lr_scale", 0.25, 0, 10,
+                         "Fine-tuning learning rate = train.optimizer.lr x this (schedule as train.schedule)", true),
+                  pruning));
     f.push_back(by_method(
         string("prune.exclude", "",
                "Layers left unpruned: node names, comma-separated (e.g. \"0,9\" for the cnn's first and last)"),

@@ -361,9 +361,10 @@ TEST(GuiForm, StageKnobsFollowTheirMethodAndTheTeacherKind) {
   type("distill.teacher", "zoo:teacher");
   EXPECT_TRUE(enabled("distill.teacher_epochs"));
   EXPECT_FALSE(enabled("distill.teacher_cache"));
-  EXPECT_NE(tip("distill.teacher_cache").find("Only used when distill.teacher is not empty, and "
-                                              "distill.cache_teacher is true, and distill.teacher does not start "
-                                              "with \"zoo:\""),
+  EXPECT_NE(tip("distill.teacher_cache")
+                .find("Only used when distill.teacher is not empty, and "
+                      "distill.cache_teacher is true, and distill.teacher does not start "
+                      "with \"zoo:\""),
             std::string::npos)
       << tip("distill.teacher_cache");
   type("distill.teacher", "run:baseline");

@@ -326,7 +326,8 @@ TEST(ConfigSchema, PruneKnobsApplyWhereTheirMethodReadsThem) {
     EXPECT_EQ(applying({{"method", structured}, {"schedule", "agp"}, {"sensitivity", true}}),
               with({"method", "ratio", "scope"}, common))
         << structured;
-  EXPECT_EQ(applying({{"method", "nm"}, {"schedule", "agp"}}), with(with({"method"}, common), {"nm_n", "nm_m", "sensitivity"}));
+  EXPECT_EQ(applying({{"method", "nm"}, {"schedule", "agp"}}),
+            with(with({"method"}, common), {"nm_n", "nm_m", "sensitivity"}));
   EXPECT_EQ(applying({{"method", "nm"}, {"sensitivity", true}, {"sensitivity_pick", true}}),
             with(with({"method", "ratio"}, common),
                  {"nm_n", "nm_m", "sensitivity", "sensitivity_samples", "sensitivity_pick"}));

@@ -14,7 +14,8 @@ std::vector<FieldSpec> lowrank_schema_fields() {
       enumeration("lowrank.method", {"none", "svd"},
                   "Low-rank factorisation after training (and pruning): svd = truncated SVD of every Linear and "
                   "Conv2d weight, each factored layer run as two smaller layers"),
-      svd(integer("lowrank.rank", 0, 0, kInf, "Rank kept in every factored layer; 0 = chosen by energy or bytes target")),
+      svd(integer("lowrank.rank", 0, 0, kInf,
+                  "Rank kept in every factored layer; 0 = chosen by energy or bytes target")),
       chosen(number("lowrank.energy", 0, 0, 1,
                     "Kept fraction of sum sigma^2 that chooses the rank (with rank 0); 0 = use target_bytes_ratio")),
       only_when(chosen(number("lowrank.target_bytes_ratio", 0.5, 0, 1,
