@@ -248,6 +248,18 @@ FieldSpec::Condition non_empty(std::string path) {
   c.test = FieldSpec::Condition::Test::non_empty;
   return c;
 }
+FieldSpec::Condition starts_with(std::string path, std::string prefix) {
+  FieldSpec::Condition c;
+  c.path = std::move(path);
+  c.test = FieldSpec::Condition::Test::starts_with;
+  c.prefix = std::move(prefix);
+  return c;
+}
+FieldSpec::Condition not_starts_with(std::string path, std::string prefix) {
+  FieldSpec::Condition c = starts_with(std::move(path), std::move(prefix));
+  c.test = FieldSpec::Condition::Test::not_starts_with;
+  return c;
+}
 FieldSpec only_when(FieldSpec f, std::vector<FieldSpec::Condition> any) {
   f.applies_when.push_back(std::move(any));
   return f;
@@ -367,6 +379,11 @@ bool holds(const Condition& when, const nlohmann::json& cfg) {
       return value.is_number() && value.get<double>() > when.bound;
     case Condition::Test::non_empty:
       return value.is_string() && !value.get_ref<const std::string&>().empty();
+    case Condition::Test::starts_with:
+    case Condition::Test::not_starts_with: {
+      const bool starts = value.is_string() && value.get_ref<const std::string&>().rfind(when.prefix, 0) == 0;
+      return starts == (when.test == Condition::Test::starts_with);
+    }
   }
   return false;
 }
@@ -387,6 +404,10 @@ std::string describe(const Condition& when) {
       return when.path + " > " + format_bound(when.bound);
     case Condition::Test::non_empty:
       return when.path + " is not empty";
+    case Condition::Test::starts_with:
+      return when.path + " starts with " + nlohmann::json(when.prefix).dump();
+    case Condition::Test::not_starts_with:
+      return when.path + " does not start with " + nlohmann::json(when.prefix).dump();
   }
   return when.path;
 }
@@ -442,7 +463,7 @@ std::string describe_applies_when(const FieldSpec& f) {
 namespace {
 
 nlohmann::json applies_when_json(const FieldSpec& f) {
-  static const char* const kTests[] = {"one_of", "above", "non_empty"};
+  static const char* const kTests[] = {"one_of", "above", "non_empty", "starts_with", "not_starts_with"};
   nlohmann::json all = nlohmann::json::array();
   for (const std::vector<Condition>& any : f.applies_when) {
     nlohmann::json conditions = nlohmann::json::array();
@@ -452,6 +473,8 @@ nlohmann::json applies_when_json(const FieldSpec& f) {
         j["values"] = c.values;
       if (c.test == Condition::Test::above)
         j["bound"] = c.bound;
+      if (c.test == Condition::Test::starts_with || c.test == Condition::Test::not_starts_with)
+        j["prefix"] = c.prefix;
       conditions.push_back(std::move(j));
     }
     all.push_back({{"any_of", std::move(conditions)}});

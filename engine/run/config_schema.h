@@ -30,13 +30,15 @@ struct FieldSpec {
   std::string unsupported_reason;  ///< e.g. "pruning lands with issue 5"
   std::string section;             ///< GUI group: "experiment", "data", "model", "train", ...
   /// One test on another field's value (the config's, or that field's default where the config
-  /// leaves it out): it holds one of `values`; it is a number above `bound`; it is a non-empty string.
+  /// leaves it out): it holds one of `values`; it is a number above `bound`; it is a non-empty string;
+  /// it is a string that starts with `prefix`; it is not one (any other value, a non-string included).
   struct Condition {
-    enum class Test { one_of, above, non_empty };
+    enum class Test { one_of, above, non_empty, starts_with, not_starts_with };
     std::string path;
     Test test = Test::one_of;
     std::vector<nlohmann::json> values;  ///< one_of
     double bound = 0;                    ///< above
+    std::string prefix;                  ///< starts_with, not_starts_with
   };
   /// Where the field means something: every clause holds, a clause when any of its conditions does
   /// (quant.percentile: quant.mode is "ptq-static" or "qat", and quant.calibration is "percentile"
@@ -62,10 +64,12 @@ FieldSpec string(std::string path, std::string def, std::string doc);
 FieldSpec enumeration(std::string path, std::vector<std::string> choices, std::string doc, std::string def = "");
 FieldSpec unsupported(FieldSpec f, std::string reason);
 /// Conditions (FieldSpec::Condition): `path` holds one of `values`; is a number above `bound`; is a
-/// non-empty string.
+/// non-empty string; is a string starting with `prefix`; is not one.
 FieldSpec::Condition one_of(std::string path, std::vector<nlohmann::json> values);
 FieldSpec::Condition above(std::string path, double bound);
 FieldSpec::Condition non_empty(std::string path);
+FieldSpec::Condition starts_with(std::string path, std::string prefix);
+FieldSpec::Condition not_starts_with(std::string path, std::string prefix);
 /// `f` applies only where one of `any` holds, and every clause added before (FieldSpec::applies_when).
 FieldSpec only_when(FieldSpec f, std::vector<FieldSpec::Condition> any);
 /// `f` applies only while the enumeration field `on` holds one of `values`.
@@ -98,7 +102,8 @@ std::string why_not_applies(const FieldSpec& field, const nlohmann::json& cfg);
 std::vector<std::string> unused_fields(const nlohmann::json& cfg);
 
 /// When a field applies, as text: `data.dataset is "folder"`, `data.dataset is "fashion-mnist",
-/// "npz" or "folder"`, `cost.interruptions_per_hour > 0`, `distill.teacher is not empty`, clauses
+/// "npz" or "folder"`, `cost.interruptions_per_hour > 0`, `distill.teacher is not empty`,
+/// `distill.teacher starts with "zoo:"`, `distill.teacher does not start with "zoo:"`, clauses
 /// joined by ", and " (a clause of several conditions in parentheses then); "" for a field that
 /// always applies.
 std::string describe_applies_when(const FieldSpec& field);
@@ -106,7 +111,8 @@ std::string describe_applies_when(const FieldSpec& field);
 /// The schema as JSON, for generating forms: {"version": 2, "fields": [{"path", "kind", "default",
 /// "min"?, "max"?, "min_exclusive", "max_exclusive", "choices"?, "doc", "supported",
 /// "unsupported_reason"?, "section", "applies_when"?}, ...]}. applies_when is {"all_of": [{"any_of":
-/// [{"path", "test": "one_of" | "above" | "non_empty", "values"? | "bound"?}, ...]}, ...], "text":
+/// [{"path", "test": "one_of" | "above" | "non_empty" | "starts_with" | "not_starts_with", "values"? |
+/// "bound"? | "prefix"?}, ...]}, ...], "text":
 /// describe_applies_when}. Infinite bounds are left out, and applies_when for a field that always
 /// applies.
 nlohmann::json schema_as_json();

@@ -288,8 +288,10 @@ class DistillStageAdapter final : public Stage {
     f.push_back(
         distilling(string("distill.feature_pairs", "",
                           "Feature pairs student_node:teacher_node, comma-separated (e.g. 1:8); empty = logits only")));
-    f.push_back(
-        distilling(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first")));
+    // Only a zoo:<name> teacher is trained in the run; only a saved one has outputs worth a cache file
+    // (build_distill_stage ignores teacher_cache for a zoo teacher).
+    f.push_back(only_when(integer("distill.teacher_epochs", 5, 1, 1000, "Epochs to train a zoo:<name> teacher first"),
+                          {starts_with("distill.teacher", "zoo:")}));
     f.push_back(distilling(number("distill.student_augment_factor", 1.2, 0, 4,
                                   "Student augmentation strength = data.augment.strength x this (the teacher sees "
                                   "the same images)")));
@@ -297,9 +299,11 @@ class DistillStageAdapter final : public Stage {
                                    "Reuse the teacher's outputs per image across epochs when the student's images "
                                    "are not augmented")));
     f.push_back(only_when(
-        distilling(string("distill.teacher_cache", "",
-                          "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory")),
-        {one_of("distill.cache_teacher", {true})}));
+        only_when(distilling(string(
+                      "distill.teacher_cache", "",
+                      "File keeping the cached teacher outputs across runs (saved teachers only); empty = memory")),
+                  {one_of("distill.cache_teacher", {true})}),
+        {not_starts_with("distill.teacher", "zoo:")}));
     return f;
   }
 

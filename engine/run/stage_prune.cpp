@@ -328,24 +328,47 @@ class PruneStage final : public Stage {
     f.push_back(enumeration("prune.method", {"none", "l1-unstructured", "l1-structured", "l2-structured", "nm"},
                             "Pruning after training: l1-unstructured (smallest |w|, stored sparse), l1/l2-structured "
                             "(removes whole filters/neurons), nm (N:M pattern, e.g. 2:4); none = no pruning stage"));
-    f.push_back(number("prune.ratio", 0.5, 0, 1,
-                       "Fraction removed: of weights (l1-unstructured; AGP's final sparsity), of filters/neurons per "
-                       "layer (l1/l2-structured); nm ignores it (1 - n/m)",
-                       false, true));
-    f.push_back(
+    // The stage does nothing with method none (run_prune_stage returns); the rest follows what each
+    // method reads: unstructured masks (l1-unstructured), structured_options_from_config
+    // (l1/l2-structured), nm_masks (nm). The sensitivity analysis runs for l1-unstructured and nm.
+    const auto by_method = [](FieldSpec spec, std::vector<std::string> methods) {
+      return only_when(std::move(spec), "prune.method", std::move(methods));
+    };
+    const std::vector<std::string> pruning = {"l1-unstructured", "l1-structured", "l2-structured", "nm"};
+    const std::vector<std::string> sensitivity_methods = {"l1-unstructured", "nm"};
+    // prune.ratio: every method but nm sizes its masks by it; with nm, sensitivity_pick still picks
+    // per-layer ratios for it (the sensitivity_pick event).
+    f.push_back(only_when(by_method(number("prune.ratio", 0.5, 0, 1,
+                                           "Fraction removed: of weights (l1-unstructured; AGP's final sparsity), of "
+                                           "filters/neurons per layer (l1/l2-structured); nm ignores it (1 - n/m)",
+                                           false, true),
+                                    pruning),
+                          {one_of("prune.method", {"l1-unstructured", "l1-structured", "l2-structured"}),
+                           one_of("prune.sensitivity_pick", {true})}));
+    f.push_back(by_method(
         enumeration("prune.scope", {"global", "layer"},
-                    "Rank weights (or normalised filter norms) across all layers together, or each layer alone"));
-    f.push_back(enumeration("prune.schedule", {"one-shot", "agp"},
-                            "one-shot: prune once, then fine-tune; agp: gradual (Zhu & Gupta cubic) during fine-tuning "
-                            "(l1-unstructured)"));
-    f.push_back(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning (masks stay applied)"));
-    f.push_back(number("prune.finetune_lr_scale", 0.25, 0, 10,
-                       "Fine-tuning learning rate = train.optimizer.lr x this (schedule as train.schedule)", true));
+                    "Rank weights (or normalised filter norms) across all layers together, or each layer alone"),
+        {"l1-unstructured", "l1-structured", "l2-structured"}));
+    f.push_back(by_method(enumeration("prune.schedule", {"one-shot", "agp"},
+                                      "one-shot: prune once, then fine-tune; agp: gradual (Zhu & Gupta cubic) during "
+                                      "fine-tuning (l1-unstructured)"),
+                          {"l1-unstructured"}));
     f.push_back(
+        by_method(integer("prune.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs after pruning (masks stay applied)"),
+                  pruning));
+    f.push_back(
+        by_method(number("prune.finetune_lr_scale", 0.25, 0, 10,
+                         "Fine-tuning learning rate = train.optimizer.lr x this (schedule as train.schedule)", true),
+                  pruning));
+    f.push_back(by_method(
         string("prune.exclude", "",
-               "Layers left unpruned: node names, comma-separated (e.g. \"0,9\" for the cnn's first and last)"));
+               "Layers left unpruned: node names, comma-separated (e.g. \"0,9\" for the cnn's first and last)"),
+        pruning));
     const auto nm = [](FieldSpec spec) { return only_when(std::move(spec), "prune.method", {"nm"}); };
-    const auto agp = [](FieldSpec spec) { return only_when(std::move(spec), "prune.schedule", {"agp"}); };
+    // AGP is l1-unstructured's: nm prunes once, the structured methods have no schedule.
+    const auto agp = [](FieldSpec spec) {
+      return only_when(only_when(std::move(spec), "prune.method", {"l1-unstructured"}), "prune.schedule", {"agp"});
+    };
     f.push_back(nm(integer("prune.nm_n", 2, 1, 64, "N of N:M (method nm): weights kept in each group of M")));
     f.push_back(nm(integer("prune.nm_m", 4, 1, 64, "M of N:M (method nm): group length along the input dimension")));
     f.push_back(agp(number("prune.agp.initial", 0, 0, 1, "AGP: sparsity at the first pruning step")));
@@ -355,14 +378,18 @@ class PruneStage final : public Stage {
                             "AGP: step where prune.ratio is reached (from the fine-tuning start); 0 = half the "
                             "fine-tuning steps")));
     f.push_back(agp(integer("prune.agp.frequency", 50, 1, kInf, "AGP: steps between mask updates")));
-    f.push_back(boolean("prune.sensitivity", false,
-                        "Sensitivity analysis: prune each layer alone at ratios 0.1..0.9 and evaluate "
-                        "(metrics sensitivity/<layer>/accuracy, step = ratio x 100)"));
-    f.push_back(integer("prune.sensitivity_samples", 2000, 0, kInf,
-                        "Test images per sensitivity evaluation (0 = the whole test set)"));
-    f.push_back(boolean("prune.sensitivity_pick", false,
-                        "Use the sensitivity curves to choose per-layer ratios reaching prune.ratio overall "
-                        "(l1-unstructured; needs prune.sensitivity)"));
+    f.push_back(by_method(boolean("prune.sensitivity", false,
+                                  "Sensitivity analysis: prune each layer alone at ratios 0.1..0.9 and evaluate "
+                                  "(metrics sensitivity/<layer>/accuracy, step = ratio x 100)"),
+                          sensitivity_methods));
+    const auto analysing = [&](FieldSpec spec) {
+      return only_when(by_method(std::move(spec), sensitivity_methods), {one_of("prune.sensitivity", {true})});
+    };
+    f.push_back(analysing(integer("prune.sensitivity_samples", 2000, 0, kInf,
+                                  "Test images per sensitivity evaluation (0 = the whole test set)")));
+    f.push_back(analysing(boolean("prune.sensitivity_pick", false,
+                                  "Use the sensitivity curves to choose per-layer ratios reaching prune.ratio overall "
+                                  "(l1-unstructured; needs prune.sensitivity)")));
     return f;
   }
 

@@ -63,6 +63,32 @@ TEST_F(Cli, ValidateWarnsAboutKnobsBehindANumberATeacherOrEitherOfTwoSwitches) {
   EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
 }
 
+// The stage sections: prune.* without a prune.method, a low-rank knob the chosen rank overrides, a
+// zoo teacher's epochs under a saved teacher (a "starts with" condition). Each is named with what
+// would make it count; switched on, nothing is said.
+TEST_F(Cli, ValidateWarnsAboutStageKnobsTheirMethodOrTeacherDoesNotRead) {
+  const std::string cfg = write("unused3.json", R"({"prune": {"ratio": 0.7},
+                                                    "lowrank": {"method": "svd", "rank": 4, "scope": "global"},
+                                                    "distill": {"teacher": "run:baseline", "teacher_epochs": 3}})");
+  const CmdResult r = run_cmd("validate " + cfg);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* warning :
+       {"warning: prune.ratio is set but only used when prune.method is \"l1-unstructured\", \"l1-structured\", "
+        "\"l2-structured\" or \"nm\", and (prune.method is \"l1-unstructured\", \"l1-structured\" or "
+        "\"l2-structured\" or prune.sensitivity_pick is true) (prune.method is \"none\", the default; "
+        "prune.sensitivity_pick is false, the default): it has no effect",
+        "warning: lowrank.scope is set but only used when lowrank.method is \"svd\", and lowrank.rank is 0 "
+        "(lowrank.rank is 4): it has no effect",
+        "warning: distill.teacher_epochs is set but only used when distill.teacher starts with \"zoo:\" "
+        "(distill.teacher is \"run:baseline\"): it has no effect"})
+    EXPECT_NE(r.out.find(warning), std::string::npos) << warning << "\n" << r.out;
+  const CmdResult clean = run_cmd("validate " + cfg +
+                                  " --set prune.method=l1-structured --set lowrank.rank=0"
+                                  " --set distill.teacher=zoo:teacher");
+  EXPECT_EQ(clean.code, 0) << clean.out;
+  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+}
+
 TEST_F(Cli, OutOfRangeValueNamesTheAllowedRange) {
   const std::string cfg = write("bad.json", R"({"train": {"batch_size": 0}})");
   const CmdResult r = run_cmd("run " + cfg + " " + out_dir());

@@ -299,4 +299,85 @@ TEST(GuiForm, NumericStringAndCompoundConditionsFollowTheirFields) {
           << f.path;
 }
 
+// The stage sections follow their method and the teacher's kind: prune.* only with a prune.method
+// (AGP's knobs only for l1-unstructured, the ratio not for nm), lowrank.* only with svd (scope not
+// with a fixed rank), distill.teacher_epochs only for a zoo:<name> teacher and teacher_cache only for
+// a saved one (a "starts with" condition).
+TEST(GuiForm, StageKnobsFollowTheirMethodAndTheTeacherKind) {
+  ExperimentForm form;
+  form.setConfig(nlohmann::json::object());
+  auto enabled = [&](const char* path) { return form.field(path)->widget()->isEnabled(); };
+  auto choose = [&](const char* path, const char* text) {
+    auto* box = qobject_cast<QComboBox*>(form.field(path)->widget());
+    ASSERT_NE(box, nullptr) << path;
+    box->setCurrentText(text);
+  };
+  auto type = [&](const char* path, const QString& text) {
+    auto* line = qobject_cast<QLineEdit*>(form.field(path)->widget());
+    ASSERT_NE(line, nullptr) << path;
+    line->setText(text);
+    emit line->textEdited(text);
+  };
+  auto spin = [&](const char* path, int value) {
+    auto* box = qobject_cast<QSpinBox*>(form.field(path)->widget());
+    ASSERT_NE(box, nullptr) << path;
+    box->setValue(value);
+  };
+  auto tip = [&](const char* path) { return form.field(path)->widget()->toolTip().toStdString(); };
+
+  for (const char* p : {"prune.ratio", "prune.scope", "prune.schedule", "prune.finetune_epochs", "prune.exclude",
+                        "prune.sensitivity", "prune.agp.frequency"})
+    EXPECT_FALSE(enabled(p)) << p;
+  EXPECT_TRUE(enabled("prune.method"));
+  EXPECT_NE(tip("prune.exclude").find("Not used now: prune.method is \"none\"."), std::string::npos)
+      << tip("prune.exclude");
+  choose("prune.method", "l1-unstructured");
+  for (const char* p : {"prune.ratio", "prune.scope", "prune.schedule", "prune.finetune_epochs", "prune.sensitivity"})
+    EXPECT_TRUE(enabled(p)) << p;
+  EXPECT_FALSE(enabled("prune.agp.frequency"));
+  choose("prune.schedule", "agp");
+  EXPECT_TRUE(enabled("prune.agp.frequency"));
+  choose("prune.method", "nm");  // prunes once, N:M: no schedule, no ratio
+  EXPECT_FALSE(enabled("prune.agp.frequency"));
+  EXPECT_FALSE(enabled("prune.schedule"));
+  EXPECT_FALSE(enabled("prune.ratio"));
+  EXPECT_TRUE(enabled("prune.nm_n"));
+  EXPECT_TRUE(enabled("prune.exclude"));
+  choose("prune.method", "l2-structured");
+  EXPECT_TRUE(enabled("prune.ratio"));
+  EXPECT_FALSE(enabled("prune.sensitivity"));
+
+  EXPECT_FALSE(enabled("lowrank.rank"));
+  choose("lowrank.method", "svd");
+  EXPECT_TRUE(enabled("lowrank.scope"));
+  EXPECT_TRUE(enabled("lowrank.target_bytes_ratio"));
+  spin("lowrank.rank", 8);
+  EXPECT_FALSE(enabled("lowrank.scope"));
+  EXPECT_FALSE(enabled("lowrank.target_bytes_ratio"));
+  EXPECT_TRUE(enabled("lowrank.exclude"));
+
+  EXPECT_FALSE(enabled("distill.teacher_epochs"));
+  EXPECT_FALSE(enabled("distill.teacher_cache"));
+  type("distill.teacher", "zoo:teacher");
+  EXPECT_TRUE(enabled("distill.teacher_epochs"));
+  EXPECT_FALSE(enabled("distill.teacher_cache"));
+  EXPECT_NE(tip("distill.teacher_cache")
+                .find("Only used when distill.teacher is not empty, and "
+                      "distill.cache_teacher is true, and distill.teacher does not start "
+                      "with \"zoo:\""),
+            std::string::npos)
+      << tip("distill.teacher_cache");
+  type("distill.teacher", "run:baseline");
+  EXPECT_FALSE(enabled("distill.teacher_epochs"));
+  EXPECT_TRUE(enabled("distill.teacher_cache"));
+  spin("distill.teacher_epochs", 3);  // set while it is off: no effect, not saved
+  EXPECT_FALSE(form.config()["distill"].contains("teacher_epochs")) << form.config().dump();
+
+  for (const FieldSpec& f : experiment_schema())
+    if (f.supported)
+      EXPECT_EQ(form.field(QString::fromStdString(f.path))->widget()->isEnabled(),
+                form.applies(QString::fromStdString(f.path)))
+          << f.path;
+}
+
 }  // namespace lathe::ui

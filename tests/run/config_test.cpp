@@ -147,6 +147,11 @@ TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
             for (const json& v : c.values) {
               if (on->kind == FieldSpec::Kind::boolean) {
                 EXPECT_TRUE(v.is_boolean()) << f.path << ": " << v;
+              } else if (on->kind == FieldSpec::Kind::integer || on->kind == FieldSpec::Kind::number) {
+                // a value in range (lowrank.rank 0: the rank is chosen), or the condition never holds
+                ASSERT_TRUE(v.is_number()) << f.path << ": " << v;
+                EXPECT_GE(v.get<double>(), on->min) << f.path;
+                EXPECT_LE(v.get<double>(), on->max) << f.path;
               } else {
                 ASSERT_EQ(on->kind, FieldSpec::Kind::enumeration) << f.path << " on " << c.path;
                 ASSERT_TRUE(v.is_string()) << f.path << ": " << v;
@@ -165,6 +170,11 @@ TEST(ConfigSchema, AppliesWhenNamesRealChoicesAndAgreesWithValidation) {
             break;
           case Test::non_empty:
             EXPECT_EQ(on->kind, FieldSpec::Kind::string) << f.path << " on " << c.path;
+            break;
+          case Test::starts_with:
+          case Test::not_starts_with:
+            EXPECT_EQ(on->kind, FieldSpec::Kind::string) << f.path << " on " << c.path;
+            EXPECT_FALSE(c.prefix.empty()) << f.path;
             break;
         }
       }
@@ -285,6 +295,114 @@ TEST(ConfigSchema, AboveNonEmptyAndCompoundConditions) {
   EXPECT_FALSE(field_applies(*find_field("compute.telemetry_s"), {{"compute", {{"backend", "cpu"}}}}));
 }
 
+// The prune.* knobs each method reads (stage_prune.cpp, stage_prune_structured.cpp): method none runs
+// no stage, so nothing but the method applies; nm reads no ratio (1 - n/m) but for sensitivity_pick,
+// the structured methods no schedule and no sensitivity analysis; AGP is l1-unstructured's.
+TEST(ConfigSchema, PruneKnobsApplyWhereTheirMethodReadsThem) {
+  using Paths = std::vector<std::string>;
+  const auto applying = [](const json& prune) {
+    Paths out;
+    const json cfg = {{"prune", prune}};
+    for (const FieldSpec& f : experiment_schema())
+      if (f.section == "prune" && field_applies(f, cfg))
+        out.push_back(f.path.substr(std::string("prune.").size()));
+    return out;
+  };
+  const Paths common = {"finetune_epochs", "finetune_lr_scale", "exclude"};
+  const auto with = [&](Paths head, const Paths& tail) {
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  EXPECT_EQ(applying(json::object()), Paths{"method"});  // none, the default
+  EXPECT_EQ(applying({{"method", "none"}, {"schedule", "agp"}, {"sensitivity", true}, {"sensitivity_pick", true}}),
+            Paths{"method"});
+  EXPECT_EQ(applying({{"method", "l1-unstructured"}}),
+            with(with({"method", "ratio", "scope", "schedule"}, common), {"sensitivity"}));
+  EXPECT_EQ(applying({{"method", "l1-unstructured"}, {"schedule", "agp"}, {"sensitivity", true}}),
+            with(with({"method", "ratio", "scope", "schedule"}, common),
+                 {"agp.initial", "agp.start_step", "agp.end_step", "agp.frequency", "sensitivity",
+                  "sensitivity_samples", "sensitivity_pick"}));
+  for (const char* structured : {"l1-structured", "l2-structured"})
+    EXPECT_EQ(applying({{"method", structured}, {"schedule", "agp"}, {"sensitivity", true}}),
+              with({"method", "ratio", "scope"}, common))
+        << structured;
+  EXPECT_EQ(applying({{"method", "nm"}, {"schedule", "agp"}}),
+            with(with({"method"}, common), {"nm_n", "nm_m", "sensitivity"}));
+  EXPECT_EQ(applying({{"method", "nm"}, {"sensitivity", true}, {"sensitivity_pick", true}}),
+            with(with({"method", "ratio"}, common),
+                 {"nm_n", "nm_m", "sensitivity", "sensitivity_samples", "sensitivity_pick"}));
+
+  EXPECT_EQ(describe_applies_when(*find_field("prune.agp.frequency")),
+            "prune.method is \"l1-unstructured\", and prune.schedule is \"agp\"");
+  EXPECT_EQ(describe_applies_when(*find_field("prune.ratio")),
+            "prune.method is \"l1-unstructured\", \"l1-structured\", \"l2-structured\" or \"nm\", and (prune.method is "
+            "\"l1-unstructured\", \"l1-structured\" or \"l2-structured\" or prune.sensitivity_pick is true)");
+  const auto unused = unused_fields(json::parse(R"({"prune": {"ratio": 0.7, "exclude": "0"}})"));
+  ASSERT_EQ(unused.size(), 2u);
+  EXPECT_EQ(unused[1],
+            "prune.exclude is set but only used when prune.method is \"l1-unstructured\", \"l1-structured\", "
+            "\"l2-structured\" or \"nm\" (prune.method is \"none\", the default): it has no effect");
+}
+
+// lowrank.*: nothing with method none; factorize.cpp takes lowrank.rank when it is above 0, else
+// chooses the rank by energy when that is above 0, else by target_bytes_ratio, within the scope.
+TEST(ConfigSchema, LowRankKnobsApplyWhereTheRankChoiceReadsThem) {
+  using Paths = std::vector<std::string>;
+  const auto applying = [](const json& lowrank) {
+    Paths out;
+    const json cfg = {{"lowrank", lowrank}};
+    for (const FieldSpec& f : experiment_schema())
+      if (f.section == "lowrank" && field_applies(f, cfg))
+        out.push_back(f.path.substr(std::string("lowrank.").size()));
+    return out;
+  };
+  EXPECT_EQ(applying({{"rank", 4}, {"energy", 0.9}, {"exclude", "0"}}), Paths{"method"});  // none, the default
+  EXPECT_EQ(applying({{"method", "svd"}}), (Paths{"method", "rank", "energy", "target_bytes_ratio", "scope", "exclude",
+                                                  "finetune_epochs", "finetune_lr_scale"}));
+  EXPECT_EQ(applying({{"method", "svd"}, {"energy", 0.0}}), applying({{"method", "svd"}}));  // 0.0 is 0
+  EXPECT_EQ(applying({{"method", "svd"}, {"rank", 8}}),
+            (Paths{"method", "rank", "exclude", "finetune_epochs", "finetune_lr_scale"}));
+  EXPECT_EQ(applying({{"method", "svd"}, {"energy", 0.95}, {"scope", "global"}}),
+            (Paths{"method", "rank", "energy", "scope", "exclude", "finetune_epochs", "finetune_lr_scale"}));
+  EXPECT_EQ(describe_applies_when(*find_field("lowrank.target_bytes_ratio")),
+            "lowrank.method is \"svd\", and lowrank.rank is 0, and lowrank.energy is 0");
+  EXPECT_EQ(why_not_applies(*find_field("lowrank.scope"), {{"lowrank", {{"method", "svd"}, {"rank", 8}}}}),
+            "lowrank.rank is 8");
+}
+
+// "Starts with": only a zoo:<name> teacher is trained in the run (distill.teacher_epochs); a saved
+// teacher's outputs go to distill.teacher_cache, which the stage ignores for a zoo teacher.
+TEST(ConfigSchema, TeacherKnobsFollowTheTeacherKind) {
+  const FieldSpec& epochs = *find_field("distill.teacher_epochs");
+  const FieldSpec& cache = *find_field("distill.teacher_cache");
+  const auto teacher = [](const std::string& t) { return json{{"distill", {{"teacher", t}}}}; };
+  EXPECT_FALSE(field_applies(epochs, json::object()));
+  EXPECT_TRUE(field_applies(epochs, teacher("zoo:cnn")));
+  EXPECT_FALSE(field_applies(epochs, teacher("run:baseline")));
+  EXPECT_FALSE(field_applies(epochs, teacher("teacher.safetensors")));
+  EXPECT_FALSE(field_applies(epochs, teacher("ZOO:cnn")));  // the engine's test is case-sensitive
+  EXPECT_FALSE(field_applies(cache, json::object()));
+  EXPECT_FALSE(field_applies(cache, teacher("zoo:cnn")));
+  EXPECT_TRUE(field_applies(cache, teacher("run:baseline")));
+  EXPECT_TRUE(field_applies(cache, teacher("teacher.onnx")));
+  EXPECT_FALSE(field_applies(cache, {{"distill", {{"teacher", "run:baseline"}, {"cache_teacher", false}}}}));
+  EXPECT_EQ(describe_applies_when(epochs), "distill.teacher starts with \"zoo:\"");
+  EXPECT_EQ(describe_applies_when(cache),
+            "distill.teacher is not empty, and distill.cache_teacher is true, and distill.teacher does not start "
+            "with \"zoo:\"");
+  EXPECT_EQ(why_not_applies(cache, teacher("zoo:cnn")), "distill.teacher is \"zoo:cnn\"");
+  const auto unused = unused_fields(json::parse(R"({"distill": {"teacher": "run:b", "teacher_epochs": 3}})"));
+  ASSERT_EQ(unused.size(), 1u);
+  EXPECT_EQ(unused[0],
+            "distill.teacher_epochs is set but only used when distill.teacher starts with \"zoo:\" (distill.teacher "
+            "is \"run:b\"): it has no effect");
+  const json schema = schema_as_json();  // a range-for over a temporary's member would dangle
+  for (const json& f : schema.at("fields"))
+    if (f.at("path") == "distill.teacher_epochs")
+      EXPECT_EQ(f.at("applies_when").at("all_of"),
+                json::parse(R"([{"any_of": [{"path": "distill.teacher", "test": "starts_with", "prefix": "zoo:"}]}])"));
+}
+
 // A value of the field `c` tests that makes `c` hold (a teacher and feature pairs for the strings).
 json holding_value(const FieldSpec::Condition& c) {
   switch (c.test) {
@@ -295,6 +413,10 @@ json holding_value(const FieldSpec::Condition& c) {
                                                                   : json(c.bound + 1);
     case FieldSpec::Condition::Test::non_empty:
       return c.path == "distill.teacher" ? "zoo:teacher" : "1:8";
+    case FieldSpec::Condition::Test::starts_with:
+      return c.prefix + "teacher";
+    case FieldSpec::Condition::Test::not_starts_with:
+      return "run:teacher";
   }
   return nullptr;
 }

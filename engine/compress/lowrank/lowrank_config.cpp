@@ -5,23 +5,31 @@ namespace lathe {
 
 std::vector<FieldSpec> lowrank_schema_fields() {
   using namespace schema;
+  // Nothing runs with method none (LowRankStage::enabled). factorize.cpp's rank choice: a fixed rank
+  // when lowrank.rank > 0, else by energy when lowrank.energy > 0, else by target_bytes_ratio; the
+  // scope only shapes the last two.
+  const auto svd = [](FieldSpec spec) { return only_when(std::move(spec), "lowrank.method", {"svd"}); };
+  const auto chosen = [&](FieldSpec spec) { return only_when(svd(std::move(spec)), {one_of("lowrank.rank", {0})}); };
   return {
       enumeration("lowrank.method", {"none", "svd"},
                   "Low-rank factorisation after training (and pruning): svd = truncated SVD of every Linear and "
                   "Conv2d weight, each factored layer run as two smaller layers"),
-      integer("lowrank.rank", 0, 0, kInf, "Rank kept in every factored layer; 0 = chosen by energy or bytes target"),
-      number("lowrank.energy", 0, 0, 1,
-             "Kept fraction of sum sigma^2 that chooses the rank (with rank 0); 0 = use target_bytes_ratio"),
-      number("lowrank.target_bytes_ratio", 0.5, 0, 1,
-             "With rank 0 and energy 0: the largest rank whose two factors take at most this fraction of the "
-             "dense weights' bytes",
-             true, true),
-      enumeration("lowrank.scope", {"layer", "global"},
-                  "layer: each layer meets the energy / bytes target; global: one threshold / budget over all layers"),
-      string("lowrank.exclude", "", "Comma-separated Linear/Conv2d node names kept dense"),
-      integer("lowrank.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs of the factored model"),
-      number("lowrank.finetune_lr_scale", 0.25, 0, 10,
-             "Fine-tuning learning rate = train.optimizer.lr x this (a fresh optimizer)", true, false),
+      svd(integer("lowrank.rank", 0, 0, kInf,
+                  "Rank kept in every factored layer; 0 = chosen by energy or bytes target")),
+      chosen(number("lowrank.energy", 0, 0, 1,
+                    "Kept fraction of sum sigma^2 that chooses the rank (with rank 0); 0 = use target_bytes_ratio")),
+      only_when(chosen(number("lowrank.target_bytes_ratio", 0.5, 0, 1,
+                              "With rank 0 and energy 0: the largest rank whose two factors take at most this "
+                              "fraction of the dense weights' bytes",
+                              true, true)),
+                {one_of("lowrank.energy", {0})}),
+      chosen(enumeration("lowrank.scope", {"layer", "global"},
+                         "layer: each layer meets the energy / bytes target; global: one threshold / budget over all "
+                         "layers")),
+      svd(string("lowrank.exclude", "", "Comma-separated Linear/Conv2d node names kept dense")),
+      svd(integer("lowrank.finetune_epochs", 1, 0, kInf, "Fine-tuning epochs of the factored model")),
+      svd(number("lowrank.finetune_lr_scale", 0.25, 0, 10,
+                 "Fine-tuning learning rate = train.optimizer.lr x this (a fresh optimizer)", true, false)),
   };
 }
 
