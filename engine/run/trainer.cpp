@@ -310,16 +310,26 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   bool stopped = trained.stopped;
 
   // ---- the stages that run after training, in pipeline order; a stop request skips the rest ----
-  bool reached = resume_stage.empty();
+  bool reached = resume_stage.empty(), stage_ran = false;
   for (const std::unique_ptr<Stage>& stage : setup.stages) {
-    if (stopped || ctx.stop_agreed_by_all())  // every rank enters the next stage, or none does
+    if (stopped || ctx.stop_agreed_by_all()) {  // every rank enters the next stage, or none does
+      stopped = true;
       break;
+    }
     reached = reached || stage->section() == resume_stage;
-    if (reached)
+    if (reached) {
       stage->run(ctx);
+      stage_ran = true;
+    }
   }
   ctx.checkpoint = nullptr;
-  stopped = stopped || ctx.stop_requested();
+  // A stage returns early on a stop request without saying so: after one ran, a stop request means
+  // it may have been cut short. A stop that arrives once the training loop has taken its last step
+  // (its stop decision made, the final evaluation or the model's saving under way) with no stage
+  // after it cuts nothing short: the run is finished. Ending it `interrupted` would make the resume
+  // train again every step after the newest periodic checkpoint, none of them lost.
+  if (stage_ran)
+    stopped = stopped || ctx.stop_requested();
   if (cfg.output.onnx && !stopped && !ctx.run_dir.empty())
     save_onnx_artifact(ctx);
   sink.sample("cost/usd", ctx.step, ctx.wall_ms(), ctx.cost_usd_now());

@@ -89,9 +89,15 @@ class RedisServer {
     kill(m_pid, SIGKILL);
     waitpid(m_pid, nullptr, 0);
   }
-  bool ready(double within_s) const {
+  /// Whether it listens within `within_s`. A server that exited (the port taken between free_port()
+  /// and its bind) is not ready, even if whatever took the port accepts.
+  bool ready(double within_s) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(within_s);
     while (std::chrono::steady_clock::now() < end) {
+      if (waitpid(m_pid, nullptr, WNOHANG) == m_pid) {
+        m_pid = -1;
+        return false;
+      }
       if (accepts(m_port))
         return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -199,10 +205,13 @@ TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
   {
     RedisServer server(binary, port, dir);
     ASSERT_TRUE(server.ready(5)) << "redis-server did not listen on 127.0.0.1:" << port << " within 5 s";
-    // Rank 1 in the background (its output in a file), rank 0 here.
+    // Rank 1 in the background (its output in a file), rank 0 here. Its exit status is written
+    // aside and renamed into place: `echo $? > file` creates the file empty before writing the
+    // status, and a poll between the two would read no status.
     const std::string log1 = (dir / "rank1.txt").string();
-    const lathe::test::CmdResult started = lathe::test::run_shell(
-        "(" + common + " --rank 1 > " + log1 + " 2>&1; echo $? > " + log1 + ".rc) > /dev/null 2>&1 &");
+    const lathe::test::CmdResult started =
+        lathe::test::run_shell("(" + common + " --rank 1 > " + log1 + " 2>&1; echo $? > " + log1 + ".rc.tmp; mv " +
+                               log1 + ".rc.tmp " + log1 + ".rc) > /dev/null 2>&1 &");
     ASSERT_EQ(started.code, 0);
     const lathe::test::CmdResult r0 = lathe::test::run_shell(common + " --rank 0");
     EXPECT_EQ(r0.code, 0) << r0.out;
@@ -213,7 +222,8 @@ TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
     int code = -1;
     rc >> code;
     std::ifstream log(log1);
-    EXPECT_EQ(code, 0) << std::string(std::istreambuf_iterator<char>(log), {});
+    EXPECT_EQ(code, 0) << (std::filesystem::exists(log1 + ".rc") ? "" : "rank 1 had not ended 10 s after rank 0\n")
+                       << std::string(std::istreambuf_iterator<char>(log), {});
   }
   const auto redis = final_test_metrics((dir / "redis.db").string());  // rank 1 wrote nothing there
   EXPECT_TRUE(std::isfinite(redis.first));

@@ -10,6 +10,8 @@
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
 #include "engine/run/config.h"
+#include "engine/run/metrics_sink.h"
+#include "engine/run/spot_notice.h"
 #include "engine/run/trainer.h"
 #include "tests/support/config_from.h"
 #include "tests/support/fashion_mnist.h"
@@ -129,6 +131,35 @@ TEST_F(TrainingE2E, StopFlagCancelsAfterTheCurrentStep) {
       config_from({"model.zoo=student", "train.epochs=2", "data.train_subset=2560", "train.save_model=false"}), o);
   EXPECT_EQ(s.status, "cancelled");
   EXPECT_EQ(s.steps, 3);
+}
+
+// A spot notice that arrives once the last step has been taken (here during the final evaluation)
+// cuts nothing short: the run is finished, not `interrupted` with its last steps after the newest
+// checkpoint to be trained again by the resume (the spot supervisor's "steps redone").
+TEST_F(TrainingE2E, StopAfterTheLastStepFinishesTheRun) {
+  struct StopOnFinalEvaluation final : MetricsSink {
+    std::atomic<bool> stop{false};
+    std::atomic<int> reason{static_cast<int>(StopReason::none)};
+    void sample(const std::string& metric, int64_t, double, double) override {
+      if (metric == "test/accuracy") {  // one epoch: the only evaluation, after the last step
+        reason = static_cast<int>(StopReason::spot_notice);
+        stop = true;
+      }
+    }
+    void event(const std::string&, const nlohmann::json&) override {}
+  } sink;
+  RunOptions o;
+  o.write_run_dir = false;
+  o.stop = &sink.stop;
+  o.stop_reason = &sink.reason;
+  o.extra_sink = &sink;
+  const RunSummary s =
+      run_experiment(config_from({"model.zoo=mlp", "train.epochs=1", "data.train_subset=512", "data.test_subset=128",
+                                  "train.batch_size=32", "train.save_model=false"}),
+                     o);
+  ASSERT_TRUE(sink.stop);
+  EXPECT_EQ(s.status, "finished");
+  EXPECT_EQ(s.steps, 16);
 }
 
 }  // namespace
