@@ -5,6 +5,7 @@
 #include "engine/dist/gloo_communicator.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -120,8 +121,11 @@ TEST_F(GlooCommunicatorTest, GradientMeanExactInOneBucketTwoAndThreeRanks) {
 // mean of integer-valued gradients, and a bucket larger than a shared-memory chunk
 // (GlooCommunicator::kSharedMemoryChunk floats) goes through in several chunks.
 TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
+  // Run ids of this test alone (segment names are /lathe-<run id>-<pid>): other tests that ctest
+  // runs beside it may hold segments of their own in /dev/shm at the end.
+  const std::string tag = "exact-mean-" + std::to_string(getpid()) + "-";
   for (bool shm : {true, false}) {
-    auto opts = options(shm ? "shm" : "tcp"), probe_opts = options(shm ? "shm-probe" : "tcp-probe");
+    auto opts = options(tag + (shm ? "shm" : "tcp")), probe_opts = options(tag + (shm ? "shm-probe" : "tcp-probe"));
     opts.shared_memory = probe_opts.shared_memory = shm;
     auto results = run_processes(
         3,
@@ -135,7 +139,7 @@ TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
         60);
     expect_all_ok(results);
   }
-  auto big = options("big");
+  auto big = options(tag + "big");
   auto results = run_processes(
       2,
       [&](int r) {
@@ -153,7 +157,7 @@ TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
       60);
   expect_all_ok(results);
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-    EXPECT_EQ(e.path().filename().string().rfind("lathe-", 0), std::string::npos) << e.path() << " left behind";
+    EXPECT_EQ(e.path().filename().string().rfind("lathe-" + tag, 0), std::string::npos) << e.path() << " left behind";
 }
 
 // A rank that leaves before the gradient all-reduce is named by the others: at once when its process
