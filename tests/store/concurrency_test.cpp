@@ -56,10 +56,12 @@ TEST(StoreConcurrency, ReaderThreadsSeeWholeBatches) {
         ++snapshots[r];
       }
     });
-  // At a few checkpoints the writer waits (past a commit interval) until both readers have taken two
-  // more snapshots, so each watches the run grow however busy the machine is.
+  // At a few checkpoints the writer commits what it has (flush) and waits until both readers have
+  // taken two more snapshots, so each watches the run grow however busy the machine is (a sleep of a
+  // few commit intervals was not enough under ASan on a loaded machine: the writer thread had not
+  // committed yet, and a reader saw only two sizes).
   auto let_the_readers_look = [&] {
-    std::this_thread::sleep_for(4 * std::chrono::milliseconds(o.commit_interval_ms));
+    w.flush();
     const int a = snapshots[0].load(), b = snapshots[1].load();
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     while ((snapshots[0].load() < a + 2 || snapshots[1].load() < b + 2) && std::chrono::steady_clock::now() < deadline)
