@@ -264,7 +264,7 @@ int supervise_spot_run(const ExperimentConfig& exp, const SupervisorSetup& setup
       notice_at = now;
       interruptions.push_back({now, false, -1, -1, 0, 0});
       if (!setup.json)
-        std::fprintf(stderr, "\nlathe: spot supervisor: interruption %zu at %.1f s (notice window %.0f s)\n",
+        std::fprintf(stderr, "\nlathe: spot supervisor: interruption %zu at %.1f s (notice window %g s)\n",
                      interruptions.size(), now, notice_s);
     }
     if (noticed && !killed && now >= notice_at + notice_s) {
