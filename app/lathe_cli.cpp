@@ -364,7 +364,7 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
     // The supervisor plays the cloud for the whole machine: its child is rank 0, which starts the
     // other ranks as usual; a restart is `resume`, which starts them all again. Ranks a launcher
     // started (on other machines, maybe) are not its to kill or restart.
-    if (ranks.plan.distributed() && ranks.plan.rank.source != "default") {
+    if (ranks.plan.rank.launched()) {
       char lambda[32];
       std::snprintf(lambda, sizeof lambda, "%g", exp.cost.interruptions_per_hour);
       throw lathe::ConfigError(
@@ -465,8 +465,7 @@ int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, 
 /// from the newest valid checkpoint, which rank 0 wrote into the run folder and every rank reads:
 /// on several machines that folder (output.dir) and the store must be on a file system they share.
 int resume_launched(lathe::ExperimentConfig exp, bool json, const std::string& db, const ResumeTarget& target,
-                    const lathe::cli::RankArgs& args) {
-  const lathe::dist::RankInfo who = lathe::dist::discover_rank(args.flags);
+                    const lathe::cli::RankArgs& args, const lathe::dist::RankInfo& who) {
   if (exp.compute.rendezvous.empty() && (who.source == "slurm" || who.source == "torchrun"))
     throw lathe::ConfigError("run " + target.run_id + ": compute.rendezvous is \"\" (the run's ranks met on one " +
                              "machine), but " + who.source + " started this resume's ranks, maybe on several: " +
@@ -536,6 +535,15 @@ ResumeTarget find_resume_target(const std::string& ref, const std::string& db, b
   return target;
 }
 
+/// The hidden rank options of `run` and `resume` (--rank/--world-size/--local-rank/--rendezvous-id):
+/// rank 0 passes them to its workers; a launcher may pass them instead of its environment.
+void add_rank_options(CLI::App* cmd, lathe::cli::RankArgs& args) {
+  cmd->add_option("--rank", args.flags.rank, "This process's rank (data-parallel runs)")->group("");
+  cmd->add_option("--world-size", args.flags.world_size, "Ranks in the run")->group("");
+  cmd->add_option("--local-rank", args.flags.local_rank, "This process's rank on its machine")->group("");
+  cmd->add_option("--rendezvous-id", args.rendezvous_id, "The key prefix the ranks share")->group("");
+}
+
 /// `lathe-cli resume RUN`: continues an interrupted, cancelled or failed run in the same store row
 /// and folder from its newest valid checkpoint, with the config it was started with. Under a
 /// launcher (srun, torchrun, --rank) every rank runs it (resume_launched); otherwise rank 0 starts a
@@ -543,7 +551,7 @@ ResumeTarget find_resume_target(const std::string& ref, const std::string& db, b
 int cmd_resume(const std::string& ref, bool json, const std::string& db, double wall_offset_ms,
                const lathe::cli::RankArgs& args) {
   const lathe::dist::RankInfo who = lathe::dist::discover_rank(args.flags);
-  const bool launched = who.world_size > 1 && who.source != "default";
+  const bool launched = who.launched();
   lathe::ExperimentConfig exp;
   ResumeTarget target = find_resume_target(ref, db, !launched || who.rank == 0, exp);
   target.wall_offset_ms = wall_offset_ms;
@@ -562,7 +570,7 @@ int cmd_resume(const std::string& ref, bool json, const std::string& db, double 
                                 : ", each started by the launcher that ran it (`srun lathe-cli resume " +
                                       target.run_id + "`)"));
   if (launched)
-    return resume_launched(exp, json, db, target, args);
+    return resume_launched(exp, json, db, target, args, who);
   if (exp.compute.devices == 1)
     return run_or_resume(exp, "run " + target.run_id, json, db, &target);
   return resume_ranks(exp, json, db, target);
@@ -594,10 +602,7 @@ int main(int argc, char** argv) {
   ChildOptions child;
   run->add_option("--run-id", child.run_id, "The run id to use (the spot supervisor's child)")->group("");
   run->add_flag("--no-supervise", child.no_supervise, "Run without the spot supervisor")->group("");
-  run->add_option("--rank", child.ranks.flags.rank, "This process's rank (data-parallel runs)")->group("");
-  run->add_option("--world-size", child.ranks.flags.world_size, "Ranks in the run")->group("");
-  run->add_option("--local-rank", child.ranks.flags.local_rank, "This process's rank on its machine")->group("");
-  run->add_option("--rendezvous-id", child.ranks.rendezvous_id, "The key prefix the ranks share")->group("");
+  add_rank_options(run, child.ranks);
   run->add_option("--resume-checkpoint-dir", child.resume_checkpoint_dir,
                   "A worker of a resumed data-parallel run: the run's checkpoint folder")
       ->group("");
@@ -615,11 +620,7 @@ int main(int argc, char** argv) {
   resume->add_option("--wall-offset-ms", resume_wall_offset_ms, "The run clock at the start (spot supervisor)")
       ->group("");
   lathe::cli::RankArgs resume_ranks_args;  // a launcher's resume: every rank runs `resume RUN`
-  resume->add_option("--rank", resume_ranks_args.flags.rank, "This process's rank (data-parallel runs)")->group("");
-  resume->add_option("--world-size", resume_ranks_args.flags.world_size, "Ranks in the run")->group("");
-  resume->add_option("--local-rank", resume_ranks_args.flags.local_rank, "This process's rank on its machine")
-      ->group("");
-  resume->add_option("--rendezvous-id", resume_ranks_args.rendezvous_id, "The key prefix the ranks share")->group("");
+  add_rank_options(resume, resume_ranks_args);
   resume->callback(
       [&] { exit_code = cmd_resume(resume_ref, resume_json, db, resume_wall_offset_ms, resume_ranks_args); });
 

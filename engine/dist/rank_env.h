@@ -23,6 +23,9 @@ struct RankInfo {
   /// What the user should know about how the rank was decided ("" when nothing): set when Slurm
   /// variables were seen but not taken (a batch script, not an srun task).
   std::string note;
+  /// Every rank of a world of several was started by someone else (flags, srun, torchrun), not by
+  /// this process's rank 0 on this machine.
+  bool launched() const { return world_size > 1 && source != "default"; }
 };
 
 /// Explicit values; when rank or world_size is given both must be (local_rank defaults to 0).

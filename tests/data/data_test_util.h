@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/data/image_decode.h"
 
 namespace lathe::test {
 
@@ -133,6 +134,14 @@ inline std::vector<uint8_t> ramp(size_t n) {
   for (size_t i = 0; i < n; ++i)
     v[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
   return v;
+}
+
+/// An h x w image of c channels whose pixels follow a fixed pattern that differs with `seed`.
+inline DecodedImage pattern_image(int64_t h, int64_t w, int64_t c, int seed) {
+  DecodedImage img{w, h, c, {}};
+  for (int64_t i = 0; i < h * w * c; ++i)
+    img.pixels.push_back(static_cast<uint8_t>((i * 29 + seed * 71 + 3) % 256));
+  return img;
 }
 
 }  // namespace lathe::test

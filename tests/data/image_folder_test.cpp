@@ -18,19 +18,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::expect_data_error;
+using test::pattern_image;
 using test::TempDir;
-
-DecodedImage pattern(int64_t h, int64_t w, int64_t c, int seed) {
-  DecodedImage img{w, h, c, {}};
-  for (int64_t i = 0; i < h * w * c; ++i)
-    img.pixels.push_back(static_cast<uint8_t>((i * 29 + seed * 71 + 3) % 256));
-  return img;
-}
 
 TEST(ImageDecode, PngRoundTripsExactlyInGreyAndRgb) {
   TempDir dir;
   for (int64_t c : {1, 3}) {
-    const DecodedImage img = pattern(5, 7, c, static_cast<int>(c));
+    const DecodedImage img = pattern_image(5, 7, c, static_cast<int>(c));
     write_png(dir.file("a.png"), img);
     const DecodedImage back = decode_image_file(dir.file("a.png"));
     EXPECT_EQ(back.width, 7);
@@ -77,7 +71,7 @@ TEST(ImageFolder, ReadsSortedClassesIntoChwU8) {
   for (const char* split : {"train", "test"})
     for (const char* cls : {"zebra", "ant"})
       fs::create_directories(root / split / cls);
-  const DecodedImage a0 = pattern(4, 4, 3, 1), a1 = pattern(4, 4, 3, 2), z0 = pattern(4, 4, 3, 3);
+  const DecodedImage a0 = pattern_image(4, 4, 3, 1), a1 = pattern_image(4, 4, 3, 2), z0 = pattern_image(4, 4, 3, 3);
   write_png((root / "train/ant/b.png").string(), a1);
   write_png((root / "train/ant/a.png").string(), a0);
   write_png((root / "train/zebra/x.PNG").string(), z0);
@@ -106,7 +100,7 @@ TEST(ImageFolder, RefusesUnreadableFilesAndBadLayoutsNamingThem) {
   fs::create_directories(root / "train/a");
   fs::create_directories(root / "test/a");
   expect_data_error([&] { load_image_folder(root.string(), 4, 1); }, {"holds no images"});
-  write_png((root / "train/a/ok.png").string(), pattern(4, 4, 1, 0));
+  write_png((root / "train/a/ok.png").string(), pattern_image(4, 4, 1, 0));
   // A PNG cut short.
   std::vector<uint8_t> bytes = test::read_bytes((root / "train/a/ok.png").string());
   bytes.resize(bytes.size() / 2);

@@ -170,13 +170,6 @@ TEST(SubsetLoad, FashionMnistRunDataEqualsTheFullLoadThenSubset) {
   }
 }
 
-DecodedImage subset_pattern(int64_t side, int64_t c, int seed) {
-  DecodedImage img{side, side, c, {}};
-  for (int64_t i = 0; i < side * side * c; ++i)
-    img.pixels.push_back(static_cast<uint8_t>((i * 41 + seed * 97 + 5) % 256));
-  return img;
-}
-
 TEST(SubsetLoad, ImageFolderFirstNIsTheFullLoadThenSubsetWithItsStatistics) {
   TempDir dir;
   const fs::path root = dir.path();
@@ -186,7 +179,8 @@ TEST(SubsetLoad, ImageFolderFirstNIsTheFullLoadThenSubsetWithItsStatistics) {
       fs::create_directories(root / split / cls);
       const int files = std::string(split) == "test" ? 1 : std::string(cls) == "cat" ? 3 : 2;
       for (int f = 0; f < files; ++f, ++seed)
-        write_png((root / split / cls / ("f" + std::to_string(f) + ".png")).string(), subset_pattern(5, 3, seed));
+        write_png((root / split / cls / ("f" + std::to_string(f) + ".png")).string(),
+                  test::pattern_image(5, 5, 3, seed));
     }
   DataConfig d;
   d.dataset = DatasetKind::folder;

@@ -50,6 +50,33 @@ struct Params {
   }
 };
 
+// 1-D parameters of the given sizes (pieces that cross shared-memory chunks), zeroed.
+struct FlatParams {
+  std::vector<Param> storage;
+  std::vector<NamedParam> named;
+  explicit FlatParams(const std::vector<int64_t>& sizes) {
+    storage.reserve(sizes.size());
+    for (int64_t n : sizes)
+      storage.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
+    for (size_t k = 0; k < storage.size(); ++k)
+      named.push_back({std::to_string(k) + ".w", &storage[k]});
+  }
+  /// Sets gradient k's element i to f(k, i) and averages the gradients over the ranks: blocking, or
+  /// with the overlap hook told of each gradient in reverse order first, as the backward pass does.
+  template <class F>
+  void average_gradients(GlooCommunicator& comm, bool overlap, F f) {
+    for (size_t k = 0; k < storage.size(); ++k)
+      for (int64_t i = 0; i < storage[k].grad.numel(); ++i)
+        storage[k].grad.data<float>()[i] = f(k, i);
+    if (overlap) {
+      auto hook = comm.grad_ready_hook(named);
+      for (size_t k = named.size(); k-- > 0;)
+        hook(named[k].param);
+    }
+    comm.all_reduce_gradients(named);
+  }
+};
+
 double integer_valued(int r, int k, int64_t i) { return (r + 1) * (k + 3) + (i % 7) - 3 * r; }
 double fractional(int r, int k, int64_t i) { return std::sin(0.37 * r + 1.3 * k + 0.11 * i) * 3.7; }
 
@@ -370,22 +397,11 @@ TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBitAndBroadcasts) 
           }
         }
         GlooCommunicator comm(r, 3, big);
-        std::vector<Param> storage;
-        for (int64_t n : sizes)
-          storage.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
-        std::vector<NamedParam> named;
-        for (size_t k = 0; k < storage.size(); ++k)
-          named.push_back({std::to_string(k) + ".w", &storage[k]});
+        FlatParams params(sizes);
+        std::vector<Param>& storage = params.storage;
+        const std::vector<NamedParam>& named = params.named;
         for (bool overlap : {false, true}) {
-          for (size_t k = 0; k < storage.size(); ++k)
-            for (int64_t i = 0; i < sizes[k]; ++i)
-              storage[k].grad.data<float>()[i] = value(r, k, i);
-          if (overlap) {
-            auto hook = comm.grad_ready_hook(named);
-            for (size_t k = named.size(); k-- > 0;)
-              hook(named[k].param);
-          }
-          comm.all_reduce_gradients(named);
+          params.average_gradients(comm, overlap, [&](size_t k, int64_t i) { return value(r, k, i); });
           for (size_t k = 0; k < storage.size(); ++k)
             for (int64_t i = 0; i < sizes[k]; ++i) {
               const float expected = ((value(0, k, i) + value(1, k, i)) + value(2, k, i)) / 3.0f;
@@ -442,22 +458,10 @@ TEST_F(GlooCommunicatorTest, SixteenBitBucketsThroughSharedMemoryFollowTheRuleBi
             };
             GlooCommunicator comm(r, world, o);
             require(comm.uses_shared_memory(), tag + ": ranks here should share memory");
-            std::vector<Param> storage;
-            for (int64_t n : sizes)
-              storage.push_back({"w", Tensor::zeros({n}, lathe::DType::f32), Tensor::zeros({n}, lathe::DType::f32)});
-            std::vector<NamedParam> named;
-            for (size_t k = 0; k < storage.size(); ++k)
-              named.push_back({std::to_string(k) + ".w", &storage[k]});
+            FlatParams params(sizes);
+            const std::vector<Param>& storage = params.storage;
             for (bool overlap : {false, true}) {
-              for (size_t k = 0; k < storage.size(); ++k)
-                for (int64_t i = 0; i < sizes[k]; ++i)
-                  storage[k].grad.data<float>()[i] = value(r, k, i);
-              if (overlap) {
-                auto hook = comm.grad_ready_hook(named);
-                for (size_t k = named.size(); k-- > 0;)
-                  hook(named[k].param);
-              }
-              comm.all_reduce_gradients(named);
+              params.average_gradients(comm, overlap, [&](size_t k, int64_t i) { return value(r, k, i); });
               require(comm.last_bucket_count() == 2,
                       tag + ": " + std::to_string(comm.last_bucket_count()) + " buckets");
               require(comm.bytes_last_step() == (chunk16 * 5 / 2 + 20) * 2, tag + ": bytes");

@@ -226,14 +226,17 @@ TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithOneNthOfTheState)
                               "]: " + std::to_string(u) + " vs " + std::to_string(v));
                 }
             };
-            for (int s = 0; s < steps; ++s) {
+            // Step s of both runs: the plain optimizer on `a`, the sharded one `o` on `y`.
+            auto step_both = [&](int s, SpeedParams& y, lathe::ShardedOptimizer& o) {
               a.fill_grads(r, s);
-              b.fill_grads(r, s);
+              y.fill_grads(r, s);
               plain_comm->all_reduce_gradients(a.named);
               plain->step(be, a.named, 0.05);
-              shard_comm->all_reduce_gradients(b.named);
-              sharded.step(be, b.named, 0.05);
-            }
+              shard_comm->all_reduce_gradients(y.named);
+              o.step(be, y.named, 0.05);
+            };
+            for (int s = 0; s < steps; ++s)
+              step_both(s, b, sharded);
             require(sharded.steps_taken() == steps, "steps_taken");
             compare(a, b, "after " + std::to_string(steps) + " steps");
             // 1/N of the state on every rank (within one alignment unit), N shares adding up to all.
@@ -272,12 +275,7 @@ TEST_F(GlooSpeedTest, ShardedOptimizerEqualsTheUnshardedRunWithOneNthOfTheState)
             SpeedParams& c = b;
             resumed.load_full_state(be, c.named, whole, plain->steps_taken());
             require(lathe::optimizer_state_bytes(resumed, c.named) == mine, tag + " resumed state size");
-            a.fill_grads(r, steps);
-            c.fill_grads(r, steps);
-            plain_comm->all_reduce_gradients(a.named);
-            plain->step(be, a.named, 0.05);
-            shard_comm->all_reduce_gradients(c.named);
-            resumed.step(be, c.named, 0.05);
+            step_both(steps, c, resumed);
             compare(a, c, "after a resumed step");
             // Bad state is refused, naming the tensor.
             auto refused = [&](std::map<std::string, Tensor> bad, const std::string& needle) {

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "cli_test_util.h"
 #include "engine/data/dataset.h"
@@ -19,6 +21,19 @@ using lathe::test::Cli;
 using lathe::test::CmdResult;
 using lathe::test::run_cmd;
 namespace fs = std::filesystem;
+
+/// `lathe-cli validate CONFIG` accepts it (exit 0) and prints each of `warnings`; with `fixes` (the
+/// --set options that make every knob count) it accepts it and warns about nothing.
+void expect_warnings_until_fixed(const std::string& cfg, const std::vector<std::string>& warnings,
+                                 const std::string& fixes) {
+  const CmdResult r = run_cmd("validate " + cfg);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const std::string& warning : warnings)
+    EXPECT_NE(r.out.find(warning), std::string::npos) << warning << "\n" << r.out;
+  const CmdResult clean = run_cmd("validate " + cfg + " " + fixes);
+  EXPECT_EQ(clean.code, 0) << clean.out;
+  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+}
 
 TEST_F(Cli, UnknownKeyIsRejectedWithItsPathAndExitCode2) {
   const std::string cfg = write("bad.json", R"({"train": {"epochs": 1, "learning_rate": 0.1}})");
@@ -31,13 +46,8 @@ TEST_F(Cli, UnknownKeyIsRejectedWithItsPathAndExitCode2) {
 
 TEST_F(Cli, ValidateWarnsAboutAKnobThatDoesNothingForThisConfig) {
   const std::string cfg = write("unused.json", R"({"data": {"dataset": "fashion-mnist", "image_size": 64}})");
-  const CmdResult r = run_cmd("validate " + cfg);
-  EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("warning: data.image_size is set but only used when data.dataset is \"folder\""),
-            std::string::npos)
-      << r.out;
-  const CmdResult clean = run_cmd("validate " + cfg + " --set data.dataset=folder --set data.path=/nowhere");
-  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+  expect_warnings_until_fixed(cfg, {"warning: data.image_size is set but only used when data.dataset is \"folder\""},
+                              "--set data.dataset=folder --set data.path=/nowhere");
 }
 
 // The other condition kinds reach the same warning: a number above a bound, a non-empty string,
@@ -45,22 +55,16 @@ TEST_F(Cli, ValidateWarnsAboutAKnobThatDoesNothingForThisConfig) {
 TEST_F(Cli, ValidateWarnsAboutKnobsBehindANumberATeacherOrEitherOfTwoSwitches) {
   const std::string cfg = write("unused2.json", R"({"cost": {"notice_s": 30}, "distill": {"alpha": 0.5},
                                                     "quant": {"mode": "ptq-static", "percentile": 99.9}})");
-  const CmdResult r = run_cmd("validate " + cfg);
-  EXPECT_EQ(r.code, 0) << r.out;
-  for (const char* warning :
-       {"warning: cost.notice_s is set but only used when cost.interruptions_per_hour > 0 "
-        "(cost.interruptions_per_hour is 0, the default): it has no effect",
-        "warning: distill.alpha is set but only used when distill.teacher is not empty (distill.teacher is \"\", the "
-        "default): it has no effect",
-        "warning: quant.percentile is set but only used when quant.mode is \"ptq-static\" or \"qat\", and "
-        "(quant.calibration is \"percentile\" or quant.compare_calibrators is true) (quant.calibration is "
-        "\"minmax\", the default; quant.compare_calibrators is false, the default): it has no effect"})
-    EXPECT_NE(r.out.find(warning), std::string::npos) << warning << "\n" << r.out;
-  const CmdResult clean = run_cmd("validate " + cfg +
-                                  " --set cost.interruptions_per_hour=1.5 --set distill.teacher=zoo:teacher"
-                                  " --set quant.compare_calibrators=true");
-  EXPECT_EQ(clean.code, 0) << clean.out;
-  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+  expect_warnings_until_fixed(
+      cfg,
+      {"warning: cost.notice_s is set but only used when cost.interruptions_per_hour > 0 "
+       "(cost.interruptions_per_hour is 0, the default): it has no effect",
+       "warning: distill.alpha is set but only used when distill.teacher is not empty (distill.teacher is \"\", the "
+       "default): it has no effect",
+       "warning: quant.percentile is set but only used when quant.mode is \"ptq-static\" or \"qat\", and "
+       "(quant.calibration is \"percentile\" or quant.compare_calibrators is true) (quant.calibration is "
+       "\"minmax\", the default; quant.compare_calibrators is false, the default): it has no effect"},
+      "--set cost.interruptions_per_hour=1.5 --set distill.teacher=zoo:teacher --set quant.compare_calibrators=true");
 }
 
 // The stage sections: prune.* without a prune.method, a low-rank knob the chosen rank overrides, a
@@ -70,23 +74,17 @@ TEST_F(Cli, ValidateWarnsAboutStageKnobsTheirMethodOrTeacherDoesNotRead) {
   const std::string cfg = write("unused3.json", R"({"prune": {"ratio": 0.7},
                                                     "lowrank": {"method": "svd", "rank": 4, "scope": "global"},
                                                     "distill": {"teacher": "run:baseline", "teacher_epochs": 3}})");
-  const CmdResult r = run_cmd("validate " + cfg);
-  EXPECT_EQ(r.code, 0) << r.out;
-  for (const char* warning :
-       {"warning: prune.ratio is set but only used when prune.method is \"l1-unstructured\", \"l1-structured\", "
-        "\"l2-structured\" or \"nm\", and (prune.method is \"l1-unstructured\", \"l1-structured\" or "
-        "\"l2-structured\" or prune.sensitivity_pick is true) (prune.method is \"none\", the default; "
-        "prune.sensitivity_pick is false, the default): it has no effect",
-        "warning: lowrank.scope is set but only used when lowrank.method is \"svd\", and lowrank.rank is 0 "
-        "(lowrank.rank is 4): it has no effect",
-        "warning: distill.teacher_epochs is set but only used when distill.teacher starts with \"zoo:\" "
-        "(distill.teacher is \"run:baseline\"): it has no effect"})
-    EXPECT_NE(r.out.find(warning), std::string::npos) << warning << "\n" << r.out;
-  const CmdResult clean = run_cmd("validate " + cfg +
-                                  " --set prune.method=l1-structured --set lowrank.rank=0"
-                                  " --set distill.teacher=zoo:teacher");
-  EXPECT_EQ(clean.code, 0) << clean.out;
-  EXPECT_EQ(clean.out.find("warning:"), std::string::npos) << clean.out;
+  expect_warnings_until_fixed(
+      cfg,
+      {"warning: prune.ratio is set but only used when prune.method is \"l1-unstructured\", \"l1-structured\", "
+       "\"l2-structured\" or \"nm\", and (prune.method is \"l1-unstructured\", \"l1-structured\" or "
+       "\"l2-structured\" or prune.sensitivity_pick is true) (prune.method is \"none\", the default; "
+       "prune.sensitivity_pick is false, the default): it has no effect",
+       "warning: lowrank.scope is set but only used when lowrank.method is \"svd\", and lowrank.rank is 0 "
+       "(lowrank.rank is 4): it has no effect",
+       "warning: distill.teacher_epochs is set but only used when distill.teacher starts with \"zoo:\" "
+       "(distill.teacher is \"run:baseline\"): it has no effect"},
+      "--set prune.method=l1-structured --set lowrank.rank=0 --set distill.teacher=zoo:teacher");
 }
 
 TEST_F(Cli, OutOfRangeValueNamesTheAllowedRange) {

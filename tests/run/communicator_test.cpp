@@ -86,6 +86,13 @@ class LoopSeams : public ::testing::Test {
     }
     return w;
   }
+  /// One forward and backward pass of the model outside the training loop.
+  void backward_outside_the_loop() {
+    LayerContext lctx{*backend, true, 0};
+    Tensor x = Tensor::zeros({2, 1, 8, 8}, DType::f32);
+    const Tensor& y = ctx->model->forward(lctx, x);
+    ctx->model->backward(lctx, Tensor::zeros(y.shape(), DType::f32));
+  }
 
   ExperimentConfig cfg;
   RunOptions options;
@@ -192,10 +199,7 @@ TEST_F(LoopSeams, AnyCommunicatorsOverlapHookSeesEveryGradientBeforeTheReduction
   EXPECT_EQ(log, want);
   // The hook is off the model after the step: a backward pass outside the loop reports nothing.
   log.clear();
-  LayerContext lctx{*backend, true, 0};
-  Tensor x = Tensor::zeros({2, 1, 8, 8}, DType::f32);
-  const Tensor& y = ctx->model->forward(lctx, x);
-  ctx->model->backward(lctx, Tensor::zeros(y.shape(), DType::f32));
+  backward_outside_the_loop();
   EXPECT_TRUE(log.empty());
 
   make_context(/*grad_accum=*/2);
@@ -225,10 +229,7 @@ TEST_F(LoopSeams, AFailingBackwardPassTakesTheOverlapHookOffTheModel) {
   EXPECT_THROW(train_phase(*ctx, main_train_phase(*ctx), hooks), std::runtime_error);
   EXPECT_EQ(log, (std::vector<std::string>{"ready 1.weight", "ready 1.bias"}));
   log.clear();
-  LayerContext lctx{*backend, true, 0};
-  Tensor x = Tensor::zeros({2, 1, 8, 8}, DType::f32);
-  const Tensor& y = ctx->model->forward(lctx, x);
-  ctx->model->backward(lctx, Tensor::zeros(y.shape(), DType::f32));
+  backward_outside_the_loop();
   EXPECT_TRUE(log.empty());
 }
 
