@@ -41,6 +41,8 @@ Db::Db(const std::string& path, int busy_timeout_ms, bool read_only) : m_path(pa
   int rc = sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr);
   if (rc == SQLITE_OK && read_only && access(path.c_str(), R_OK) != 0)
     rc = SQLITE_CANTOPEN;
+  if (rc == SQLITE_OK)  // before the probe below: a read while another connection holds the lock waits
+    sqlite3_busy_timeout(m_db, busy_timeout_ms);
   if (rc == SQLITE_OK && read_only) {
     // A read-only WAL connection needs the -shm file; probe with a read, and where it cannot be
     // made (a folder we cannot write), reopen the file as immutable.

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -29,6 +30,34 @@ RunInfo run_info(const std::string& id) {
   i.id = id;
   i.name = id;
   return i;
+}
+
+// A read-only open (the other ranks of a launcher's `lathe-cli resume`, list, the GUI) while another
+// connection holds the store locked (rank 0 reaping and repairing the run, a closing writer's
+// checkpoint) waits for the lock like every other statement, instead of failing "database is locked".
+TEST(StoreConcurrency, AReadOnlyOpenWaitsOutALock) {
+  StoreDir dir;
+  {
+    RunWriter w(dir.db());
+    w.begin_run(run_info("t"));
+    w.finish(RunStatus::finished);
+  }
+  auto locker = std::make_unique<sql::Db>(dir.db(), 5000, /*read_only=*/false);
+  locker->exec("PRAGMA locking_mode=EXCLUSIVE");
+  locker->exec("BEGIN EXCLUSIVE");
+  std::thread release([&] {
+    std::this_thread::sleep_for(300ms);
+    locker.reset();  // rollback and close: the lock goes
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    Store s = Store::open(dir.db(), Store::read_only_options());
+    EXPECT_EQ(s.run("t").status, RunStatus::finished);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "the read-only open did not wait for the lock: " << e.what();
+  }
+  release.join();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);  // it did wait: the lock was there
 }
 
 TEST(StoreConcurrency, ReaderThreadsSeeWholeBatches) {
