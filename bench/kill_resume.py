@@ -213,6 +213,8 @@ def main():
         redone, kills, offset = [], 0, 0
         for target in targets + [None]:
             code, err = run_until(proc, jsonl_of, offset, target, a.timeout_s)
+            if target is not None and code not in (0, -signal.SIGKILL):  # it ended before the kill
+                failures.append("a run or resume before kill %d exited %d: %s" % (kills + 1, code, err.strip()))
             if "still ran" in err:
                 failures.append(err.strip().splitlines()[-1])
             if target is None or code == 0:
