@@ -298,6 +298,40 @@ TEST(MaskInvariants, MaskStateZerosPerParamTensorsAndSkipsMissingOnes) {
   EXPECT_THROW(apply_masks(*m, {stray}), Error);
 }
 
+TEST(MaskInvariants, MaskTensorZerosExactlyThePrunedElementsInEveryLayoutAndType) {
+  // The f32 row-major fast path and the element-wise path (channels-last, bf16) must agree with the
+  // definition: element i (row-major) becomes +0.0 where keep[i] is 0 and keeps its bits elsewhere.
+  const Shape shape{3, 5, 2, 2};  // a conv weight [O, C, KH, KW]
+  const int64_t n = 60;
+  PruneMask mask{"w", Tensor::empty(shape, DType::u8)};
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    mask.keep.data<uint8_t>()[i] = (i * 7 % 11) < 5 ? 1 : 0;
+    v[i] = (i % 3 == 0 ? -1.0 : 1.0) * (0.25 + i);  // negatives: a pruned one must not become -0.0
+  }
+  v[4] = std::nan("");  // a NaN is zeroed where pruned, kept where not
+  v[5] = std::nan("");
+  for (const DType dt : {DType::f32, DType::bf16})
+    for (const MemoryFormat mf : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+      Tensor t = Tensor::empty(shape, dt, Device::cpu(), mf);
+      for (int64_t i = 0; i < n; ++i)
+        t.set_flat(i, v[i]);
+      mask_tensor(t, mask);
+      for (int64_t i = 0; i < n; ++i) {
+        const double got = t.at_flat(i);
+        if (!mask.keep.data<uint8_t>()[i]) {
+          EXPECT_EQ(got, 0.0) << i;
+          EXPECT_FALSE(std::signbit(got)) << i;
+        } else if (std::isnan(v[i])) {
+          EXPECT_TRUE(std::isnan(got)) << i;
+        } else {
+          EXPECT_EQ(got, v[i]) << i;  // all exact in bf16 too (small integers + 0.25)
+        }
+      }
+    }
+  ASSERT_FALSE(mask.keep.data<uint8_t>()[4] && mask.keep.data<uint8_t>()[5]);  // one NaN is pruned
+}
+
 TEST(MaskInvariants, MaskTensorSliceZerosTheSliceOfAZeroOneRank) {
   // A ZeRO-1 rank's momentum is a 1-D slice of the weight's elements from some offset on.
   PruneMask mask{"w", Tensor::empty({2, 4}, DType::u8)};

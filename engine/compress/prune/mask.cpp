@@ -18,6 +18,15 @@ void check_host(const Tensor& t, const std::string& name) {
               " is not a host tensor; this increment handles host tensors only");
 }
 
+/// p[i] = 0 where keep[i] is 0: the f32 row-major case of mask_tensor, which runs on every weight,
+/// gradient and momentum buffer at every fine-tuning step (element by element through
+/// Tensor::set_flat it made the mlp's masked fine-tuning 8x slower than its training). A select, not
+/// a branch, so it vectorises; +0.0 as set_flat stores.
+void zero_pruned(float* p, const uint8_t* keep, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = keep[i] ? p[i] : 0.0f;
+}
+
 /// The prunable weights minus the excluded ones; throws when an exclusion matches nothing.
 std::vector<NamedParam> selected_weights(Model& model, const std::vector<std::string>& exclude) {
   std::vector<NamedParam> all = prunable_weights(model);
@@ -151,6 +160,10 @@ void mask_tensor(Tensor& t, const PruneMask& mask) {
               ", tensor is ", shape_str(t.shape()));
   check_host(t, mask.param);
   const uint8_t* keep = mask.keep.data<uint8_t>();
+  if (t.dtype() == DType::f32 && t.is_contiguous() && mask.keep.is_contiguous()) {
+    zero_pruned(t.data<float>(), keep, t.numel());
+    return;
+  }
   for (int64_t i = 0; i < t.numel(); ++i)
     if (!keep[i])
       t.set_flat(i, 0.0);
@@ -162,6 +175,10 @@ void mask_tensor_slice(Tensor& t, const PruneMask& mask, int64_t offset) {
               " (", shape_str(mask.keep.shape()), ")");
   check_host(t, mask.param);
   const uint8_t* keep = mask.keep.data<uint8_t>() + offset;
+  if (t.dtype() == DType::f32 && t.is_contiguous()) {
+    zero_pruned(t.data<float>(), keep, t.numel());
+    return;
+  }
   for (int64_t i = 0; i < t.numel(); ++i)
     if (!keep[i])
       t.set_flat(i, 0.0);
