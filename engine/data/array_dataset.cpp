@@ -54,22 +54,28 @@ Dataset dataset_from_arrays(const NpyArray& images, const std::string& images_na
   if (!labels.is_integer())
     throw DataError("NumPy array '" + labels_name + "': labels of dtype " + npy_dtype_name(labels.header.dtype) +
                     "; allowed: an integer type (int64, int32, uint8, ...)");
-  if (ys[0] != ds.count)
-    throw DataError("image/label count mismatch: '" + images_name + "' holds " + std::to_string(ds.count) +
+  // Images may have been read in part (the first records: a data subset); the labels are whole, so the
+  // count check, the range check and an inferred class count are what a full load gives.
+  const int64_t total = std::max(images.file_records, ds.count);
+  if (ys[0] != total)
+    throw DataError("image/label count mismatch: '" + images_name + "' holds " + std::to_string(total) +
                     " images but '" + labels_name + "' holds " + std::to_string(ys[0]) + " labels");
 
   ds.labels.resize(static_cast<size_t>(ds.count));
   int64_t max_label = -1;
-  for (int64_t i = 0; i < ds.count; ++i) {
+  for (int64_t i = 0; i < total; ++i) {
     const int64_t label = labels.as_int(i);
     if (label < 0 || label > (1 << 30) || (num_classes > 0 && label >= num_classes))
       throw DataError("NumPy array '" + labels_name + "': label " + std::to_string(label) + " at index " +
                       std::to_string(i) + " is out of range; labels must be in [0, " +
                       (num_classes > 0 ? std::to_string(num_classes) : std::string("2^30")) + ")");
-    ds.labels[static_cast<size_t>(i)] = static_cast<int32_t>(label);
+    if (i < ds.count)
+      ds.labels[static_cast<size_t>(i)] = static_cast<int32_t>(label);
     max_label = std::max(max_label, label);
   }
   ds.num_classes = num_classes > 0 ? num_classes : static_cast<int>(max_label + 1);
+  if (ds.count < total)  // as subset() names the samples it keeps
+    ds.source += " (first " + std::to_string(ds.count) + ")";
 
   if (t == NpyDtype::u8) {
     ds.images = images.data;
@@ -84,25 +90,27 @@ Dataset dataset_from_arrays(const NpyArray& images, const std::string& images_na
   return ds;
 }
 
-TrainTest load_numpy_dataset(const std::string& path, int num_classes) {
+TrainTest load_numpy_dataset(const std::string& path, int num_classes, int64_t train_first, int64_t test_first) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const char* const keys[] = {"x_train", "y_train", "x_test", "y_test"};
   NpyArray arrays[4];
   std::string names[4];
+  // Images: only the first train_first / test_first records (0: all); labels: always whole.
+  const int64_t first[4] = {train_first > 0 ? train_first : -1, -1, test_first > 0 ? test_first : -1, -1};
   if (fs::is_directory(path, ec)) {
     for (int i = 0; i < 4; ++i) {
       names[i] = (fs::path(path) / (std::string(keys[i]) + ".npy")).string();
       if (!fs::is_regular_file(names[i], ec))
         throw DataError("data.path: the folder '" + path + "' has no " + keys[i] +
                         ".npy; a NumPy folder holds x_train.npy, y_train.npy, x_test.npy and y_test.npy");
-      arrays[i] = read_npy(names[i]);
+      arrays[i] = read_npy(names[i], first[i]);
     }
   } else if (fs::is_regular_file(path, ec)) {
     const NpzArchive npz(path);
     for (int i = 0; i < 4; ++i) {
       names[i] = path + ":" + keys[i];
-      arrays[i] = npz.read(keys[i]);
+      arrays[i] = npz.read(keys[i], first[i]);
     }
   } else {
     throw DataError("data.path: '" + path + "' does not exist; dataset \"npz\" needs a .npz file holding x_train, "

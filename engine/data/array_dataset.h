@@ -3,6 +3,7 @@
 // N,C,H,W, uint8 (0..255) or float32 (intensities, 0 = black, 1 = white); labels are N integers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "engine/data/dataset.h"
@@ -19,6 +20,10 @@ Dataset dataset_from_arrays(const NpyArray& images, const std::string& images_na
 
 /// Loads the four arrays from `path` (a .npz file, or a folder of .npy files). The test split's
 /// classes default to the training split's. DataError naming the file for anything missing or malformed.
-TrainTest load_numpy_dataset(const std::string& path, int num_classes = 0);
+/// `train_first` / `test_first` > 0 read only that many leading images of each split (data.train_subset,
+/// data.test_subset: a deflated archive is inflated only that far); every label is still read and
+/// checked. What lies past them (a non-finite float, a corrupt tail, a wrong CRC) goes unnoticed.
+TrainTest load_numpy_dataset(const std::string& path, int num_classes = 0, int64_t train_first = 0,
+                             int64_t test_first = 0);
 
 }  // namespace lathe

@@ -1,6 +1,7 @@
 // The .npy header parser (a tiny reader for the Python dict literal NumPy writes) and the file reader.
 #include "engine/data/npy_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -283,11 +284,23 @@ NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name) {
   const size_t header_size = npy_header_size(bytes.data(), bytes.size(), bytes.size(), name);
   NpyArray a;
   a.header = parse_npy_header(bytes.data(), header_size, bytes.size(), name);
+  a.file_records = a.header.shape.empty() ? 1 : a.header.shape[0];
   a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header_size), bytes.end());
   return a;
 }
 
-NpyArray read_npy(const std::string& path) {
+int64_t npy_records_to_read(const NpyHeader& header, int64_t max_records) {
+  if (header.shape.empty())
+    return 1;
+  return max_records < 0 ? header.shape[0] : std::min(max_records, header.shape[0]);
+}
+
+void cut_npy_records(NpyHeader& header, int64_t records) {
+  if (!header.shape.empty())
+    header.shape[0] = records;
+}
+
+NpyArray read_npy(const std::string& path, int64_t max_records) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f)
     throw DataError("NumPy array '" + path + "': cannot open: " + std::strerror(errno));
@@ -308,6 +321,8 @@ NpyArray read_npy(const std::string& path) {
     throw DataError("NumPy array '" + path + "': read error in the header");
   NpyArray a;
   a.header = parse_npy_header(header.data(), header_size, total, path);  // sizes checked: now allocate
+  a.file_records = a.header.shape.empty() ? 1 : a.header.shape[0];
+  cut_npy_records(a.header, npy_records_to_read(a.header, max_records));
   a.data.resize(a.header.data_bytes());
   if (std::fread(a.data.data(), 1, a.data.size(), f.get()) != a.data.size())
     throw DataError("NumPy array '" + path + "': read error or the file shrank while being read");

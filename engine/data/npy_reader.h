@@ -42,8 +42,11 @@ NpyHeader parse_npy_header(const uint8_t* bytes, size_t header_size, size_t tota
 
 /// An array in memory: the header and its raw little-endian elements.
 struct NpyArray {
-  NpyHeader header;
+  NpyHeader header;           ///< as read: shape[0] is the number of records read when only the first were asked for
   std::vector<uint8_t> data;  // header.data_bytes() bytes
+  /// shape[0] as the file declares it (the same as header.shape[0] unless only the first records were
+  /// read; 1 for a 0-d array).
+  int64_t file_records = 0;
   /// Element i as a double / an int64 (integers exactly; floats truncated toward zero in as_int,
   /// saturated at the int64 range, NaN as 0).
   double as_double(int64_t i) const;
@@ -52,8 +55,16 @@ struct NpyArray {
 };
 
 /// Reads a .npy file. DataError naming `path` for a missing or unreadable file and everything the
-/// header checks reject.
-NpyArray read_npy(const std::string& path);
+/// header checks reject. `max_records` >= 0 reads only the first min(max_records, shape[0]) records
+/// (rows along the first dimension; the header is still checked against the whole file's size);
+/// -1 (the default) reads everything.
+NpyArray read_npy(const std::string& path, int64_t max_records = -1);
+
+/// The records of `header` to read for `max_records` (-1: all): min(max_records, shape[0]), or all
+/// for a 0-d array.
+int64_t npy_records_to_read(const NpyHeader& header, int64_t max_records);
+/// header.shape[0] cut to `records` (which npy_records_to_read gave).
+void cut_npy_records(NpyHeader& header, int64_t records);
 
 /// Parses a whole .npy image held in memory (an .npz member). DataError naming `name`.
 NpyArray parse_npy(const std::vector<uint8_t>& bytes, const std::string& name);

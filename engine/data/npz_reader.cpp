@@ -3,6 +3,7 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -62,7 +63,7 @@ bool NpzArchive::contains(const std::string& key) const {
   return zip_name_locate(as_zip(m_zip), (key + ".npy").c_str(), 0) >= 0;
 }
 
-NpyArray NpzArchive::read(const std::string& key) const {
+NpyArray NpzArchive::read(const std::string& key, int64_t max_records) const {
   const std::string member = key + ".npy";
   const std::string where = m_path + ":" + member;
   const zip_int64_t index = zip_name_locate(as_zip(m_zip), member.c_str(), 0);
@@ -96,23 +97,46 @@ NpyArray NpzArchive::read(const std::string& key) const {
   if (!f)
     throw DataError("NumPy archive member '" + where + "': cannot open: " + zip_strerror(as_zip(m_zip)));
   std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> guard(f, &zip_fclose);
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.size));
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const zip_int64_t n = zip_fread(f, bytes.data() + got, bytes.size() - got);
-    if (n < 0)
-      throw DataError("NumPy archive member '" + where + "': " + zip_file_strerror(f));
-    if (n == 0)
-      break;
-    got += static_cast<size_t>(n);
-  }
-  if (got != bytes.size())
-    throw DataError("NumPy archive member '" + where + "': " + std::to_string(got) + " of " +
-                    std::to_string(bytes.size()) + " bytes could be read (truncated)");
-  uint8_t extra = 0;  // reading at the end makes libzip check the CRC
-  if (zip_fread(f, &extra, 1) < 0)
+  // The member is read as a stream: the header first, then only the records asked for.
+  size_t at = 0;  // bytes of the member read so far
+  auto read_exact = [&](uint8_t* dst, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      const zip_int64_t r = zip_fread(f, dst + got, n - got);
+      if (r < 0)
+        throw DataError("NumPy archive member '" + where + "': " + zip_file_strerror(f));
+      if (r == 0)
+        break;
+      got += static_cast<size_t>(r);
+    }
+    at += got;
+    if (got != n)
+      throw DataError("NumPy archive member '" + where + "': " + std::to_string(at) + " of " + std::to_string(st.size) +
+                      " bytes could be read (truncated)");
+  };
+  const size_t total = static_cast<size_t>(st.size);
+  // The preamble: 10 bytes (version 1), 12 (versions 2 and 3); none of the data is read with it.
+  std::vector<uint8_t> header(kNpyPreambleBytes);
+  read_exact(header.data(), std::min<size_t>(total, 10));
+  if (at == 10 && (header[6] == 2 || header[6] == 3) && total >= kNpyPreambleBytes)
+    read_exact(header.data() + at, kNpyPreambleBytes - at);
+  const size_t header_size = npy_header_size(header.data(), at, total, where);
+  header.resize(header_size);  // >= the preamble read
+  read_exact(header.data() + at, header_size - at);
+  NpyArray a;
+  a.header = parse_npy_header(header.data(), header_size, total, where);  // sizes checked: now allocate
+  a.file_records = a.header.shape.empty() ? 1 : a.header.shape[0];
+  const int64_t records = npy_records_to_read(a.header, max_records);
+  const bool whole = records == a.file_records;
+  cut_npy_records(a.header, records);
+  a.data.resize(a.header.data_bytes());
+  read_exact(a.data.data(), a.data.size());
+  // Reading past the end makes libzip check the CRC; a member read in part is not checked (its tail,
+  // like a corrupt one, goes unnoticed: the subset's bytes are what the run uses).
+  uint8_t extra = 0;
+  if (whole && zip_fread(f, &extra, 1) < 0)
     throw DataError("NumPy archive member '" + where + "': " + zip_file_strerror(f));
-  return parse_npy(bytes, where);
+  return a;
 }
 
 }  // namespace lathe

@@ -1,7 +1,8 @@
 // NumPy .npz archives (a zip of .npy members, stored or deflated) read with libzip from Debian.
 // A member's claimed compressed size is checked against the archive's size and its claimed size
-// against what those compressed bytes can expand to before it is read, and its CRC is checked by libzip at the end; errors are lathe::DataErrors naming the archive
-// and the member.
+// against what those compressed bytes can expand to before it is read, and its CRC is checked by libzip at the end;
+// errors are lathe::DataErrors naming the archive and the member. A member may be read in part (its first records), for
+// data subsets.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,10 @@ class NpzArchive {
   /// Reads array `key` (member key.npy). DataError naming the archive and the member for a missing
   /// member (the names there are listed), a compression method other than stored or deflate, a
   /// claimed size its compressed bytes cannot hold, a corrupt stream or CRC, or a bad .npy inside.
-  NpyArray read(const std::string& key) const;
+  /// `max_records` >= 0 reads only the first min(max_records, shape[0]) records: the stream stops
+  /// there (a deflated member is inflated only that far) and the CRC, which needs the whole member,
+  /// is not checked. -1 (the default) reads and checks everything.
+  NpyArray read(const std::string& key, int64_t max_records = -1) const;
   const std::string& path() const { return m_path; }
 
  private:

@@ -11,8 +11,8 @@ namespace lathe {
 
 TrainTest load_run_data(const DataConfig& d) {
   TrainTest tt;
-  // IDX, Fashion-MNIST and image folders decode only the first train_subset / test_subset images
-  // (the samples subset() keeps, in the same order); NumPy data is read whole and cut below.
+  // Every kind decodes only the first train_subset / test_subset images (the samples subset() keeps,
+  // in the same order).
   switch (d.dataset) {
     case DatasetKind::fashion_mnist:
       tt = load_fashion_mnist(d.path, d.train_subset, d.test_subset);
@@ -22,7 +22,7 @@ TrainTest load_run_data(const DataConfig& d) {
       tt.test = load_idx_pair(d.test_images, d.test_labels, tt.train.num_classes, d.test_subset);
       break;
     case DatasetKind::npz:
-      tt = load_numpy_dataset(d.path, d.num_classes);
+      tt = load_numpy_dataset(d.path, d.num_classes, d.train_subset, d.test_subset);
       break;
     case DatasetKind::folder:
       tt = load_image_folder(d.path, d.image_size, d.channels, d.train_subset, d.test_subset);

@@ -5,13 +5,17 @@
 // subset (labels, file names, plain-file sizes) and what no longer is (a gzip tail, undecoded images).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 
+#include "engine/data/array_dataset.h"
 #include "engine/data/channel_stats.h"
 #include "engine/data/dataset.h"
 #include "engine/data/idx_reader.h"
 #include "engine/data/image_decode.h"
 #include "engine/data/image_folder.h"
+#include "engine/data/npz_reader.h"
 #include "engine/run/data_setup.h"
 #include "tests/data/data_test_util.h"
 #include "tests/support/numpy_writer.h"
@@ -168,6 +172,126 @@ TEST(SubsetLoad, FashionMnistRunDataEqualsTheFullLoadThenSubset) {
     reference.test = full_then_subset(full.test, cut.second);
     EXPECT_EQ(data_record(d, tt), data_record(d, reference)) << what;
   }
+}
+
+/// `n` seeded bytes (every value occurs for large n).
+std::vector<uint8_t> lcg_bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  for (uint8_t& b : v) {
+    seed = seed * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(seed >> 24);
+  }
+  return v;
+}
+
+/// Little-endian bytes of `v` (the machine's order: the tests run on x86 and arm64).
+template <class T>
+std::vector<uint8_t> raw_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+TEST(SubsetLoad, NumpyRunDataEqualsTheFullLoadThenSubset) {
+  TempDir dir;
+  // 23 RGB 3x5 float32 training images (deflated member), 11 test images (stored member), labels
+  // int64 and uint8; the last training label alone makes 9 classes. The .npy folder holds uint8 images.
+  std::vector<int64_t> train_labels(23);
+  for (size_t i = 0; i < train_labels.size(); ++i)
+    train_labels[i] = static_cast<int64_t>(i % 4);
+  train_labels[22] = 8;
+  std::vector<float> test_pixels(11 * 3 * 3 * 5);
+  for (size_t i = 0; i < test_pixels.size(); ++i)
+    test_pixels[i] = static_cast<float>(i % 17) / 16.0f;
+  const std::vector<uint8_t> train_bytes = lcg_bytes(23 * 45, 7);
+  std::vector<float> train_pixels(train_bytes.size());
+  for (size_t i = 0; i < train_pixels.size(); ++i)
+    train_pixels[i] = static_cast<float>(train_bytes[i]) / 255.0f;
+  const std::vector<uint8_t> x_train = npy_bytes(NpyDtype::f32, {23, 3, 3, 5}, raw_bytes(train_pixels));
+  const std::vector<uint8_t> y_train = npy_bytes(NpyDtype::s64, {23}, raw_bytes(train_labels));
+  const std::vector<uint8_t> x_test = npy_bytes(NpyDtype::f32, {11, 3, 3, 5}, raw_bytes(test_pixels));
+  const std::vector<uint8_t> y_test = npy_bytes(NpyDtype::u8, {11}, cycling_labels(11, 9));
+  test::write_file_bytes(dir.file("d.npz"), test::zip_bytes({{"x_train.npy", x_train, true},
+                                                             {"y_train.npy", y_train, true},
+                                                             {"x_test.npy", x_test, false},
+                                                             {"y_test.npy", y_test, false}}));
+  fs::create_directories(dir.file("npy"));
+  test::write_file_bytes(dir.file("npy/x_train.npy"), npy_bytes(NpyDtype::u8, {23, 3, 3, 5}, train_bytes));
+  test::write_file_bytes(dir.file("npy/y_train.npy"), y_train);
+  test::write_file_bytes(dir.file("npy/x_test.npy"), npy_bytes(NpyDtype::u8, {11, 3, 3, 5}, lcg_bytes(11 * 45, 9)));
+  test::write_file_bytes(dir.file("npy/y_test.npy"), y_test);
+  for (const std::string path : {dir.file("d.npz"), dir.file("npy")}) {
+    const TrainTest full = load_numpy_dataset(path);
+    ASSERT_EQ(full.train.count, 23);
+    DataConfig d;
+    d.dataset = DatasetKind::npz;
+    d.path = path;
+    const std::pair<int64_t, int64_t> cuts[] = {{0, 0}, {1, 1}, {6, 4}, {22, 10}, {23, 11}, {24, 500}};
+    for (const auto& cut : cuts) {
+      const std::string what = path + " subsets " + std::to_string(cut.first) + "/" + std::to_string(cut.second);
+      const TrainTest direct = load_numpy_dataset(path, 0, cut.first, cut.second);
+      expect_same_dataset(direct.train, full_then_subset(full.train, cut.first), "train " + what);
+      expect_same_dataset(direct.test, full_then_subset(full.test, cut.second), "test " + what);
+      EXPECT_EQ(direct.train.num_classes, 9) << what;  // from every label, not the first ones
+      d.train_subset = cut.first;
+      d.test_subset = cut.second;
+      const TrainTest tt = load_run_data(d);  // normalised by the kept training images' statistics
+      TrainTest want;
+      want.train = full_then_subset(full.train, cut.first);
+      want.test = full_then_subset(full.test, cut.second);
+      const ChannelStats stats = compute_channel_stats(want.train);
+      set_normalisation(want.train, stats);
+      set_normalisation(want.test, stats);
+      expect_same_dataset(tt.train, want.train, "run train " + what);
+      expect_same_dataset(tt.test, want.test, "run test " + what);
+    }
+  }
+}
+
+TEST(SubsetLoad, NumpyReadsStopAtTheSubsetButLabelsAreStillChecked) {
+  TempDir dir;
+  std::vector<float> pixels(6 * 2 * 2, 0.5f);
+  pixels.back() = NAN;  // in the last image only
+  const std::vector<uint8_t> x = npy_bytes(NpyDtype::f32, {6, 2, 2}, raw_bytes(pixels));
+  const std::vector<uint8_t> y = npy_bytes(NpyDtype::u8, {6}, {0, 1, 0, 1, 0, 1});
+  // x_train deflated with a wrong CRC: only a read of the whole member can notice it.
+  test::write_file_bytes(dir.file("crc.npz"), test::zip_bytes({{"x_train.npy", x, true, -1, true},
+                                                               {"y_train.npy", y, false},
+                                                               {"x_test.npy", x, false},
+                                                               {"y_test.npy", y, false}}));
+  expect_data_error([&] { load_numpy_dataset(dir.file("crc.npz")); }, {"crc.npz:x_train.npy"});
+  const TrainTest tt = load_numpy_dataset(dir.file("crc.npz"), 0, 5, 5);
+  EXPECT_EQ(tt.train.count, 5);
+  EXPECT_EQ(tt.test.count, 5);
+  EXPECT_EQ(tt.train.source, dir.file("crc.npz") + ":x_train + " + dir.file("crc.npz") + ":y_train (first 5)");
+  // The NaN in image 5 is refused once image 5 is read, by either split.
+  expect_data_error([&] { load_numpy_dataset(dir.file("crc.npz"), 0, 5, 6); }, {"x_test", "finite"});
+  // A label past the subset is read and checked, and counts toward the classes.
+  const std::vector<uint8_t> x_ok = npy_bytes(NpyDtype::u8, {6, 2, 2}, lcg_bytes(24, 3));
+  test::write_file_bytes(
+      dir.file("labels.npz"),
+      test::zip_bytes(
+          {{"x_train.npy", x_ok, true},
+           {"y_train.npy", npy_bytes(NpyDtype::s64, {6}, raw_bytes(std::vector<int64_t>{0, 1, 0, 1, 0, -3})), false},
+           {"x_test.npy", x_ok, false},
+           {"y_test.npy", y, false}}));
+  expect_data_error([&] { load_numpy_dataset(dir.file("labels.npz"), 0, 2, 2); }, {"label -3 at index 5"});
+  // Fewer labels than images in the file is a mismatch even when the subset would fit both.
+  test::write_file_bytes(dir.file("count.npz"),
+                         test::zip_bytes({{"x_train.npy", x_ok, false},
+                                          {"y_train.npy", npy_bytes(NpyDtype::u8, {5}, {0, 1, 0, 1, 0}), false},
+                                          {"x_test.npy", x_ok, false},
+                                          {"y_test.npy", y, false}}));
+  expect_data_error([&] { load_numpy_dataset(dir.file("count.npz"), 0, 2, 2); }, {"holds 6 images", "5 labels"});
+  // read_npy / NpzArchive::read with a record limit: the header's shape cut, the file's count kept.
+  test::write_file_bytes(dir.file("x.npy"), x_ok);
+  const NpyArray part = read_npy(dir.file("x.npy"), 4);
+  EXPECT_EQ(part.header.shape, (std::vector<int64_t>{4, 2, 2}));
+  EXPECT_EQ(part.file_records, 6);
+  EXPECT_EQ(part.data, std::vector<uint8_t>(x_ok.end() - 24, x_ok.end() - 8));
+  const NpyArray none = NpzArchive(dir.file("labels.npz")).read("x_train", 0);
+  EXPECT_EQ(none.header.count(), 0);
+  EXPECT_EQ(none.file_records, 6);
 }
 
 TEST(SubsetLoad, ImageFolderFirstNIsTheFullLoadThenSubsetWithItsStatistics) {
