@@ -3,8 +3,10 @@
 // one method per seam: optimizer step, logging point, epoch end); plus evaluation and model saving.
 #include "engine/run/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <unordered_map>
 
 #include "engine/core/error.h"
 #include "engine/core/timing.h"
@@ -155,9 +157,13 @@ class TrainLoop {
     if (resumed())
       event["start"] = {{"epoch", phase.start.epoch}, {"step_in_epoch", phase.start.step_in_epoch}};
     ctx.sink.event("phase", event);
-    if (m_k > 1)
-      for (auto& p : m_params)
-        m_accum.push_back(m_be.zeros(p.param->grad.shape(), p.param->grad.dtype()));
+    if (m_k > 1) {
+      for (size_t i = 0; i < m_params.size(); ++i) {
+        m_accum.push_back(m_be.zeros(m_params[i].param->grad.shape(), m_params[i].param->grad.dtype()));
+        m_param_index[m_params[i].param] = i;
+      }
+      m_accum_added.assign(m_params.size(), 0);
+    }
     Progress& prog = ctx.progress;
     prog.epochs = phase.epochs;
     prog.total_steps = ctx.total_steps;
@@ -238,9 +244,11 @@ class TrainLoop {
     const auto t_step = Clock::now();
     const int64_t local = m_ctx.step - m_first_step;  // step within the phase, for the LR schedule
     const double scale = m_hooks.loss_scale ? m_hooks.loss_scale() : 1.0;
+    int64_t micro_batches = 0;
     for (int64_t micro = 0; micro < m_k; ++micro) {
       if (!m_loader.next(m_batch))
         break;
+      ++micro_batches;
       m_db.load(m_be, m_batch);
       const int64_t b = m_batch.labels.dim(0);
       LayerContext lctx{m_be, true, static_cast<uint64_t>(m_ctx.step * m_k + micro)};
@@ -248,11 +256,28 @@ class TrainLoop {
       // all-reduce averages over the world (one rank: 1 / b, as always).
       const double world = m_ctx.comm->world_size();
       const double grad_scale = scale * world / (static_cast<double>(m_batch.global_size) * m_k);
-      // Overlap: buckets start during this backward pass (one micro-batch: its gradients are the
-      // step's), where the communicator has a hook (Gloo's thread, NCCL's communication stream).
-      auto hook = m_k == 1 ? m_ctx.comm->grad_ready_hook(m_params) : std::function<void(const Param*)>();
-      const bool overlap = static_cast<bool>(hook);
-      if (overlap)
+      // Gradient accumulation: the first k - 1 micro-batches' gradients are summed into m_accum; the
+      // last one's backward pass adds that sum into each gradient as soon as it is produced (the
+      // same additions in the same order as summing it into m_accum, and addition commutes), so its
+      // gradients are the step's and the reduction can start during it.
+      const bool last = micro == m_k - 1;
+      // Overlap: buckets start during the step's last backward pass, where the communicator has a
+      // hook (Gloo's thread, NCCL's communication stream).
+      auto hook = last ? m_ctx.comm->grad_ready_hook(m_params) : std::function<void(const Param*)>();
+      if (last && m_k > 1) {
+        std::fill(m_accum_added.begin(), m_accum_added.end(), 0);
+        hook = [this, reduce = std::move(hook)](const Param* p) {
+          const auto it = m_param_index.find(p);
+          if (it != m_param_index.end() && !m_accum_added[it->second]) {
+            m_be.axpy(1.0, m_accum[it->second], m_params[it->second].param->grad);
+            m_accum_added[it->second] = 1;
+          }
+          if (reduce)
+            reduce(p);
+        };
+      }
+      const bool hooked = static_cast<bool>(hook);
+      if (hooked)
         m_model.set_grad_ready_hook(std::move(hook));
       LossResult r;
       try {
@@ -260,18 +285,23 @@ class TrainLoop {
                 ? m_hooks.forward_backward(m_model, lctx, m_db, grad_scale, m_diff_buf)
                 : forward_backward(m_model, lctx, m_db.images, m_db.labels, grad_scale, m_diff_buf);
       } catch (...) {
-        if (overlap)  // the hook refers to the communicator's step state: never left on the model
+        if (hooked)  // the hook refers to the communicator's step state: never left on the model
           m_model.set_grad_ready_hook({});
         throw;
       }
-      if (overlap)
+      if (hooked)
         m_model.set_grad_ready_hook({});
       if (m_k > 1) {
         for (size_t i = 0; i < m_params.size(); ++i) {
-          if (micro == 0)
-            m_be.copy(m_params[i].param->grad, m_accum[i]);
-          else
-            m_be.axpy(1.0, m_params[i].param->grad, m_accum[i]);
+          Tensor& grad = m_params[i].param->grad;
+          if (last) {  // the gradients the hook did not see get the earlier micro-batches' sum now
+            if (!m_accum_added[i])
+              m_be.axpy(1.0, m_accum[i], grad);
+          } else if (micro == 0) {
+            m_be.copy(grad, m_accum[i]);
+          } else {
+            m_be.axpy(1.0, grad, m_accum[i]);
+          }
         }
       }
       m_window_loss += r.loss_sum;
@@ -280,9 +310,9 @@ class TrainLoop {
       m_window_global_samples += m_batch.global_size;
       m_result.samples += static_cast<double>(m_batch.global_size);
     }
-    if (m_k > 1)
+    if (m_k > 1 && micro_batches > 0 && micro_batches < m_k)  // the data ran out before the last one
       for (size_t i = 0; i < m_params.size(); ++i)
-        std::swap(m_params[i].param->grad, m_accum[i]);
+        m_be.copy(m_accum[i], m_params[i].param->grad);
     // The step's gradients are complete: average them over the ranks before anything reads them.
     const auto t_comm = Clock::now();
     m_ctx.comm->all_reduce_gradients(m_params);
@@ -293,9 +323,6 @@ class TrainLoop {
     const bool update = !m_hooks.before_update || m_hooks.before_update(m_model, m_ctx.step);
     if (update)
       m_optimizer->step(m_be, m_params, lr);
-    if (m_k > 1)
-      for (size_t i = 0; i < m_params.size(); ++i)
-        std::swap(m_params[i].param->grad, m_accum[i]);
     const int64_t done = m_ctx.step;
     ++m_ctx.step;
     if (m_hooks.after_update)
@@ -438,7 +465,9 @@ class TrainLoop {
   const int64_t m_last_step;   ///< the global step the phase ends on
   const double m_train_flops;
   std::vector<NamedParam> m_params;
-  std::vector<Tensor> m_accum;
+  std::vector<Tensor> m_accum;  ///< grad_accum > 1: the sum of the step's micro-batches before the last
+  std::unordered_map<const Param*, size_t> m_param_index;  ///< m_params' index of each parameter
+  std::vector<char> m_accum_added;  ///< the last micro-batch: m_accum already added into gradient i
   const int64_t m_log_every;
   CpuUtilMeter m_util, m_rank_util;
   std::unique_ptr<GpuSampler> m_gpu;  ///< GPU runs: NVML and GPM read off this thread

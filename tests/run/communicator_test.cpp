@@ -28,6 +28,15 @@ struct NullSink final : MetricsSink {
   void event(const std::string&, const nlohmann::json&) override {}
 };
 
+/// Every parameter value of `model`, in order (bit-for-bit comparisons of two runs).
+std::vector<float> loop_seam_weights(Model& model) {
+  std::vector<float> out;
+  for (const NamedParam& p : model.named_params())
+    for (int64_t i = 0; i < p.param->value.numel(); ++i)
+      out.push_back(static_cast<float>(p.param->value.at_flat(i)));
+  return out;
+}
+
 /// Records the order of its calls (and the hooks' calls the tests add to the same log).
 struct CountingCommunicator final : Communicator {
   std::vector<std::string>* log = nullptr;
@@ -131,19 +140,40 @@ TEST(LocalCommunicator, IsRankZeroOfOneAndChangesNothing) {
 }
 
 /// Not a Gloo communicator, and it overlaps: its hook logs each parameter the backward pass
-/// finishes ("ready <name>"), all_reduce_gradients logs "reduce".
+/// finishes ("ready <name>"), all_reduce_gradients logs "reduce". It also keeps each gradient as the
+/// hook saw it, and counts the ones that differ from what all_reduce_gradients is given: a
+/// reduction started from the hook must read the step's final gradient.
 struct OverlappingCommunicator final : Communicator {
   std::vector<std::string>* log = nullptr;
   int hooks_made = 0;
+  int gradients_changed_after_hook = 0;
   std::map<const Param*, std::string> names;
+  std::map<const Param*, std::vector<double>> at_hook;
+  static std::vector<double> values(const Tensor& t) {
+    std::vector<double> v(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      v[static_cast<size_t>(i)] = t.at_flat(i);
+    return v;
+  }
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
-  void all_reduce_gradients(const std::vector<NamedParam>&) override { log->push_back("reduce"); }
+  void all_reduce_gradients(const std::vector<NamedParam>& params) override {
+    log->push_back("reduce");
+    for (const NamedParam& p : params) {
+      const auto it = at_hook.find(p.param);
+      if (it != at_hook.end() && it->second != values(p.param->grad))
+        ++gradients_changed_after_hook;
+    }
+    at_hook.clear();
+  }
   std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params) override {
     ++hooks_made;
     for (const NamedParam& p : params)
       names[p.param] = p.name;
-    return [this](const Param* p) { log->push_back("ready " + names.at(p)); };
+    return [this](const Param* p) {
+      log->push_back("ready " + names.at(p));
+      at_hook[p] = values(p->grad);
+    };
   }
   void broadcast_parameters(const std::vector<NamedParam>&, int) override {}
   void all_reduce_sum(double*, int64_t) override {}
@@ -182,8 +212,9 @@ TEST_F(LoopSeams, TheLoopCallsTheCommunicatorOncePerStepAtItsPoint) {
 }
 
 // The loop asks the Communicator for the overlap hook (whatever its type): installed for each
-// one-micro-batch step's backward pass, so every gradient is reported before the step's reduction,
-// and removed after it; with grad_accum = 2 it is never asked (the reduced gradients are the sums).
+// step's last backward pass, so every gradient is reported before the step's reduction, and removed
+// after it. With grad_accum = 2 the hook sees each gradient once the earlier micro-batch's sum has
+// been added: what it sees is what the reduction gets.
 TEST_F(LoopSeams, AnyCommunicatorsOverlapHookSeesEveryGradientBeforeTheReduction) {
   make_context(/*grad_accum=*/1);
   std::vector<std::string> log;
@@ -197,6 +228,7 @@ TEST_F(LoopSeams, AnyCommunicatorsOverlapHookSeesEveryGradientBeforeTheReduction
   for (int s = 0; s < 16; ++s)
     want.insert(want.end(), {"ready 1.weight", "ready 1.bias", "reduce"});
   EXPECT_EQ(log, want);
+  EXPECT_EQ(comm->gradients_changed_after_hook, 0);
   // The hook is off the model after the step: a backward pass outside the loop reports nothing.
   log.clear();
   backward_outside_the_loop();
@@ -206,9 +238,21 @@ TEST_F(LoopSeams, AnyCommunicatorsOverlapHookSeesEveryGradientBeforeTheReduction
   auto accum = std::make_shared<OverlappingCommunicator>();
   accum->log = &log;
   ctx->comm = accum;
+  const std::vector<float> before = loop_seam_weights(*ctx->model);
   train_phase(*ctx, main_train_phase(*ctx), {});
-  EXPECT_EQ(accum->hooks_made, 0);
-  EXPECT_EQ(log, std::vector<std::string>(8, "reduce"));
+  EXPECT_EQ(accum->hooks_made, 8);  // one per optimizer step, for its second micro-batch
+  want.clear();
+  for (int s = 0; s < 8; ++s)
+    want.insert(want.end(), {"ready 1.weight", "ready 1.bias", "reduce"});
+  EXPECT_EQ(log, want);
+  EXPECT_EQ(accum->gradients_changed_after_hook, 0);
+  // The same steps as a loop without any hook (whose gradients are summed after the backward pass).
+  const std::vector<float> with_hook = loop_seam_weights(*ctx->model);
+  make_context(/*grad_accum=*/2);
+  ctx->comm = std::make_shared<LocalCommunicator>();
+  ASSERT_EQ(loop_seam_weights(*ctx->model), before);
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  EXPECT_EQ(loop_seam_weights(*ctx->model), with_hook);
 }
 
 // A backward pass that fails does not leave the hook (which refers to the communicator's step) on
