@@ -50,10 +50,16 @@ class Communicator {
   /// Overlap with the backward pass: the hook the loop passes to Model::set_grad_ready_hook for the
   /// backward pass whose gradients the next all_reduce_gradients(params) reduces (same `params`), so
   /// that buckets start as soon as their gradients are final; all_reduce_gradients then finishes
-  /// the step. Empty (the default): everything happens in all_reduce_gradients. The loop asks only
-  /// when a step is one micro-batch (with train.grad_accum > 1 the reduced gradients are the
-  /// accumulated ones, complete after the last backward pass).
+  /// the step. Empty (the default): everything happens in all_reduce_gradients. The loop asks for
+  /// each step's last backward pass (with train.grad_accum > 1 the hook adds the earlier
+  /// micro-batches' sum into each gradient before handing it on).
   virtual std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params) { return {}; }
+  /// Seconds of gradient communication that a step's backward pass did not hide, measured where the
+  /// collectives run when that is not the calling thread (a GPU's streams: all_reduce_gradients only
+  /// enqueues, so the host's clock around it says nothing). It may be an earlier step's, read once
+  /// the device has finished it, to avoid a synchronisation. Negative (the default): not measured
+  /// there; the loop's clock around all_reduce_gradients is the time, as for host collectives.
+  virtual double exposed_comm_seconds() { return -1; }
   /// Gradient bucket size in bytes (compute.bucket_mb) of a communicator that buckets; 0 = none.
   virtual int64_t bucket_bytes() const { return 0; }
   /// Collective: makes every rank's `bytes` rank `root`'s (a small message, e.g. an NCCL unique id).

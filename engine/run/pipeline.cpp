@@ -316,7 +316,10 @@ class TrainLoop {
     // The step's gradients are complete: average them over the ranks before anything reads them.
     const auto t_comm = Clock::now();
     m_ctx.comm->all_reduce_gradients(m_params);
-    const double comm_s = seconds_since(t_comm);  // what the backward pass did not hide
+    // What the backward pass did not hide: the host's wait here, or the device's measurement where
+    // the collectives run on streams and this call only enqueued them.
+    const double device_comm_s = m_ctx.comm->exposed_comm_seconds();
+    const double comm_s = device_comm_s >= 0 ? device_comm_s : seconds_since(t_comm);
     m_window_comm_s += comm_s;
     m_window_bytes += m_ctx.comm->bytes_last_step();
     const double lr = m_schedule.at(local);

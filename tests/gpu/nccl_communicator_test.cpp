@@ -321,6 +321,56 @@ TEST_F(CudaNcclCommunicator, OverlappedStepsEqualBlockingStepsBitForBitAndReadTh
   cudaFree(snapshot);
 }
 
+// dist/comm_s on a GPU: all_reduce_gradients only enqueues, so the host's clock around it reads
+// ~0 however long the collectives take. The communication stream is held 80 ms after the step's
+// buckets: the device-timed exposed communication of that step (read at the next step) is >= 80 ms,
+// while the host returned at once; a step without the hold reads far less.
+TEST_F(CudaNcclCommunicator, ExposedCommunicationIsTimedOnTheDeviceNotByTheHostsClock) {
+  test::TempDir dir;
+  cuda::NcclCommunicator comm(gloo(0, 1, dir.path()), kOverlapBucketBytes);
+  comm.attach(gpu());
+  EXPECT_LT(comm.exposed_comm_seconds(), 0) << "nothing timed yet: the loop uses its own clock";
+  auto m = overlap_mlp(gpu());
+  cudaStream_t comm_stream = nullptr;
+  comm.set_bucket_observer(
+      [&](cudaStream_t stream, const std::vector<std::pair<void*, size_t>>&) { comm_stream = stream; });
+  Rng rng(gputest::base_seed() + 704);
+  std::vector<double> host_s;
+  auto step = [&](int hold_comm_ms) {
+    const auto batch = random_batch(gpu(), rng);
+    LayerContext lctx{gpu(), true, 0};
+    std::vector<NamedParam> params = m->named_params();
+    const Tensor& logits = m->forward(lctx, batch.first);
+    Tensor diff = gpu().empty(logits.shape(), logits.dtype());
+    gpu().softmax_cross_entropy(logits, batch.second, &diff, 1.0 / 64);
+    m->set_grad_ready_hook(comm.grad_ready_hook(params));
+    m->backward(lctx, diff);
+    m->set_grad_ready_hook({});
+    if (hold_comm_ms > 0) {
+      ASSERT_NE(comm_stream, nullptr) << "no bucket was enqueued during the backward pass";
+      ASSERT_EQ(cudaLaunchHostFunc(comm_stream, hold_stream, reinterpret_cast<void*>(intptr_t{hold_comm_ms})),
+                cudaSuccess);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    comm.all_reduce_gradients(params);
+    host_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ASSERT_EQ(cudaStreamSynchronize(gpu().stream()), cudaSuccess);  // as the next loss read would
+  };
+  step(0);   // warm-up
+  step(80);  // the held step
+  ASSERT_FALSE(HasFatalFailure());
+  step(0);  // reads the held step's time
+  ASSERT_FALSE(HasFatalFailure());
+  const double held = comm.exposed_comm_seconds();
+  EXPECT_GE(held, 0.080) << "the held communication stream's 80 ms were not seen";
+  EXPECT_LT(host_s[1], 0.040) << "all_reduce_gradients waited on the host: the test does not show the point";
+  step(0);  // reads the previous, unheld step's time
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_GE(comm.exposed_comm_seconds(), 0.0);
+  EXPECT_LT(comm.exposed_comm_seconds(), 0.060) << "an unheld step read as long as the held one";
+  comm.set_bucket_observer({});
+}
+
 TEST_F(CudaNcclCommunicator, TwoGpuRanksOverlappedStepsEqualBlockingStepsBitForBit) {
   if (cuda_device_count() < 2)
     GTEST_SKIP() << "one GPU here: two NCCL ranks need two GPUs (NCCL refuses two ranks on one device)";

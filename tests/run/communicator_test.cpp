@@ -24,18 +24,13 @@ namespace {
 
 struct NullSink final : MetricsSink {
   int evaluations = 0;
-  void sample(const std::string& metric, int64_t, double, double) override { evaluations += metric == "test/loss"; }
+  std::map<std::string, std::vector<double>> series;  // every sample's value, by metric
+  void sample(const std::string& metric, int64_t, double, double value) override {
+    evaluations += metric == "test/loss";
+    series[metric].push_back(value);
+  }
   void event(const std::string&, const nlohmann::json&) override {}
 };
-
-/// Every parameter value of `model`, in order (bit-for-bit comparisons of two runs).
-std::vector<float> loop_seam_weights(Model& model) {
-  std::vector<float> out;
-  for (const NamedParam& p : model.named_params())
-    for (int64_t i = 0; i < p.param->value.numel(); ++i)
-      out.push_back(static_cast<float>(p.param->value.at_flat(i)));
-  return out;
-}
 
 /// Records the order of its calls (and the hooks' calls the tests add to the same log).
 struct CountingCommunicator final : Communicator {
@@ -238,7 +233,7 @@ TEST_F(LoopSeams, AnyCommunicatorsOverlapHookSeesEveryGradientBeforeTheReduction
   auto accum = std::make_shared<OverlappingCommunicator>();
   accum->log = &log;
   ctx->comm = accum;
-  const std::vector<float> before = loop_seam_weights(*ctx->model);
+  const std::vector<float> before = weights();
   train_phase(*ctx, main_train_phase(*ctx), {});
   EXPECT_EQ(accum->hooks_made, 8);  // one per optimizer step, for its second micro-batch
   want.clear();
@@ -247,12 +242,53 @@ TEST_F(LoopSeams, AnyCommunicatorsOverlapHookSeesEveryGradientBeforeTheReduction
   EXPECT_EQ(log, want);
   EXPECT_EQ(accum->gradients_changed_after_hook, 0);
   // The same steps as a loop without any hook (whose gradients are summed after the backward pass).
-  const std::vector<float> with_hook = loop_seam_weights(*ctx->model);
+  const std::vector<float> with_hook = weights();
   make_context(/*grad_accum=*/2);
   ctx->comm = std::make_shared<LocalCommunicator>();
-  ASSERT_EQ(loop_seam_weights(*ctx->model), before);
+  ASSERT_EQ(weights(), before);
   train_phase(*ctx, main_train_phase(*ctx), {});
-  EXPECT_EQ(loop_seam_weights(*ctx->model), with_hook);
+  EXPECT_EQ(weights(), with_hook);
+}
+
+/// Rank 0 of two whose peer is its mirror image: every sum is twice this rank's value. Its
+/// exposed_comm_seconds() is what a device-timed communicator would report.
+struct MirroredPeerCommunicator final : Communicator {
+  double exposed = -1;
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  void all_reduce_gradients(const std::vector<NamedParam>&) override {}
+  void broadcast_parameters(const std::vector<NamedParam>&, int) override {}
+  void all_reduce_sum(double* values, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      values[i] *= 2;
+  }
+  void barrier() override {}
+  void broadcast_bytes(std::string&, int) override {}
+  double exposed_comm_seconds() override { return exposed; }
+};
+
+// dist/comm_s is the communicator's device-side measurement where it has one (a GPU's collectives
+// run on streams; the host's clock around all_reduce_gradients reads only the enqueueing), and the
+// loop's own clock otherwise.
+TEST_F(LoopSeams, DistCommSecondsIsTheCommunicatorsOwnMeasurementWhereItHasOne) {
+  make_context();
+  auto timed = std::make_shared<MirroredPeerCommunicator>();
+  timed->exposed = 0.25;
+  ctx->comm = timed;
+  sink.series.clear();
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  ASSERT_FALSE(sink.series["dist/comm_s"].empty());
+  for (double v : sink.series["dist/comm_s"])
+    EXPECT_DOUBLE_EQ(v, 0.25);
+  make_context();
+  ctx->comm = std::make_shared<MirroredPeerCommunicator>();  // -1: not measured on a device
+  sink.series.clear();
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  ASSERT_FALSE(sink.series["dist/comm_s"].empty());
+  for (double v : sink.series["dist/comm_s"]) {
+    EXPECT_GE(v, 0.0);
+    EXPECT_LT(v, 0.05);  // an empty all_reduce_gradients, timed by the loop
+  }
 }
 
 // A backward pass that fails does not leave the hook (which refers to the communicator's step) on

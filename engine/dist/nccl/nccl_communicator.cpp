@@ -80,6 +80,13 @@ struct NcclCommunicator::Overlap {
   size_t next = 0;           // first bucket not enqueued yet
   bool armed = false;        // a hook was handed out; its all_reduce_gradients has not come
   bool pending = false;      // `stream` has work `compute` has not been made to wait for
+  // dist/comm_s: events (timing on) on `compute` where a step's backward pass has been enqueued and
+  // after the step's collectives (or the wait for them); their gap is what the backward pass did not
+  // hide. Read at the next step, when the host's read of the next loss has already waited for them.
+  cudaEvent_t step_begin = nullptr;
+  cudaEvent_t step_end = nullptr;
+  bool step_timed = false;  // both recorded for the last step, not read yet
+  double exposed_s = -1;    // the last step read
 
   ~Overlap() {
     (void)cudaSetDevice(device);
@@ -89,6 +96,10 @@ struct NcclCommunicator::Overlap {
       (void)cudaEventDestroy(compute_done);
     if (comm_done)
       (void)cudaEventDestroy(comm_done);
+    if (step_begin)
+      (void)cudaEventDestroy(step_begin);
+    if (step_end)
+      (void)cudaEventDestroy(step_end);
     if (stream)
       (void)cudaStreamDestroy(stream);
   }
@@ -141,6 +152,8 @@ void NcclCommunicator::attach(Backend& backend) {
   LATHE_CUDA_CHECK(cudaStreamCreateWithFlags(&overlap->stream, cudaStreamNonBlocking));
   LATHE_CUDA_CHECK(cudaEventCreateWithFlags(&overlap->compute_done, cudaEventDisableTiming));
   LATHE_CUDA_CHECK(cudaEventCreateWithFlags(&overlap->comm_done, cudaEventDisableTiming));
+  LATHE_CUDA_CHECK(cudaEventCreate(&overlap->step_begin));
+  LATHE_CUDA_CHECK(cudaEventCreate(&overlap->step_end));
   m_overlap = std::move(overlap);
 }
 
@@ -252,7 +265,29 @@ void NcclCommunicator::join_streams() {
   o.pending = false;
 }
 
+double NcclCommunicator::exposed_comm_seconds() { return m_overlap ? m_overlap->exposed_s : -1; }
+
 void NcclCommunicator::all_reduce_gradients(const std::vector<NamedParam>& params) {
+  if (!m_overlap) {  // before attach(): reduce_gradients names the missing call
+    reduce_gradients(params);
+    return;
+  }
+  Overlap& o = *m_overlap;
+  const DeviceScope scope(m_device);
+  if (o.step_timed) {  // the previous step's, finished on the device by now (see Overlap)
+    LATHE_CUDA_CHECK(cudaEventSynchronize(o.step_end));
+    float ms = 0;
+    LATHE_CUDA_CHECK(cudaEventElapsedTime(&ms, o.step_begin, o.step_end));
+    o.exposed_s = std::max(0.0, static_cast<double>(ms) / 1000.0);
+    o.step_timed = false;
+  }
+  LATHE_CUDA_CHECK(cudaEventRecord(o.step_begin, o.compute));
+  reduce_gradients(params);
+  LATHE_CUDA_CHECK(cudaEventRecord(o.step_end, o.compute));
+  o.step_timed = true;
+}
+
+void NcclCommunicator::reduce_gradients(const std::vector<NamedParam>& params) {
   m_bytes_last_step = 0;
   m_last_buckets = 0;
   m_started_early = 0;

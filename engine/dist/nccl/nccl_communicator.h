@@ -15,6 +15,8 @@
 //     all_reduce_gradients enqueues the rest the same way, then makes the compute stream wait for
 //     the communication stream (no host synchronisation). Buckets are issued in plan order, the
 //     same on every rank, as NCCL requires.
+//   - dist/comm_s (exposed_comm_seconds): two timing events on the compute stream around that work,
+//     read one step later, when the device has long finished them.
 // Built with the CUDA backend only (lathe_cuda); register_nccl_communicator() makes
 // communicator_for_backend("cuda", host) return one.
 #pragma once
@@ -54,6 +56,10 @@ class NcclCommunicator final : public Communicator {
   void barrier() override { m_host->barrier(); }
   void broadcast_bytes(std::string& bytes, int root) override { m_host->broadcast_bytes(bytes, root); }
   int64_t bytes_last_step() const override { return m_bytes_last_step; }
+  /// The previous step's exposed communication, timed on the device by two events on the compute
+  /// stream around all_reduce_gradients' work (after the backward pass, after the collectives or the
+  /// wait for them); -1 until a step has been timed (the loop then takes its own clock).
+  double exposed_comm_seconds() override;
   int64_t bucket_bytes() const override { return m_bucket_bytes; }
   /// The device attach() bound to (-1 before).
   int device() const { return m_device; }
@@ -81,6 +87,8 @@ class NcclCommunicator final : public Communicator {
   NcclComm& nccl(const char* call);
   /// Marks `p`'s gradient final and enqueues the buckets that became complete (the hook's body).
   void grad_ready(const Param* p);
+  /// all_reduce_gradients' work, between the two timing events.
+  void reduce_gradients(const std::vector<NamedParam>& params);
   /// Enqueues buckets [next, end) on the communication stream after the compute stream's work so far.
   void issue_buckets(size_t end);
   /// Makes the compute stream wait for everything enqueued on the communication stream.
