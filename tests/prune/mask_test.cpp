@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "engine/backend/cpu/reference_backend.h"
@@ -355,6 +356,48 @@ TEST(Sparsity, CountsExactZerosIncludingNegativeZero) {
     t.set_flat(i, v[i]);
   EXPECT_DOUBLE_EQ(sparsity(t), 3.0 / 8);
   EXPECT_DOUBLE_EQ(sparsity(Tensor::zeros({0}, DType::f32)), 0.0);
+}
+
+TEST(Sparsity, TheVectorisedCountEqualsTheDefinitionInEveryLayoutAndType) {
+  // sparsity() and sparsity_report() count elements equal to zero: +0.0 and -0.0, not NaN, not a
+  // subnormal. The f32 dense fast path (contiguous and channels-last memory) and the
+  // element-wise path (bf16) must agree with a count through Tensor::at_flat.
+  const Shape shape{4, 3, 3, 3};
+  const int64_t n = 108;
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = i % 5 == 0 ? 0.0 : (i % 2 ? 1.0 : -1.0) * (0.5 + i);
+  v[1] = -0.0;
+  v[2] = std::nan("");
+  v[3] = 1e-40;  // a subnormal in f32 and in bf16: not zero
+  v[7] = -std::numeric_limits<double>::infinity();
+  for (const DType dt : {DType::f32, DType::bf16})
+    for (const MemoryFormat mf : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+      Tensor t = Tensor::empty(shape, dt, Device::cpu(), mf);
+      for (int64_t i = 0; i < n; ++i)
+        t.set_flat(i, v[i]);
+      int64_t want = 0;
+      for (int64_t i = 0; i < n; ++i)
+        want += t.at_flat(i) == 0.0;
+      ASSERT_EQ(want, 23) << "22 multiples of 5 and the -0.0";
+      EXPECT_DOUBLE_EQ(sparsity(t), static_cast<double>(want) / n) << dtype_name(dt);
+    }
+  // sparsity_report over a model's prunable weights, against the same definition.
+  ReferenceBackend be;
+  auto m = make(build_zoo_model("mlp", {1, 28, 28}, 10), be, 3);
+  Tensor& w = weight(*m, m->named_params()[0].name);
+  for (int64_t i = 0; i < w.numel(); i += 3)
+    w.set_flat(i, i % 2 ? -0.0 : 0.0);
+  const SparsityReport r = sparsity_report(*m);
+  int64_t zeros = 0, total = 0;
+  for (const NamedParam& np : prunable_weights(*m)) {
+    for (int64_t i = 0; i < np.param->value.numel(); ++i)
+      zeros += np.param->value.at_flat(i) == 0.0;
+    total += np.param->value.numel();
+  }
+  EXPECT_EQ(r.zeros, zeros);
+  EXPECT_EQ(r.total, total);
+  EXPECT_EQ(r.params[0].zeros, (w.numel() + 2) / 3);
 }
 
 }  // namespace

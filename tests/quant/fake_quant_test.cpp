@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "engine/backend/cpu/dnnl_backend.h"
 #include "engine/backend/cpu/reference_backend.h"
@@ -46,6 +47,63 @@ TEST(FakeQuantize, EqualsQuantizeThenDequantizeInEveryLayout) {
   for (int64_t i = 0; i < w.numel(); ++i) {
     const int64_t c = i / 27;
     ASSERT_FLOAT_EQ(wq.at_flat(i), fq_double(w.at_flat(i), wp.scale[c], 0, -7, 7)) << "element " << i;
+  }
+}
+
+/// Bit for bit: element i of `got` is dequantize_value(quantize_value(x[i], s, z), s, z) (the
+/// scalar definitions of quant_params.h) with channel c = i / inner's parameters.
+void expect_fake_quant_bits(const Tensor& x, const Tensor& got, const QuantParams& p, int64_t inner) {
+  const float* xv = x.data<float>();
+  const float* gv = got.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const size_t c = p.per_channel() ? static_cast<size_t>(i / inner) : 0;
+    const float want =
+        dequantize_value(quantize_value(xv[i], p.scale[c], p.zero_point[c], p.qmin(), p.qmax()), p.scale[c],
+                         p.zero_point[c]);
+    ASSERT_EQ(std::memcmp(&gv[i], &want, sizeof(float)), 0)
+        << "element " << i << ": x = " << xv[i] << " gives " << gv[i] << ", the definition " << want;
+  }
+}
+
+TEST(FakeQuantize, ParallelKernelEqualsTheScalarDefinitionBitForBit) {
+  // Large enough for several 16 Ki chunks (per tensor) and chunks inside a channel (per channel),
+  // with the values where another rounding or clamp would differ: exact ties (k + 0.5) * s (round
+  // half to even; scales of a few bits such as 3/128 make the ties representable in f32), values
+  // outside the grid, NaN (-> qmin), infinities, signed zeros.
+  Rng rng(9);
+  QuantParams act;
+  act.scale = {3.0f / 128};
+  act.zero_point = {100};
+  act.symmetric = false;
+  act.is_signed = false;
+  Tensor x = random_tensor({3, 20000}, rng, DType::f32, MemoryFormat::contiguous, -4.0, 5.0);
+  float* xv = x.data<float>();
+  const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e30f, -1e30f};
+  for (int64_t i = 0; i < 7; ++i)
+    xv[i * 9001] = special[i];
+  for (int64_t k = 0; k < 400; ++k)  // ties of the grid, inside and outside [qmin, qmax]
+    xv[100 + k * 97] = static_cast<float>((static_cast<double>(k) - 200 + 0.5) * act.scale[0]);
+  const Tensor y = fake_quantize(x, act);
+  expect_fake_quant_bits(x, y, act, x.numel());
+
+  // Per output channel, 4 and 8 bits, channels of 20,000 values (two chunks each).
+  for (int bits : {4, 8}) {
+    QuantParams wp;
+    wp.scale = {3.0f / 128, 5.0f / 64, 7.0f / 256};
+    wp.zero_point = {0, 0, 0};
+    wp.axis = 0;
+    wp.bits = bits;
+    Tensor w = random_tensor({3, 20000}, rng, DType::f32, MemoryFormat::contiguous, -1.5, 1.5);
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t k = 0; k < 100; ++k)  // ties of each channel's grid
+        w.data<float>()[c * 20000 + k * 197] = static_cast<float>((static_cast<double>(k) - 50 + 0.5) * wp.scale[c]);
+    w.data<float>()[20001] = -0.0f;
+    const Tensor wq = fake_quantize(w, wp);
+    expect_fake_quant_bits(w, wq, wp, 20000);
+    // In place (dst = src) as well.
+    Tensor inplace = w.contiguous_copy();
+    fake_quantize(inplace, wp, inplace);
+    expect_fake_quant_bits(w, inplace, wp, 20000);
   }
 }
 

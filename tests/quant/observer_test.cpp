@@ -1,8 +1,10 @@
 // HistogramObserver growth (exact re-binning: total count and the mass of every bin, checked
-// against the raw samples), zeros before any range, MinMaxObserver per tensor and per channel.
+// against the raw samples), zeros before any range, MinMaxObserver per tensor and per channel, and its
+// vectorised blocks against the element-by-element definition (signed zeros, non-finite values, layouts).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "engine/compress/quant/observer.h"
 #include "tests/support/random_tensor.h"
@@ -158,6 +160,111 @@ TEST(MinMaxObserver, ChannelsLastMatchesBruteForce) {
     EXPECT_EQ(obs.min()[c], mn);
     EXPECT_EQ(obs.max()[c], mx);
   }
+}
+
+/// MinMaxObserver's definition, element by element in memory order (a dense layout): min/max of
+/// (double) values with std::min / std::max, channel = (offset / stride along axis) % channels.
+void min_max_reference(const Tensor& x, int axis, std::vector<double>& lo, std::vector<double>& hi) {
+  const int64_t channels = axis < 0 ? 1 : x.dim(axis), stride = axis < 0 ? 1 : x.stride(axis);
+  if (lo.empty()) {
+    lo.assign(channels, INFINITY);
+    hi.assign(channels, -INFINITY);
+  }
+  const float* v = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t c = axis < 0 ? 0 : (i / stride) % channels;
+    lo[c] = std::min(lo[c], static_cast<double>(v[i]));
+    hi[c] = std::max(hi[c], static_cast<double>(v[i]));
+  }
+}
+
+/// Bit for bit (so +0.0 and -0.0 differ).
+void expect_same_bits(const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t c = 0; c < got.size(); ++c)
+    EXPECT_EQ(std::memcmp(&got[c], &want[c], sizeof(double)), 0)
+        << what << " channel " << c << ": " << got[c] << " vs " << want[c];
+}
+
+TEST(MinMaxObserver, VectorisedBlocksEqualTheElementWiseDefinition) {
+  Rng rng(5);
+  // Weights [O, K] per tensor and per row (K >= 16: the vectorised blocks, with a tail of K % 8), per
+  // column (stride 1: the element loop), a channels-last activation per channel, all observed twice.
+  struct Case {
+    Shape shape;
+    MemoryFormat fmt;
+    int axis;
+  };
+  const std::vector<Case> cases = {{{7, 37}, MemoryFormat::contiguous, -1}, {{7, 37}, MemoryFormat::contiguous, 0},
+                                   {{7, 37}, MemoryFormat::contiguous, 1},  {{5, 3, 4, 4}, MemoryFormat::contiguous, 0},
+                                   {{2, 3, 4, 8}, MemoryFormat::channels_last, 1},
+                                   {{2, 3, 4, 8}, MemoryFormat::channels_last, 0}};
+  for (const Case& k : cases) {
+    MinMaxObserver obs(k.axis);
+    std::vector<double> lo, hi;
+    for (int round = 0; round < 2; ++round) {
+      const Tensor x = test::random_tensor(k.shape, rng, DType::f32, k.fmt, -2 - round, 1 + round);
+      obs.observe(x);
+      min_max_reference(x, k.axis, lo, hi);
+    }
+    const std::string what = shape_str(k.shape) + " axis " + std::to_string(k.axis);
+    expect_same_bits(obs.min(), lo, what + " min");
+    expect_same_bits(obs.max(), hi, what + " max");
+  }
+}
+
+TEST(MinMaxObserver, SignedZerosKeepTheSequentialOrder) {
+  // std::min keeps the earlier of two equal values: a block of non-negative values whose least is a
+  // zero gives the first zero's sign, and a zero already held stays. 40 values: vector lanes and a tail.
+  for (const float first : {0.0f, -0.0f})
+    for (const int at : {3, 17, 38}) {
+      std::vector<double> v(40);
+      for (int i = 0; i < 40; ++i)
+        v[i] = 0.5 + i;
+      v[at] = first;
+      v[at < 20 ? 25 : 1] = -first;  // the other zero, elsewhere
+      for (int axis : {-1, 0}) {
+        const Tensor x = from_values(v).view({1, 40});
+        MinMaxObserver obs(axis);
+        obs.observe(x);
+        std::vector<double> lo, hi;
+        min_max_reference(x, axis, lo, hi);
+        expect_same_bits(obs.min(), lo, "min, first zero " + std::to_string(first) + " at " + std::to_string(at));
+        // All non-positive: the max is a zero, of the first zero's sign.
+        std::vector<double> neg(v.size());
+        for (size_t i = 0; i < v.size(); ++i)
+          neg[i] = v[i] == 0 ? v[i] : -v[i];
+        const Tensor y = from_values(neg).view({1, 40});
+        MinMaxObserver obs2(axis);
+        obs2.observe(y);
+        std::vector<double> lo2, hi2;
+        min_max_reference(y, axis, lo2, hi2);
+        expect_same_bits(obs2.max(), hi2, "max");
+        // Then zeros of the other sign only: the zero already held stays.
+        const Tensor z = from_values(std::vector<double>(20, -first)).view({1, 20});
+        obs.observe(z);
+        min_max_reference(z, axis, lo, hi);
+        expect_same_bits(obs.min(), lo, "min after a block of zeros");
+        expect_same_bits(obs.max(), hi, "max after a block of zeros");
+      }
+    }
+}
+
+TEST(MinMaxObserver, ANonFiniteValueIsNamedWhereverItIs) {
+  for (const double bad : {std::nan(""), static_cast<double>(INFINITY), -static_cast<double>(INFINITY)})
+    for (const int at : {0, 20, 39}) {
+      std::vector<double> v(40, 1.5);
+      v[at] = bad;
+      for (int axis : {-1, 0}) {
+        MinMaxObserver obs(axis);
+        try {
+          obs.observe(from_values(v).view({2, 20}));
+          ADD_FAILURE() << "no error for " << bad << " at " << at;
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("non-finite value"), std::string::npos) << e.what();
+        }
+      }
+    }
 }
 
 }  // namespace

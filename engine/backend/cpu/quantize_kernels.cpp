@@ -21,7 +21,36 @@ void quantize_range(const float* in, Q* out, int64_t n, double scale, double zp,
   }
 }
 
+/// quantize_range's loop, then back to f32 as dequantize_value: (q - zero point) in f32 times the f32 scale.
+void fake_quantize_range(const float* in, float* out, int64_t n, float scale, int32_t zero_point, double qmin,
+                         double qmax) {
+  const double s = scale, z = zero_point;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    double r = std::nearbyint(static_cast<double>(in[i]) / s) + z;
+    r = r >= qmin ? r : qmin;
+    r = r > qmax ? qmax : r;
+    out[i] = static_cast<float>(static_cast<int32_t>(r) - zero_point) * scale;
+  }
+}
+
 }  // namespace
+
+void fake_quantize_blocks(const float* in, float* out, int64_t channels, int64_t inner, const float* scale,
+                          const int32_t* zero_point, int32_t qmin, int32_t qmax) {
+  constexpr int64_t kChunk = 16384;
+  const int64_t per_block = std::max<int64_t>(1, (inner + kChunk - 1) / kChunk), units = channels * per_block;
+  const double lo = qmin, hi = qmax;
+  // Parallel over (block, chunk of the block) pairs, so both a large per-tensor array and a weight of
+  // many small channels spread over the threads; small tensors stay on the calling thread.
+#pragma omp parallel for schedule(static) if (channels * inner > kChunk)
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t c = u / per_block, b = c * inner + (u % per_block) * kChunk;
+    const int64_t len = std::min(kChunk, (c + 1) * inner - b);
+    if (len > 0)
+      fake_quantize_range(in + b, out + b, len, scale[c], zero_point[c], lo, hi);
+  }
+}
 
 void quantize_per_tensor(const float* in, void* out, bool is_signed, int64_t n, float scale, int32_t zero_point,
                          int32_t qmin, int32_t qmax) {

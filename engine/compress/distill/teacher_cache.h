@@ -26,8 +26,10 @@ class TeacherCache {
   /// `record_sizes`: per-sample element counts of what is stored (logits first, then each tap).
   TeacherCache(std::string key, std::vector<int64_t> record_sizes);
 
-  /// FNV-1a 64 of one image's bytes (host, contiguous batch row).
+  /// XXH64 of one image's bytes (host, contiguous batch row).
   static uint64_t hash_image(const Tensor& images, int64_t row);
+  /// XXH64 (xxHash's 64-bit hash, seed `seed`) of `len` bytes.
+  static uint64_t xxh64(const unsigned char* p, size_t len, uint64_t seed = 0);
 
   /// Fills outs[k] rows (host tensors [B, ...], any layout, logical order) for every sample of the
   /// batch when all of them are cached; returns false (and touches nothing) on any miss.

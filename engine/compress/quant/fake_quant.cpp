@@ -1,6 +1,7 @@
 // Fake quantization and its straight-through estimator (see fake_quant.h).
 #include "engine/compress/quant/fake_quant.h"
 
+#include "engine/backend/cpu/quantize_kernels.h"
 #include "engine/compress/quant/int8_layer.h"
 
 namespace lathe {
@@ -27,13 +28,10 @@ void fake_quantize(const Tensor& src, const QuantParams& p, Tensor& dst) {
     dst = Tensor::empty(src.shape(), DType::f32, Device::cpu(), src.format());
   const float* x = src.data<float>();
   float* y = dst.data<float>();
-  const int32_t qmin = p.qmin(), qmax = p.qmax();
+  // The work of every QAT forward (each fake-quantized layer's input and weights): parallel and
+  // vectorised, bit-exact with dequantize_value(quantize_value(...)) (quantize_kernels.h).
   if (!p.per_channel()) {
-    const float s = p.scale[0];
-    const int32_t z = p.zero_point[0];
-    const int64_t n = src.numel();
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = dequantize_value(quantize_value(x[i], s, z, qmin, qmax), s, z);
+    cpu::fake_quantize_blocks(x, y, 1, src.numel(), p.scale.data(), p.zero_point.data(), p.qmin(), p.qmax());
     return;
   }
   // Per channel along axis 0 of a contiguous tensor (weights [O, ...]): channel c is one block.
@@ -41,12 +39,7 @@ void fake_quantize(const Tensor& src, const QuantParams& p, Tensor& dst) {
               "fake quantization: per-channel parameters need a contiguous [O, ...] tensor with O = ", p.channels(),
               " along axis 0, got ", src.describe(), " with axis ", p.axis);
   const int64_t O = src.dim(0), inner = src.numel() / std::max<int64_t>(O, 1);
-  for (int64_t c = 0; c < O; ++c) {
-    const float s = p.scale[c];
-    const int32_t z = p.zero_point[c];
-    for (int64_t i = c * inner; i < (c + 1) * inner; ++i)
-      y[i] = dequantize_value(quantize_value(x[i], s, z, qmin, qmax), s, z);
-  }
+  cpu::fake_quantize_blocks(x, y, O, inner, p.scale.data(), p.zero_point.data(), p.qmin(), p.qmax());
 }
 
 Tensor fake_quantize(const Tensor& src, const QuantParams& params) {

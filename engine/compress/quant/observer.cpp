@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -37,6 +38,53 @@ void add_values(Histogram& h, const float* x, int64_t n, bool absolute) {
     const int b = pos <= 0 ? 0 : pos >= last ? last : static_cast<int>(pos);
     c[b] += 1;
   }
+}
+
+/// Whether every one of the n values is finite: x * 0 is NaN for an infinity or a NaN, 0 otherwise.
+bool all_finite(const float* x, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i)
+    acc += x[i] * 0.0f;
+  return acc == 0.0f;
+}
+
+/// lo = std::min(lo, x[i]) and hi = std::max(hi, x[i]) in order over n >= 1 finite values, with the
+/// same result: the extremes are found in any order (vectorised), and where one equals the running
+/// value or is a zero the sequential rule decides (std::min keeps the earlier of two equal values,
+/// which only +0.0 and -0.0 can tell apart).
+void min_max_block(const float* x, int64_t n, double& lo, double& hi) {
+  // Eight running extremes in one vector (GCC/Clang vector extensions: the compilers kept the plain
+  // loop scalar, an OpenMP simd min reduction included).
+  typedef float Lanes __attribute__((vector_size(32)));
+  Lanes vmin, vmax;
+  for (int j = 0; j < 8; ++j)
+    vmin[j] = vmax[j] = x[0];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Lanes v;
+    std::memcpy(&v, x + i, sizeof v);
+    vmin = v < vmin ? v : vmin;
+    vmax = v > vmax ? v : vmax;
+  }
+  float bmin = vmin[0], bmax = vmax[0];
+  for (int j = 1; j < 8; ++j) {
+    bmin = std::min(bmin, static_cast<float>(vmin[j]));
+    bmax = std::max(bmax, static_cast<float>(vmax[j]));
+  }
+  for (; i < n; ++i) {
+    bmin = std::min(bmin, x[i]);
+    bmax = std::max(bmax, x[i]);
+  }
+  const auto first_zero = [x, n] {
+    for (int64_t i = 0;; ++i)
+      if (x[i] == 0.0f || i + 1 == n)
+        return static_cast<double>(x[i]);
+  };
+  if (static_cast<double>(bmin) < lo)
+    lo = bmin == 0.0f ? first_zero() : static_cast<double>(bmin);
+  if (static_cast<double>(bmax) > hi)
+    hi = bmax == 0.0f ? first_zero() : static_cast<double>(bmax);
 }
 
 }  // namespace
@@ -150,6 +198,17 @@ void MinMaxObserver::observe(const Tensor& t) {
   const int64_t n = x.numel();
   // Channel of a memory offset in a dense layout: (offset / stride) % size along the axis.
   const int64_t stride = m_axis < 0 ? 1 : x.stride(m_axis);
+  // QAT observes every fake-quantized weight at every forward: the memory is a run of blocks of
+  // `stride` values (block k in channel k % channels; per tensor: one block) and each block takes a
+  // vectorised pass. A non-finite value goes to the element-wise loop, which names it.
+  const int64_t block = m_axis < 0 ? n : stride;
+  if (block >= 16 && all_finite(v, n)) {
+    for (int64_t k = 0; k * block < n; ++k) {
+      const int64_t c = m_axis < 0 ? 0 : k % channels;
+      min_max_block(v + k * block, std::min(block, n - k * block), m_min[c], m_max[c]);
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     LATHE_CHECK(std::isfinite(v[i]), "MinMaxObserver: non-finite value ", v[i], " in ", x.describe());
     const int64_t c = m_axis < 0 ? 0 : (i / stride) % channels;
