@@ -452,8 +452,13 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
     throw ConfigError("compare needs at least two runs (or --group / --group-by, which compare groups of runs)");
   Store store = open_for_reading(db);
   std::vector<std::string> ids;
-  for (const std::string& r : refs)
-    ids.push_back(store.resolve_run(r));
+  for (const std::string& r : refs) {
+    const std::string id = store.resolve_run(r);
+    if (std::find(ids.begin(), ids.end(), id) != ids.end())
+      throw ConfigError("compare: run " + id + " is given twice (\"" + printable(r) +
+                        "\" names it again); allowed: two or more different runs");
+    ids.push_back(id);
+  }
   // Config side by side: every key, or only those that differ.
   std::map<std::string, std::vector<std::string>> config;
   for (size_t i = 0; i < ids.size(); ++i)

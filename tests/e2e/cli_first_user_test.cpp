@@ -156,6 +156,22 @@ TEST_F(CliFirstUser, BadSweepJobsAreRefusedBeforeTheSweepIsStored) {
   }
 }
 
+TEST_F(CliFirstUser, AnExperimentConfigGivenToSweepIsNamedAsSuch) {
+  const CmdResult r = run_cmd("--db " + db() + " sweep " + std::string(LATHE_SOURCE_DIR) + "/experiments/mlp.json");
+  EXPECT_EQ(r.code, 2) << r.out;  // before: "sweep.compute: unknown key; allowed: name, base, ..."
+  EXPECT_NE(r.out.find("this is an experiment config, not a sweep definition"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"base\": \"FILE.json\""), std::string::npos) << r.out;
+  EXPECT_FALSE(store_written());
+}
+
+TEST_F(CliFirstUser, CompareOfOneRunNamedTwiceIsRefused) {
+  two_stored_runs();
+  const std::string id = nlohmann::json::parse(run_cmd("--db " + db() + " list --json").out)["runs"][0]["id"];
+  const CmdResult r = run_cmd("--db " + db() + " compare " + id + " " + id.substr(0, 20));
+  EXPECT_EQ(r.code, 2) << r.out;  // before: exit 0, the run beside itself
+  EXPECT_NE(r.out.find("compare: run " + id + " is given twice"), std::string::npos) << r.out;
+}
+
 TEST_F(CliFirstUser, AnEmptyOutputDirIsRefusedByValidate) {
   const CmdResult r = run_cmd("validate " + write("c.json", "{}") + " --set output.dir=");
   EXPECT_EQ(r.code, 2) << r.out;  // before: valid, then `run` failed "cannot create the runs folder : ..."
