@@ -667,7 +667,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   std::string db = lathe::Store::default_path();
-  app.add_option("--db", db, "The run store (SQLite), created on first use")->capture_default_str();
+  // `--db=~/x.db` (no shell expands a ~ after "="): the home folder, not a folder named "~" here.
+  const CLI::Validator home_tilde(
+      [](std::string& path) {
+        const char* home = std::getenv("HOME");
+        if (home && *home && (path == "~" || path.rfind("~/", 0) == 0))
+          path = home + path.substr(1);
+        return std::string();
+      },
+      "");
+  app.add_option("--db", db, "The run store (SQLite), created by run")->capture_default_str()->transform(home_tilde);
   int exit_code = 0;
 
   std::string config_path;

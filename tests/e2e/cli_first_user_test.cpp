@@ -100,6 +100,16 @@ TEST_F(CliFirstUser, ReadingCommandsNeverCreateAStoreAtAMistypedPath) {
   EXPECT_FALSE(fs::exists(typo.parent_path()));  // before: list made the folder and an empty store
 }
 
+TEST_F(CliFirstUser, ATildeAfterDbEqualsIsTheHomeFolder) {
+  fs::create_directories(m_dir / "home");
+  fs::create_directories(m_dir / "cwd");
+  const std::string cd = "cd " + (m_dir / "cwd").string() + " && HOME=" + (m_dir / "home").string() + " ";
+  const CmdResult r = run_shell(cd + test::cli_binary() + " --db=~/lathe.db import " + (m_dir / "cwd").string());
+  EXPECT_EQ(r.code, 0) << r.out;  // import creates the store it merges into
+  EXPECT_TRUE(fs::exists(m_dir / "home" / "lathe.db")) << r.out;
+  EXPECT_FALSE(fs::exists(m_dir / "cwd" / "~")) << r.out;  // before: a folder named "~" in the current one
+}
+
 TEST_F(CliFirstUser, RunRefusesAnUnusableStoreBeforeLoadingAnything) {
   const std::string cfg = tiny_config();
   const std::string not_sqlite = write("notes.db", "these are my notes\n");
