@@ -215,8 +215,14 @@ int cmd_cost(const std::string& db, const std::string& target, const std::vector
     throw ConfigError("--interruptions-per-hour and --restart-s: allowed: numbers >= 0");
   std::error_code ec;
   const bool is_config = fs::is_regular_file(target, ec) && fs::path(target).extension() == ".json";
-  const Measured m = is_config ? measure_config(target, sets, steps) : measure_run(db, target);
   const PriceCatalog catalog = PriceCatalog::load(PriceCatalog::default_path());
+  if (!instance_name.empty())
+    catalog.find(instance_name);  // a wrong --instance is refused before the steps are timed
+  if (!is_config && fs::path(target).extension() == ".json")
+    throw ConfigError("cost " + target + ": no such config file" +
+                      (fs::exists(target, ec) ? " (it is not a regular file)" : "") +
+                      "; allowed: an experiment config (.json) or a recorded run (id, id prefix or name)");
+  const Measured m = is_config ? measure_config(target, sets, steps) : measure_run(db, target);
   const std::string name =
       !instance_name.empty() ? instance_name : m.config.value("cost", json::object()).value("instance", "local");
   const json compute = m.config.value("compute", json::object());

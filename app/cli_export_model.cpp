@@ -18,6 +18,7 @@ int cmd_export_model(const std::string& db, const std::string& ref, const std::s
                      const std::string& artifact_kind) {
   if (format != "onnx")  // before opening the store: a bad option is refused whatever the run
     throw ConfigError("--format: \"" + format + "\" is not supported; allowed: onnx");
+  check_output_file(out, "-o");
   Store store = open_for_reading(db);
   const std::string id = store.resolve_run(ref);
   std::cout << export_run_model(store, id, artifact_kind, out, format).summary << "\n";

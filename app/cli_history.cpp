@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -18,6 +19,8 @@
 #include "engine/analysis/run_groups.h"
 #include "engine/core/error.h"
 #include "engine/core/file_write.h"
+#include "engine/core/temp_files.h"
+#include "engine/run/config.h"
 #include "engine/store/store.h"
 #include "engine/store/sweep_store.h"
 
@@ -31,11 +34,24 @@ namespace lathe::cli {
 Store open_for_reading(const std::string& db) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(db, ec))
-    return Store::open(db);
+  if (!fs::exists(db, ec))  // a typo in --db must not create an empty store and list it
+    throw DataError("no store at " + db + ": nothing has run with this --db yet (`lathe-cli run` creates it); " +
+                    "give --db the store file your runs are in");
   const fs::path dir = fs::absolute(db).parent_path();
   const bool writable = access(db.c_str(), W_OK) == 0 && access(dir.c_str(), W_OK) == 0;
   return writable ? Store::open(db) : Store::open(db, Store::read_only_options());
+}
+
+void check_output_file(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw DataError(option + " " + path + ": it is a folder; give a file name");
+  const fs::path folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(folder, ec))
+    throw DataError(option + " " + path + ": the folder " + folder.string() + " does not exist");
+  if (::access(folder.c_str(), W_OK) != 0 && !fs::exists(path, ec))
+    throw DataError(option + " " + path + ": the folder " + folder.string() + " is not writable by this user");
 }
 
 namespace {
@@ -84,6 +100,29 @@ std::string printable(const std::string& s, size_t max = 64) {
   return out;
 }
 
+/// The columns `s` (UTF-8) takes on a terminal: one per character, none for a combining mark, two
+/// for East Asian wide characters and emoji, so a table with "名前" or "ü" in it stays aligned.
+size_t display_width(const std::string& s) {
+  size_t width = 0;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const int len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (int k = 1; k < len && i + k < s.size(); ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    i += len;
+    if ((cp >= 0x300 && cp <= 0x36F) || cp == 0x200D || (cp >= 0xFE00 && cp <= 0xFE0F))
+      continue;  // combining marks, zero-width joiner, variation selectors
+    const bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) ||
+                      (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+                      (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+                      (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1F64F) ||
+                      (cp >= 0x1F900 && cp <= 0x1F9FF) || (cp >= 0x20000 && cp <= 0x3FFFD);
+    width += wide ? 2 : 1;
+  }
+  return width;
+}
+
 /// Prints rows as an aligned text table; every cell goes through printable().
 void print_table(std::vector<std::vector<std::string>> rows) {
   for (auto& r : rows)
@@ -94,14 +133,14 @@ void print_table(std::vector<std::vector<std::string>> rows) {
     for (size_t i = 0; i < r.size(); ++i) {
       if (width.size() <= i)
         width.push_back(0);
-      width[i] = std::max(width[i], r[i].size());
+      width[i] = std::max(width[i], display_width(r[i]));
     }
   for (const auto& r : rows) {
     std::string line;
     for (size_t i = 0; i < r.size(); ++i) {
       line += r[i];
       if (i + 1 < r.size())
-        line += std::string(width[i] - r[i].size() + 2, ' ');
+        line += std::string(width[i] - display_width(r[i]) + 2, ' ');
     }
     std::cout << line << "\n";
   }
@@ -163,6 +202,29 @@ void check_sort_key(const Store& store, const std::string& sort) {
       (metrics.empty() ? std::string(" (the store has no metrics yet)") : ", where METRIC is one of: " + known));
 }
 
+/// ConfigError when no run of `ids` has the flattened config key `key` (`option` is what the user
+/// typed before it: "--param ", "--group-by ", "--group-by -"): a typo in --param or --group-by would otherwise select no run, or fold every run
+/// into one group, without a word. Names the closest keys those runs have.
+void check_config_key(const Store& store, const std::vector<std::string>& ids, const std::string& key,
+                      const std::string& option, bool suffix_match = false) {
+  std::set<std::string> keys;
+  for (const std::string& id : ids)
+    for (const auto& kv : store.params(id)) {
+      if (kv.first == key || (suffix_match && key_matches(kv.first, key)))
+        return;
+      keys.insert(kv.first);
+    }
+  if (keys.empty())
+    return;  // no run, or runs without a config: nothing to check against
+  const std::vector<std::string> close = typo_matches(key, std::vector<std::string>(keys.begin(), keys.end()), 3);
+  std::string text;
+  for (const std::string& c : close)
+    text += (text.empty() ? "" : ", ") + c;
+  throw ConfigError(option + key + ": no config key of that name in " +
+                    (ids.size() == 1 ? std::string("the run") : "any of the " + std::to_string(ids.size()) + " runs") +
+                    (close.empty() ? "; `lathe-cli show RUN` lists a run's keys" : "; did you mean " + text + "?"));
+}
+
 const char* kListMetrics[] = {"test/accuracy", "test/loss", "train/samples_per_s", "model/bytes", "cost/usd"};
 
 int cmd_list(const std::string& db, const std::vector<std::string>& statuses, const std::string& glob,
@@ -202,6 +264,15 @@ int cmd_list(const std::string& db, const std::vector<std::string>& statuses, co
   }
   q.limit = limit;
   const RunPage page = store.list_runs(q);
+  if (page.total == 0 && !q.params.empty()) {  // say so when a --param key is one no run has
+    RunQuery all;
+    all.limit = 0;
+    std::vector<std::string> ids;
+    for (const RunListItem& r : store.list_runs(all).runs)
+      ids.push_back(r.run.id);
+    for (const auto& kv : q.params)
+      check_config_key(store, ids, kv.first, "--param ");
+  }
   if (json) {
     nlohmann::json out{{"total", page.total}, {"runs", nlohmann::json::array()}};
     for (const RunListItem& item : page.runs) {
@@ -315,6 +386,11 @@ int cmd_compare_groups(const std::string& db, const std::vector<std::string>& re
   if (ids.empty())
     throw DataError("compare --group-by: no runs" +
                     (name_glob.empty() ? std::string(" in ") + db : " named " + name_glob));
+  for (const std::string& k : by.keys)
+    check_config_key(store, ids, k, "--group-by ");
+  if (by.keys.empty())
+    for (const std::string& k : by.without)
+      check_config_key(store, ids, k, "--group-by -", /*suffix_match=*/true);
   const std::vector<RunGroup> groups = group_runs(store, ids, by);
   if (json) {
     nlohmann::json out{{"group_by", by.describe()},
@@ -376,8 +452,13 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
     throw ConfigError("compare needs at least two runs (or --group / --group-by, which compare groups of runs)");
   Store store = open_for_reading(db);
   std::vector<std::string> ids;
-  for (const std::string& r : refs)
-    ids.push_back(store.resolve_run(r));
+  for (const std::string& r : refs) {
+    const std::string id = store.resolve_run(r);
+    if (std::find(ids.begin(), ids.end(), id) != ids.end())
+      throw ConfigError("compare: run " + id + " is given twice (\"" + printable(r) +
+                        "\" names it again); allowed: two or more different runs");
+    ids.push_back(id);
+  }
   // Config side by side: every key, or only those that differ.
   std::map<std::string, std::vector<std::string>> config;
   for (size_t i = 0; i < ids.size(); ++i)
@@ -448,13 +529,26 @@ int cmd_compare(const std::string& db, const std::vector<std::string>& refs, boo
 
 int cmd_export(const std::string& db, const std::vector<std::string>& refs, const std::string& format,
                const std::string& out_path) {
+  const bool to_stdout = out_path.empty() || out_path == "-";
+  if (!to_stdout)
+    check_output_file(out_path, "-o");
   Store store = open_for_reading(db);
   std::vector<std::string> ids;
   for (const std::string& ref : refs)
     ids.push_back(store.resolve_run(ref));
   // Every write is checked (engine/core/file_write.h): a full disk fails the export with the file
-  // named, and the partial file is removed, so a short file is never left looking like success.
-  const bool to_stdout = out_path.empty() || out_path == "-";
+  // named. A file is written beside the target and renamed over it at the end, so a failed or
+  // interrupted (Ctrl-C) export never leaves a short file looking like success, nor destroys the
+  // file it was to replace; a device or pipe (-o /dev/stdout) is written directly.
+  struct stat st {};
+  const std::filesystem::path target(out_path);
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const bool direct = !to_stdout && ((::stat(out_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) ||
+                                     ::access(folder.c_str(), W_OK) != 0);  // a writable file in a locked folder
+  std::string tmp;
+  if (!to_stdout && !direct)
+    tmp = (folder / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  const TempFileGuard on_signal(tmp);
   std::unique_ptr<FileWriter> file;
   std::string buffer;  // stdout: written out in 64 KiB pieces, every write checked
   const auto put = [&](const std::string& text) {
@@ -471,7 +565,7 @@ int cmd_export(const std::string& db, const std::vector<std::string>& refs, cons
   int64_t n = 0;
   try {
     if (!to_stdout)
-      file = std::make_unique<FileWriter>(out_path);
+      file = std::make_unique<FileWriter>(direct ? out_path : tmp, FileWriter::Mode::truncate, out_path);
     if (format == "csv")
       put("run,metric,step,wall_ms,value\n");
     char line[512];
@@ -489,14 +583,15 @@ int cmd_export(const std::string& db, const std::vector<std::string>& refs, cons
       });
     }
     if (file)
-      file->close(/*fsync=*/true);
+      file->close(/*fsync=*/!direct);
     else
       write_all(STDOUT_FILENO, buffer, "stdout");
+    if (!tmp.empty() && std::rename(tmp.c_str(), out_path.c_str()) != 0)
+      throw DataError("-o " + out_path + ": " + std::strerror(errno));
   } catch (...) {
     file.reset();
-    struct stat st {};
-    if (!to_stdout && ::stat(out_path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-      ::unlink(out_path.c_str());  // never leave a partial export behind (but never unlink a device)
+    if (!tmp.empty())
+      ::unlink(tmp.c_str());  // the target, if it was there, is untouched
     throw;
   }
   if (!to_stdout)

@@ -2,9 +2,11 @@
 #include "app/cli_import.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
+#include "engine/core/error.h"
 #include "engine/store/store.h"
 #include "engine/store/store_import.h"
 
@@ -18,6 +20,11 @@ void add_import_command(CLI::App& app, const std::string& db_path, int& exit_cod
   cmd->add_option("source", *path, "A store file or a folder of them (a Slurm sweep's --out)")->required();
   cmd->add_flag("--json", *json, "Print the counts as JSON");
   cmd->callback([&, path, json] {
+    std::error_code ec;
+    const bool folder = std::filesystem::is_directory(*path, ec);
+    if (!folder && std::filesystem::exists(db_path, ec) && std::filesystem::equivalent(*path, db_path, ec))
+      throw ConfigError("import " + *path + ": it is the store --db names; allowed: another store file, or a folder "
+                        "of them");
     Store store = Store::open(db_path);
     const ImportResult r = import_stores(store, *path);
     if (*json) {
@@ -35,6 +42,8 @@ void add_import_command(CLI::App& app, const std::string& db_path, int& exit_cod
                   static_cast<long long>(r.samples_added), static_cast<long long>(r.events_added));
       for (const std::string& s : r.skipped)
         std::fprintf(stderr, "lathe-cli: skipped %s\n", s.c_str());
+      if (folder && r.files == 0 && r.skipped.empty())
+        std::fprintf(stderr, "lathe-cli: no store files (*.db) in %s\n", path->c_str());
     }
     exit_code = 0;
   });

@@ -37,6 +37,9 @@ std::string rank_name(int rank, pid_t pid) {
   return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
 }
 
+/// Where a worker's output is, for the message of its fault: the user's first place to look.
+std::string log_note(const std::string& log) { return log.empty() ? "" : "; its output is in " + log; }
+
 std::string format_s(double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", std::round(s * 10) / 10);
@@ -185,7 +188,7 @@ RankWorkers::RankWorkers(const RankPlan& plan, const std::vector<std::string>& r
     close(log_fd);
     if (pid < 0)
       throw Error(std::string("cannot start rank ") + std::to_string(r) + ": " + std::strerror(errno));
-    m_workers.push_back({r, pid, false, -1});
+    m_workers.push_back({r, pid, false, -1, log});
     g_worker_pids[r - 1].store(pid);
   }
   m_thread = std::thread([this] { watch(); });
@@ -256,16 +259,16 @@ void RankWorkers::poll_once(double hang_after_s) {
           std::lock_guard<std::mutex> lock(m_mutex);
           if (m_stopped.empty())
             m_stopped = rank_name(w.rank, w.pid) + " stopped (exit " + std::to_string(code) + ", " +
-                        (code == 75 ? "interrupted" : "cancelled") + ")";
+                        (code == 75 ? "interrupted" : "cancelled") + ")" + log_note(w.log);
         } else if (code != 0) {
-          set_fault(rank_name(w.rank, w.pid) + " exited with status " + std::to_string(code));
+          set_fault(rank_name(w.rank, w.pid) + " exited with status " + std::to_string(code) + log_note(w.log));
         }
       } else if (WIFSIGNALED(st)) {
         w.done = true;
         g_worker_pids[w.rank - 1].store(0);
         const int sig = WTERMSIG(st);
         if (!(stopping && sig == SIGTERM))
-          set_fault(rank_name(w.rank, w.pid) + " was killed by signal " + signal_text(sig));
+          set_fault(rank_name(w.rank, w.pid) + " was killed by signal " + signal_text(sig) + log_note(w.log));
       }
       continue;
     }
@@ -274,7 +277,8 @@ void RankWorkers::poll_once(double hang_after_s) {
     if (hang_after_s > 0 && (silent_since < 0 || hang_after_s < silent_since))
       silent_since = hang_after_s;
     if (silent_since >= 0 && t - silent_since > m_timeout_s) {
-      set_fault(rank_name(w.rank, w.pid) + " stopped answering for " + format_s(t - silent_since) + " s");
+      set_fault(rank_name(w.rank, w.pid) + " stopped answering for " + format_s(t - silent_since) + " s" +
+                log_note(w.log));
       kill(w.pid, SIGKILL);  // reaped by the next poll; the fault above stays the first
       w.stopped_since = -1;
     }

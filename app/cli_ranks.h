@@ -67,7 +67,8 @@ class RankWorkers {
   RankWorkers(const RankWorkers&) = delete;
   RankWorkers& operator=(const RankWorkers&) = delete;
 
-  /// The first fault ("rank 1 (pid 1234) was killed by signal 9 (SIGKILL)"), "" while none.
+  /// The first fault ("rank 1 (pid 1234) was killed by signal 9 (SIGKILL); its output is in
+  /// <ranks_dir>/rank1.log"), "" while none.
   std::string fault() const;
   /// fault(), waiting up to `grace_s` for one (a Gloo error may come before waitpid sees a death);
   /// then, without one, the first worker that exited 75 or 130.
@@ -84,6 +85,7 @@ class RankWorkers {
     pid_t pid = -1;
     bool done = false;
     double stopped_since = -1;  ///< steady seconds when it was stopped (SIGSTOP), -1 = running
+    std::string log;            ///< its stdout/stderr (named in its fault)
   };
   void watch();
   void poll_once(double hang_after_s);

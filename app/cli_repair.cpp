@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "app/cli_checks.h"
 #include "engine/store/repair.h"
 
 namespace lathe::cli {
@@ -56,7 +57,7 @@ void add_repair_command(CLI::App& app, const std::string& db_path, int& exit_cod
   rep->add_option("--from", a->from, "The metrics.jsonl to read (default: the one the run recorded)");
   rep->add_option("--wait", a->wait_s, "Seconds to wait for a store locked by another process")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   rep->add_flag("--json", a->json, "One JSON object instead of a sentence");
   rep->callback([&, a] { exit_code = cmd_repair(db_path, a->ref, a->from, a->wait_s, a->json); });
 }

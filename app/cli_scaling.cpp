@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli_checks.h"
 #include "app/cli_history.h"
 #include "engine/core/error.h"
 #include "engine/dist/scaling_model.h"
@@ -138,15 +139,6 @@ int cmd_scaling(const std::string& db, const Options& o) {
   return 0;
 }
 
-/// A finite number above 0, refused in plain words (CLI11's PositiveNumber prints the range as 1.8e308).
-const CLI::Validator kPositive(
-    [](std::string& s) -> std::string {
-      char* end = nullptr;
-      const double v = std::strtod(s.c_str(), &end);
-      return end != s.c_str() && *end == 0 && std::isfinite(v) && v > 0 ? "" : "expected a number > 0, got " + s;
-    },
-    "> 0");
-
 }  // namespace
 
 void add_scaling_command(CLI::App& app, const std::string& db_path, int& exit_code) {
@@ -159,7 +151,7 @@ void add_scaling_command(CLI::App& app, const std::string& db_path, int& exit_co
       ->check(kPositive);
   cmd->add_option("--hop-latency-us", o->hop_latency_us, "Latency per ring hop in microseconds")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--hidden", o->hidden,
                   "Share of the all-reduce the backward pass hides, 0..1 (default: fitted from a multi-rank run)")
       ->check(CLI::Range(0.0, 1.0));

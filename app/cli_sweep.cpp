@@ -36,12 +36,15 @@ struct Child {
   std::string log;
 };
 
-/// `lathe-cli --db DB run CONFIG --run-id ID --json`, output to `log`. The child gets SIGTERM when
-/// the sweep process dies (PR_SET_PDEATHSIG): a killed sweep leaves cancelled runs, not orphans.
+/// `lathe-cli --db DB run CONFIG --run-id ID --json` (or, continuing a stopped member's run,
+/// `lathe-cli --db DB resume ID --json`: `config` empty), output to `log`. The child gets SIGTERM
+/// when the sweep process dies (PR_SET_PDEATHSIG): a killed sweep leaves cancelled runs, not orphans.
 pid_t spawn_member(const std::string& db, const std::string& config, const std::string& run_id,
                    const std::string& log) {
   static const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::vector<std::string> args = {exe, "--db", db, "run", config, "--run-id", run_id, "--json"};
+  const std::vector<std::string> args =
+      config.empty() ? std::vector<std::string>{exe, "--db", db, "resume", run_id, "--json"}
+                     : std::vector<std::string>{exe, "--db", db, "run", config, "--run-id", run_id, "--json"};
   std::vector<char*> argv;
   for (const std::string& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
@@ -68,6 +71,27 @@ pid_t spawn_member(const std::string& db, const std::string& config, const std::
   return pid;
 }
 
+/// Whether a member that did not finish continues its own run from that run's newest checkpoint
+/// (`lathe-cli resume`), as a run stopped by Ctrl-C would: its run was cancelled or interrupted (a
+/// stopped or killed sweep) after it had started (its run folder is there), and it is no spot
+/// simulation (cost.interruptions_per_hour), which `resume` would run without its supervisor.
+/// A failed member, and any other, starts again under a new run id.
+bool continues_its_run(const Store& store, const SweepMemberRecord& m) {
+  if (m.state != MemberState::cancelled || m.run_id.empty())
+    return false;
+  const std::optional<RunRecord> run = store.find_run(m.run_id);
+  if (!run || (run->status != RunStatus::cancelled && run->status != RunStatus::interrupted))
+    return false;
+  const nlohmann::json cfg = nlohmann::json::parse(m.config_json, nullptr, false);
+  if (cfg.is_object() && cfg.contains("cost") && cfg["cost"].is_object() &&
+      cfg["cost"].value("interruptions_per_hour", 0.0) > 0)
+    return false;
+  for (const EventRecord& e : store.events(m.run_id))
+    if (e.kind == "started")
+      return true;
+  return false;
+}
+
 std::string sweep_folder(const std::string& db, const std::string& sweep_id) {
   const std::filesystem::path dir =
       std::filesystem::absolute(db).parent_path() / "sweeps" / sweep_id;
@@ -90,7 +114,7 @@ void print_sweeps(const Store& store, bool json) {
     std::cout << "no sweeps in " << store.path() << "\n";
   for (const SweepRecord& s : sweeps)
     std::cout << s.id << "  " << s.name << "  " << s.finished << "/" << s.total << " finished"
-              << (s.failed ? "  " + std::to_string(s.failed) + " failed" : "") << "  " << sweep_state(s)
+              << (s.failed ? "  " + std::to_string(s.failed) + " failed or cancelled" : "") << "  " << sweep_state(s)
               << (s.slurm_job.empty() ? "" : "  slurm job " + s.slurm_job) << "\n";
 }
 
@@ -133,10 +157,17 @@ int run_sweep_members(const std::string& db, const std::string& sweep_id, int jo
     }
     while (!g_sweep_stop.load() && next < todo.size() && static_cast<int>(active.size()) < jobs) {
       const SweepMemberRecord& m = todo[next++];
-      Child c{m.index, new_run_id(store), m.name,
+      const bool resume = continues_its_run(store, m);
+      Child c{m.index, resume ? m.run_id : new_run_id(store), m.name,
               folder + "/member-" + std::to_string(m.index) + ".log"};
-      const std::string config = folder + "/member-" + std::to_string(m.index) + ".json";
-      write_file_atomic(config, nlohmann::json::parse(m.config_json).dump(2) + "\n");
+      std::string config;  // "": `resume` the member's own run
+      if (!resume) {
+        config = folder + "/member-" + std::to_string(m.index) + ".json";
+        write_file_atomic(config, nlohmann::json::parse(m.config_json).dump(2) + "\n");
+      } else if (!json) {
+        std::fprintf(stderr, "lathe: %s continues its run %s from its newest checkpoint\n", c.name.c_str(),
+                     c.run_id.c_str());
+      }
       set_sweep_member(store, sweep_id, m.index, c.run_id, MemberState::running);
       active.emplace(spawn_member(db, config, c.run_id, c.log), std::move(c));
     }
@@ -221,6 +252,8 @@ void add_sweep_command(CLI::App& app, const std::string& db_path, int& exit_code
     const int modes = !a->definition.empty() + !a->resume.empty() + !a->cancel.empty() + a->list;
     if (modes != 1)
       throw ConfigError("sweep: give exactly one of DEFINITION, --resume SWEEP, --cancel SWEEP, --list");
+    if (a->jobs < 1)  // before a sweep is stored: a refused option leaves nothing behind
+      throw ConfigError("--jobs " + std::to_string(a->jobs) + ": allowed: 1 or more runs at a time");
     if (a->list) {
       print_sweeps(Store::open(db_path, Store::read_only_options()), a->json);
       exit_code = 0;

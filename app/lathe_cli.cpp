@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "app/cli_cost.h"
@@ -30,6 +32,7 @@
 #include "app/cli_import.h"
 #include "app/cli_sweep.h"
 #include "engine/core/error.h"
+#include "engine/core/temp_files.h"
 #include "engine/run/config.h"
 #include "engine/run/config_schema.h"
 #include "engine/run/run_dir.h"
@@ -50,6 +53,7 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_stop_reason{0};  // a lathe::StopReason; lock-free, so the handler may set it
+bool g_supervised = false;          // --no-supervise: the spot supervisor's child, which it resumes itself
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
 void on_signal(int sig) {
@@ -117,6 +121,17 @@ class StdoutJsonSink final : public lathe::MetricsSink {
   void flush() override { std::cout << std::flush; }
 };
 
+/// `text` as one shell word (single-quoted when it holds anything but safe characters).
+std::string shell_quote(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:=@,") ==
+                           std::string::npos)
+    return text;
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0)
     s = 0;
@@ -176,6 +191,8 @@ struct ResumeTarget {
   std::string run_id, run_dir;
   double wall_offset_ms = 0;  ///< the supervisor's clock: restarts and lost work stay on the time axis
   int world_size = 0;         ///< the ranks it trained on (its last dist/world_size; 0 = never logged)
+  /// Called once rank 0 has taken the run over in the store (the one live attempt from then on).
+  std::function<void()> after_takeover;
 };
 
 /// This process's part in a data-parallel run (cli_ranks.h); default: one process.
@@ -234,6 +251,8 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
     // step of each metric are not written again.
     writer = std::make_unique<lathe::RunWriter>(db);
     const lathe::ResumePoint point = writer->resume(resume->run_id);
+    if (resume->after_takeover)
+      resume->after_takeover();
     sinks.add(writer.get());
     if (!json)
       sinks.add(&resume_messages);
@@ -311,21 +330,36 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
                  "its metrics.jsonl): run `lathe-cli repair %s`\n",
                  static_cast<long long>(writer->unstored_samples()), s.run_id.c_str(), s.run_id.c_str());
   if (!json) {
-    auto metric = [&](const char* k) {
+    // A metric the run did not reach (a run stopped before its first evaluation) reads "-", not "nan%".
+    auto metric = [&](const char* k, const char* format, double scale) -> std::string {
       auto it = s.final_metrics.find(k);
-      return it == s.final_metrics.end() ? NAN : it->second;
+      if (it == s.final_metrics.end() || !std::isfinite(it->second))
+        return "-";
+      char buf[64];
+      std::snprintf(buf, sizeof buf, format, scale * it->second);
+      return buf;
     };
-    std::fprintf(
-        stderr,
-        "lathe: %s run %s in %s on %s (%s)\n"
-        "  test accuracy %.2f%%  test loss %.4f  train samples/s %.0f (mean; last window %.0f)  MFU %.1f%% (mean)"
-        "  model %.0f bytes  cost $%.4f\n"
-        "  %s\n  recorded in %s\n",
-        s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(), s.device.c_str(),
-        100 * metric("test/accuracy"), metric("test/loss"), metric("train/samples_per_s_mean"),
-        metric("train/samples_per_s"), 100 * metric("device/mfu_mean"),
-        metric("model/bytes"), metric("cost/usd"), s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
-        worker ? "nothing (ranks > 0 leave the store to rank 0)" : db.c_str());
+    std::fprintf(stderr,
+                 "lathe: %s run %s in %s on %s (%s)\n"
+                 "  test accuracy %s  test loss %s  train samples/s %s (mean; last window %s)  MFU %s (mean)"
+                 "  model %s bytes  cost %s\n"
+                 "  %s\n  recorded in %s\n",
+                 s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(),
+                 s.device.c_str(), metric("test/accuracy", "%.2f%%", 100).c_str(),
+                 metric("test/loss", "%.4f", 1).c_str(), metric("train/samples_per_s_mean", "%.0f", 1).c_str(),
+                 metric("train/samples_per_s", "%.0f", 1).c_str(), metric("device/mfu_mean", "%.1f%%", 100).c_str(),
+                 metric("model/bytes", "%.0f", 1).c_str(), metric("cost/usd", "$%.4f", 1).c_str(),
+                 s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
+                 worker ? "nothing (ranks > 0 leave the store to rank 0)" : db.c_str());
+    if (!worker && !g_supervised && s.status != "finished") {  // what next: the work so far is in its checkpoint
+      std::string db_arg = " --db " + shell_quote(db);
+      try {
+        if (db == lathe::Store::default_path())
+          db_arg.clear();
+      } catch (const std::exception&) {  // no home folder: keep --db
+      }
+      std::fprintf(stderr, "  continue it with `lathe-cli%s resume %s`\n", db_arg.c_str(), s.run_id.c_str());
+    }
   }
   // 75 (EX_TEMPFAIL): interrupted by a spot notice, resumable; 130: cancelled.
   return s.status == "finished" ? 0 : s.status == "interrupted" ? 75 : 130;
@@ -346,6 +380,26 @@ void warn_unused_fields(const nlohmann::json& cfg) {
     std::fprintf(stderr, "lathe-cli: warning: %s\n", w.c_str());
 }
 
+/// Fails at once, before any data is loaded, when the run could not be recorded in `db`: a file
+/// that is no lathe store, one this user may not write, a folder, or a path whose folder cannot be
+/// made. A store that is not there yet is not created here (a run refused later leaves no store).
+void check_store_usable(const std::string& db) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(db, ec)) {
+    lathe::Store::open(db);  // DataError naming the file and the reason
+    return;
+  }
+  fs::path dir = fs::absolute(db, ec).parent_path();
+  while (!dir.empty() && !fs::exists(dir, ec) && dir != dir.parent_path())
+    dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec))
+    throw lathe::DataError("cannot create the store " + db + ": " + dir.string() + " is not a folder (give --db PATH)");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw lathe::DataError("cannot create the store " + db + ": the folder " + dir.string() +
+                           " is not writable by this user; give --db a path you may write");
+}
+
 int cmd_run(const std::string& config_path, const std::vector<std::string>& sets, bool json, const std::string& db,
             const ChildOptions& child) {
   nlohmann::json cfg = lathe::load_config_file(config_path);
@@ -360,6 +414,8 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   ranks.resume_checkpoint_dir = child.resume_checkpoint_dir;
   if (ranks.plan.rank.rank == 0 && child.run_id.empty())  // once: not again from workers or a supervised child
     warn_unused_fields(cfg);
+  if (ranks.plan.rank.rank == 0)
+    check_store_usable(db);
   if (exp.cost.interruptions_per_hour > 0 && !child.no_supervise) {
     // The supervisor plays the cloud for the whole machine: its child is rank 0, which starts the
     // other ranks as usual; a restart is `resume`, which starts them all again. Ranks a launcher
@@ -406,11 +462,32 @@ int cmd_run(const std::string& config_path, const std::vector<std::string>& sets
   return run_or_resume(exp, config_path, json, db, nullptr, child.run_id);
 }
 
+/// Removes the folders of earlier resumes (`resume-*`) from a run's <run id>.ranks folder, all but
+/// `keep`. Called once this resume has met its ranks and taken the run over in the store: every
+/// earlier attempt has ended by then (a live one keeps the run `running`, and no second resume
+/// gets past that), so what is left of them is stale rendezvous keys and the worker logs of an
+/// attempt that was kept until now for its failure, if it failed (its error named that log).
+void remove_earlier_resume_folders(const std::filesystem::path& ranks_root, const std::filesystem::path& keep) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ranks_root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("resume-", 0) != 0 || e.path() == keep || !e.is_directory(ec))
+      continue;
+    std::error_code rm;
+    std::filesystem::remove_all(e.path(), rm);
+    if (rm)
+      std::fprintf(stderr, "lathe-cli: warning: could not remove the earlier resume's folder %s: %s\n",
+                   e.path().c_str(), rm.message().c_str());
+  }
+}
+
 /// Resumes a data-parallel run on this machine: its ranks again (compute.devices), meeting under a
 /// new rendezvous id (the old one's keys are stale), each continuing from the newest valid
 /// checkpoint of the run's folder, which rank 0 wrote and every rank must pick alike. The workers
-/// run the config the run folder holds.
-int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, const ResumeTarget& target) {
+/// run the config the run folder holds. Their logs (and, with the default store, the rendezvous)
+/// go in <run id>.ranks/resume-<pid>/ beside the run folder; once this resume has met and taken
+/// the run over, the folders of earlier resumes go: the newest attempt's logs are kept, one folder.
+int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, ResumeTarget target) {
   const std::string config = target.run_dir + "/config.json";
   if (!std::filesystem::exists(config))
     throw lathe::DataError("run " + target.run_id + ": " + config +
@@ -418,17 +495,14 @@ int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, 
   const std::string rendezvous_id = (exp.compute.rendezvous_id.empty() ? target.run_id : exp.compute.rendezvous_id) +
                                     ".resume-" + std::to_string(getpid());
   exp.compute.rendezvous_id = rendezvous_id;
-  // The resume's store and worker logs go in a sub-folder of the run's own <run id>.ranks folder,
-  // not in one more folder beside the run at every resume.
-  const bool own_store = exp.compute.rendezvous.empty();
-  if (own_store)
-    exp.compute.rendezvous = (std::filesystem::path(target.run_dir).parent_path() / (target.run_id + ".ranks") /
-                              ("resume-" + std::to_string(getpid())))
-                                 .string();
+  const std::filesystem::path ranks_root =
+      std::filesystem::absolute(std::filesystem::path(target.run_dir).parent_path() / (target.run_id + ".ranks"));
+  const std::filesystem::path resume_dir = ranks_root / ("resume-" + std::to_string(getpid()));
+  if (exp.compute.rendezvous.empty())  // the default store: in this resume's folder too
+    exp.compute.rendezvous = resume_dir.string();
   Ranks ranks;
   ranks.plan = lathe::cli::plan_ranks(exp, {}, target.run_id);
-  if (own_store)
-    ranks.plan.ranks_dir = exp.compute.rendezvous;
+  ranks.plan.ranks_dir = resume_dir.string();  // the worker logs, whatever the rendezvous
   if (!ranks.plan.distributed() || ranks.plan.rank.rank != 0)
     throw lathe::ConfigError("compute.devices: " + std::to_string(exp.compute.devices) +
                              ": `lathe-cli resume` restarts the ranks of a run on this machine only (this "
@@ -456,6 +530,7 @@ int resume_ranks(lathe::ExperimentConfig exp, bool json, const std::string& db, 
   } catch (const std::exception& e) {
     throw lathe::Error(ranks.explain(e));
   }
+  target.after_takeover = [ranks_root, resume_dir] { remove_earlier_resume_folders(ranks_root, resume_dir); };
   return run_or_resume(exp, "run " + target.run_id, json, db, &target, "", &ranks);
 }
 
@@ -585,11 +660,23 @@ int main(int argc, char** argv) {
   lathe::cuda::register_nccl_communicator();
 #endif
   std::signal(SIGUSR1, on_notice_signal);  // before anything else: the supervisor may send it early
+  // Ctrl-C of a report or an export removes its temporary file (run, resume and sweep then install
+  // their own handlers, which stop the training cleanly).
+  lathe::install_temp_file_cleanup();
   CLI::App app{"lathe-cli: run and inspect Lathe compute-optimization experiments headless"};
   app.require_subcommand(1);
   app.fallthrough();
   std::string db = lathe::Store::default_path();
-  app.add_option("--db", db, "The run store (SQLite), created on first use")->capture_default_str();
+  // `--db=~/x.db` (no shell expands a ~ after "="): the home folder, not a folder named "~" here.
+  const CLI::Validator home_tilde(
+      [](std::string& path) {
+        const char* home = std::getenv("HOME");
+        if (home && *home && (path == "~" || path.rfind("~/", 0) == 0))
+          path = home + path.substr(1);
+        return std::string();
+      },
+      "");
+  app.add_option("--db", db, "The run store (SQLite), created by run")->capture_default_str()->transform(home_tilde);
   int exit_code = 0;
 
   std::string config_path;
@@ -606,7 +693,10 @@ int main(int argc, char** argv) {
   run->add_option("--resume-checkpoint-dir", child.resume_checkpoint_dir,
                   "A worker of a resumed data-parallel run: the run's checkpoint folder")
       ->group("");
-  run->callback([&] { exit_code = cmd_run(config_path, sets, json, db, child); });
+  run->callback([&] {
+    g_supervised = child.no_supervise;
+    exit_code = cmd_run(config_path, sets, json, db, child);
+  });
 
   std::string resume_ref;
   bool resume_json = false;
@@ -621,8 +711,10 @@ int main(int argc, char** argv) {
       ->group("");
   lathe::cli::RankArgs resume_ranks_args;  // a launcher's resume: every rank runs `resume RUN`
   add_rank_options(resume, resume_ranks_args);
-  resume->callback(
-      [&] { exit_code = cmd_resume(resume_ref, resume_json, db, resume_wall_offset_ms, resume_ranks_args); });
+  resume->callback([&] {
+    g_supervised = resume_no_supervise;
+    exit_code = cmd_resume(resume_ref, resume_json, db, resume_wall_offset_ms, resume_ranks_args);
+  });
 
   CLI::App* schema =
       app.add_subcommand("schema", "Print the experiment schema (every knob, its default and range) as JSON");
@@ -652,6 +744,28 @@ int main(int argc, char** argv) {
   lathe::cli::add_sweep_command(app, db, exit_code);
   lathe::cli::add_import_command(app, db, exit_code);
 
+  // `lathe-cli lst`: name the word and the commands (CLI11 says only "A subcommand is required").
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--db") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-')
+      continue;
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({}))
+      names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), a) != names.end())
+      break;
+    const std::vector<std::string> close = lathe::typo_matches(a, names, 1);
+    std::string all;
+    for (const std::string& n : names)
+      all += (all.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "lathe-cli: unknown command '%s'%s; commands: %s (lathe-cli --help says what each does)\n",
+                 a.c_str(), close.empty() ? "" : (" (did you mean '" + close.front() + "'?)").c_str(), all.c_str());
+    return 2;
+  }
   // Subcommand callbacks run inside parse(), so user errors from them are caught here too.
   try {
     app.parse(argc, argv);

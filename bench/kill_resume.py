@@ -262,9 +262,13 @@ def main():
             extra = sorted(d for d in os.listdir(out) if d.endswith(".ranks") and d != run_id + ".ranks")
             if extra:
                 failures.append("resumes left folders beside the run: " + ", ".join(extra))
+            # Each resume removes the earlier resumes' folders once its ranks have met: the newest stays.
             resumes = [d for d in os.listdir(os.path.join(out, run_id + ".ranks")) if d.startswith("resume-")]
-            if len(resumes) != kills:
-                failures.append("%d resume folders in %s.ranks for %d kills" % (len(resumes), run_id, kills))
+            if kills and len(resumes) != 1:
+                failures.append("%d resume folders in %s.ranks after %d kills (want the newest alone)" %
+                                (len(resumes), run_id, kills))
+            elif kills and not os.path.exists(os.path.join(out, run_id + ".ranks", resumes[0], "rank1.log")):
+                failures.append("no rank1.log in the newest resume folder " + resumes[0])
         ref = sqlite3.connect(ref_db)
 
         def final(c, metric):

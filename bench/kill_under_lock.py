@@ -94,8 +94,12 @@ def main():
     work = tempfile.mkdtemp(prefix="lathe-kill-under-lock-")
     db = os.path.join(work, "lathe.db")
     runs = os.path.join(work, "runs")
-    # The store exists (schema applied) before the locker starts.
-    subprocess.run([args.cli, "--db", db, "list"], check=True, stdout=subprocess.DEVNULL)
+    # The store exists (schema applied) before the locker starts: importing an empty folder creates
+    # it (`list` only reads, and a store that is not there is an error for it).
+    empty = os.path.join(work, "empty")
+    os.makedirs(empty)
+    subprocess.run([args.cli, "--db", db, "import", empty], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     stop = threading.Event()
     lock_thread = threading.Thread(target=locker, args=(db, args.lock_s, args.gap_s, stop), daemon=True)
     lock_thread.start()

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/core/error.h"
+#include "engine/core/temp_files.h"
 
 namespace lathe {
 
@@ -102,6 +103,7 @@ void FileWriter::close(bool fsync) {
 
 void write_file_atomic(const std::string& path, std::string_view text) {
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  const TempFileGuard on_signal(tmp);  // a Ctrl-C of a command without its own handler removes it too
   try {
     FileWriter out(tmp, FileWriter::Mode::truncate, path);
     out.write(text);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -302,6 +303,8 @@ void check_cross_fields(const json& out, Validator& val) {
                               std::to_string(name.size()) +
                               " bytes) is not a usable run name; allowed: 1 to 200 bytes without control characters");
   }
+  if (ok("output.dir") && out.at("output").at("dir").get<std::string>().empty())
+    val.problem("output.dir", "\"\"; allowed: a folder path (relative to where lathe-cli runs), e.g. \"runs\"");
   const json& data = out.at("data");
   if (ok("data.dataset")) {
     const bool idx = data.at("dataset") == "idx";
@@ -341,6 +344,11 @@ void check_cross_fields(const json& out, Validator& val) {
 }
 
 }  // namespace
+
+std::vector<std::string> typo_matches(const std::string& word, const std::vector<std::string>& candidates,
+                                      size_t max_results) {
+  return close_matches(word, candidates, max_results);
+}
 
 namespace {
 
@@ -451,6 +459,8 @@ json parse_config_text(const std::string& text, const std::string& source) {
 }
 
 json load_config_file(const std::string& path) {
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
+    throw ConfigError("config file " + path + ": it is a folder; give an experiment JSON file (see experiments/)");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ConfigError("config file " + path + ": cannot open it (does it exist?)");

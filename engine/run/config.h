@@ -38,6 +38,11 @@ void apply_override(nlohmann::json& cfg, const std::string& assignment);
 /// at PriceCatalog::default_path()). Idempotent: validate_config(validate_config(c)) == validate_config(c).
 nlohmann::json validate_config(const nlohmann::json& cfg);
 
+/// The candidates close enough to `word` to be a typo of it (edit distance), closest first, at most
+/// `max_results`: the "did you mean" of every message that names a config key.
+std::vector<std::string> typo_matches(const std::string& word, const std::vector<std::string>& candidates,
+                                      size_t max_results);
+
 // ---- the typed config ----------------------------------------------------------------------------
 
 enum class DatasetKind { fashion_mnist, idx, npz, folder };

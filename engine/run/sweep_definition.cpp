@@ -153,6 +153,13 @@ SweepPlan plan_sweep_definition(const json& def, const std::string& definition_d
     throw ConfigError("sweep: the definition is " + short_json(def) + "; allowed: a JSON object with keys " +
                       "name, base or config, grid, random, trials, seed, repeat_seeds");
   const std::vector<std::string>& keys = sweep_definition_keys();
+  // An experiment config given where a definition goes (`lathe-cli sweep experiments/mlp.json`):
+  // say so, rather than refusing its first section as an unknown key.
+  if (!def.contains("base") && !def.contains("config") &&
+      (def.contains("train") || def.contains("model") || def.contains("data")))
+    throw ConfigError("sweep: this is an experiment config, not a sweep definition; a definition names a base "
+                      "config (\"base\": \"FILE.json\" or \"config\": {...}) and what varies: grid "
+                      "{knob: [values]}, random {knob: {...}} with trials, or repeat_seeds N (README, Sweeps)");
   for (auto it = def.begin(); it != def.end(); ++it)
     if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {
       std::string list;

@@ -139,12 +139,17 @@ Store::~Store() = default;
 namespace {
 
 /// Called in the handler of `e`, an SQLite error met opening the store at `path`: a file that is no
-/// SQLite database, or a corrupt one, becomes a DataError naming it; any other error goes on as is.
+/// SQLite database, a corrupt one, or one this process may not write (the file, or its folder,
+/// where SQLite keeps the WAL) becomes a DataError naming it; any other error goes on as is.
 [[noreturn]] void rethrow_open_error(const sql::SqliteError& e, const std::string& path) {
   if ((e.code() & 0xff) == SQLITE_NOTADB)
     throw DataError("the file " + path + " is not a lathe store (not an SQLite database)");
   if ((e.code() & 0xff) == SQLITE_CORRUPT)
     throw DataError("the store " + path + " is corrupt (" + e.what() + ")");
+  if ((e.code() & 0xff) == SQLITE_READONLY || (e.code() & 0xff) == SQLITE_PERM || (e.code() & 0xff) == SQLITE_CANTOPEN)
+    throw DataError("the store " + path + " cannot be written by this user (" + sqlite3_errstr(e.code()) +
+                    "): this command changes the store, which needs write access to the file and its folder " +
+                    "(list, show, compare, export and report only read it); give --db a store you may write");
   throw;
 }
 
@@ -153,6 +158,9 @@ namespace {
 Store Store::open(const std::string& path, const OpenOptions& options) {
   if (path.empty())
     throw DataError("the store path is empty (give --db PATH)");
+  if (std::error_code ec; fs::is_directory(path, ec))
+    throw DataError("the store path " + path + " is a folder; give --db a file (e.g. " +
+                    (fs::path(path) / "lathe.db").string() + ")");
   if (options.read_only)
     return open_read_only(path, options);
   const fs::path parent = fs::path(path).parent_path();
@@ -162,6 +170,9 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
     if (ec)
       throw DataError("cannot create the folder " + parent.string() + " for the store: " + ec.message());
   }
+  if (std::error_code ec; !fs::exists(path, ec) && ::access(parent.empty() ? "." : parent.c_str(), W_OK) != 0)
+    throw DataError("cannot create the store " + path + ": its folder " + (parent.empty() ? "." : parent.string()) +
+                    " is not writable by this user; give --db a path you may write");
   auto db = std::make_unique<sql::Db>(path, options.busy_timeout_ms);
   try {
     store_detail::schema_version(*db);  // refuses foreign files before we touch them
@@ -176,7 +187,7 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
       store.reap_stale_runs(options.stale_after_ms);
     } catch (const sql::SqliteError& e) {
       if (!e.busy())  // reaping is a courtesy: a store locked by another process still opens
-        throw;
+        rethrow_open_error(e, path);
     }
   }
   return store;
@@ -554,7 +565,9 @@ DeleteResult Store::delete_run(const std::string& run_id, bool delete_files) {
     q.reset();
     if (r.status == RunStatus::running && stale_reason(r, unix_ms(), kDefaultStaleAfterMs).empty())
       throw DataError("run " + run_id + " is still running (writer pid " + std::to_string(r.pid.value_or(0)) + " on " +
-                      r.host + "): cancel it before deleting it");
+                      r.host + "): stop it first (Ctrl-C where it runs, or kill -INT " +
+                      std::to_string(r.pid.value_or(0)) + " on " + r.host +
+                      ": it ends `cancelled` with a checkpoint), then delete it");
     sql::Stmt cfg = m_db->prepare("SELECT config FROM runs WHERE rid = ?");
     if (cfg.bind(1, rid).step())
       facts.config = nlohmann::json::parse(cfg.col_text(0), nullptr, false);

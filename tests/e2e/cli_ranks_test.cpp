@@ -143,6 +143,7 @@ class CliRanks : public Cli {
     const auto [status, error] = only_run();
     EXPECT_EQ(status, RunStatus::failed);
     EXPECT_NE(error.find("rank 1 (pid " + std::to_string(worker) + ") " + expected), std::string::npos) << error;
+    EXPECT_NE(error.find(".ranks/rank1.log"), std::string::npos) << error;  // where to look: the worker's output
     EXPECT_NE(out().find("rank 1 (pid " + std::to_string(worker) + ") " + expected), std::string::npos) << out();
   }
 };

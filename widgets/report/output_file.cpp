@@ -25,6 +25,7 @@ OutputFile::OutputFile(const std::string& path) : m_path(path) {
   if (!fs::is_directory(folder, ec))
     throw DataError("cannot write the report to '" + path + "': folder '" + folder.string() + "' does not exist");
   m_tmp = (folder / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  m_guard = std::make_unique<TempFileGuard>(m_tmp);  // a Ctrl-C removes it too (install_temp_file_cleanup)
   errno = 0;
   m_out.open(m_tmp, std::ios::binary | std::ios::trunc);
   if (!m_out)

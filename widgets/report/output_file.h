@@ -1,11 +1,15 @@
 // The report's output file, written atomically: the content goes to a temporary file next to the
 // target and is renamed over it on commit(), so a failed report never leaves a half-written file
-// and an unwritable path is reported before any work is done.
+// and an unwritable path is reported before any work is done. The temporary file is registered
+// with engine/core/temp_files.h, so a Ctrl-C of `lathe-cli report` does not leave it behind either.
 #pragma once
 
 #include <fstream>
+#include <memory>
 #include <string>
 #include <string_view>
+
+#include "engine/core/temp_files.h"
 
 namespace lathe::report {
 
@@ -27,6 +31,7 @@ class OutputFile {
  private:
   std::string m_path, m_tmp;
   std::ofstream m_out;
+  std::unique_ptr<TempFileGuard> m_guard;
   bool m_committed = false;
 };
 
