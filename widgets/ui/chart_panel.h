@@ -8,7 +8,9 @@
 // more than that. Spot notices, interruptions and resumes of the run are marked on every chart
 // (markerFor) at their step. The x axis can also be any metric the run has logged (accuracy
 // against cost/usd); "Log x" / "Log y" set every chart's axes, and each chart's right-click menu
-// holds its own options and PNG / SVG export (PlotOptions).
+// holds its own options and PNG / SVG export (PlotOptions). A failed run's error (its status event)
+// shows in red under the title; the Cost chart of an instance with no price ("local") says why it
+// stays at $0; once the run has ended, a metric it never logged reads "(not logged by this run)".
 #pragma once
 
 #include <QCheckBox>
@@ -45,6 +47,8 @@ class ChartPanel : public QWidget {
   void setLogAxes(bool logX, bool logY);
   void setSmoothing(double alpha);
   QString runId() const { return m_runId; }
+  /// The watched run's error ("" unless it failed with one): shown under the title.
+  QString errorText() const { return m_error->isHidden() ? QString() : m_error->text(); }
   /// Replots every changed chart now.
   void refreshNow();
   /// Replots at most `maxCharts` changed charts, round-robin (what the 33 ms timer does).
@@ -101,6 +105,7 @@ class ChartPanel : public QWidget {
   QSlider* m_smooth = nullptr;
   QLabel* m_smoothLabel = nullptr;
   QLabel* m_title = nullptr;
+  QLabel* m_error = nullptr;
   QTimer m_replotTimer;
   XMapping m_map;
   double m_epochs = 0, m_totalSteps = 0;

@@ -1,0 +1,218 @@
+// The states a demanding user meets beyond the README's screenshots (GUI review): a failed run says
+// why in the Live tab, on its progress bar and on its Status cell in Runs; the Cost chart of an
+// unpriced instance says why it is flat at $0; a metric a finished run never logged is "not logged",
+// not "no data yet"; spot markers at one step merge into one label inside the plot; a greyed-out
+// knob's name says why it is greyed; the Runs table shows whole names and start times.
+#include <gtest/gtest.h>
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QTableView>
+
+#include "engine/store/run_writer.h"
+#include "gui_test_util.h"
+#include "widgets/ui/chart_panel.h"
+#include "widgets/ui/experiment_form.h"
+#include "widgets/ui/run_browser.h"
+#include "widgets/ui/run_progress.h"
+
+namespace lathe::ui {
+namespace {
+
+EventRecord event(const std::string& kind, nlohmann::json fields) {
+  EventRecord e;
+  e.kind = kind;
+  e.fields = std::move(fields);
+  return e;
+}
+
+TailBatch runBatch(const char* id, RunStatus status, std::vector<EventRecord> events, int64_t steps = 100) {
+  TailBatch b;
+  b.runId = id;
+  b.reset = true;
+  RunRecord r;
+  r.id = id;
+  r.name = "mlp";
+  r.status = status;
+  b.run = r;
+  std::vector<Point> loss, cost;
+  for (int64_t s = 1; s <= steps; ++s) {
+    loss.push_back({s, 10.0 * static_cast<double>(s), 1.0 / static_cast<double>(s)});
+    cost.push_back({s, 10.0 * static_cast<double>(s), 0.0});
+  }
+  b.series = {{"train/loss", loss}, {"cost/usd", cost}};
+  b.events = std::move(events);
+  return b;
+}
+
+}  // namespace
+
+TEST(GuiLiveReview, AFailedRunShowsItsErrorUntilItRunsAgain) {
+  ChartPanel panel;
+  panel.applyBatch(runBatch(
+      "r1", RunStatus::failed,
+      {event("status", {{"to", "running"}}),
+       event("status",
+             {{"from", "running"}, {"to", "failed"}, {"error", "rank 1 (pid 7) was killed by signal 9 (SIGKILL)"}})}));
+  EXPECT_EQ(panel.errorText(), "Failed: rank 1 (pid 7) was killed by signal 9 (SIGKILL)");
+  // Resumed: the run goes on, the old error goes.
+  TailBatch resumed;
+  resumed.runId = "r1";
+  resumed.events = {event("status", {{"from", "failed"}, {"to", "running"}, {"resumed", true}})};
+  panel.applyBatch(resumed);
+  EXPECT_EQ(panel.errorText(), "");
+  // Another run that failed with no error field, and a finished one: nothing shown.
+  panel.applyBatch(runBatch("r2", RunStatus::failed, {event("status", {{"to", "failed"}})}));
+  EXPECT_EQ(panel.errorText(), "");
+
+  RunProgress progress;
+  progress.applyBatch(runBatch("r3", RunStatus::failed, {event("started", {{"total_steps", 200}})}));
+  EXPECT_EQ(progress.barText(), "failed at 50%");  // not "50%", which reads as a run going on
+  progress.applyBatch(runBatch("r4", RunStatus::cancelled, {event("started", {{"total_steps", 400}})}));
+  EXPECT_EQ(progress.barText(), "cancelled at 25%");
+  progress.applyBatch(runBatch("r5", RunStatus::finished, {event("started", {{"total_steps", 100}})}));
+  EXPECT_EQ(progress.barText(), "done");
+}
+
+TEST(GuiLiveReview, TheCostChartOfAnUnpricedInstanceSaysWhyItIsFlat) {
+  ChartPanel panel;
+  panel.applyBatch(runBatch(
+      "local", RunStatus::finished,
+      {event("started", {{"instance", "local"}, {"price_usd_per_hour", 0.0}, {"price_source", "your own machine"}})}));
+  LiveChart* cost = panel.chartFor("cost/usd");
+  ASSERT_NE(cost, nullptr);
+  EXPECT_TRUE(cost->note().contains("cost.instance \"local\" (your own machine)")) << cost->note().toStdString();
+  EXPECT_TRUE(cost->note().contains("$0")) << cost->note().toStdString();
+  EXPECT_EQ(panel.chartFor("train/loss")->note(), "");  // only the cost chart
+  panel.setXMode(XMapping::Mode::dollars);              // every point at $0: the axis says so
+  EXPECT_EQ(cost->xAxis->label(), "$ spent (the instance has no price: all at $0)");
+  panel.setXMode(XMapping::Mode::step);
+
+  panel.applyBatch(runBatch("priced", RunStatus::finished,
+                            {event("started", {{"instance", "g4dn.xlarge"}, {"price_usd_per_hour", 0.526}})}));
+  EXPECT_EQ(cost->note(), "");
+  panel.applyBatch(runBatch("unknown", RunStatus::running, {}));  // no started event yet: no claim
+  EXPECT_EQ(cost->note(), "");
+}
+
+TEST(GuiLiveReview, AMetricAFinishedRunNeverLoggedIsNotLoggedNotPending) {
+  ChartPanel panel;
+  panel.applyBatch(runBatch("cpu", RunStatus::running, {}));
+  LiveChart* device = panel.chartFor("device/sm_activity");
+  ASSERT_NE(device, nullptr);
+  EXPECT_TRUE(device->legendText("device/sm_activity").endsWith("(no data yet)"));
+  TailBatch end;
+  end.runId = "cpu";
+  RunRecord r;
+  r.id = "cpu";
+  r.status = RunStatus::finished;
+  end.run = r;
+  panel.applyBatch(end);
+  EXPECT_TRUE(device->legendText("device/sm_activity").endsWith("(not logged by this run)"))
+      << device->legendText("device/sm_activity").toStdString();
+  panel.applyBatch(runBatch("next", RunStatus::running, {}));
+  EXPECT_TRUE(device->legendText("device/sm_activity").endsWith("(no data yet)"));
+}
+
+TEST(GuiLiveReview, SpotMarkersAtOneStepMergeIntoOneLabelInsideThePlot) {
+  // As a spot-simulated run logs them: a notice, the resume and the supervisor's interruption at
+  // step 989, then three interruptions in a row at steps 1365-1367, over 1536 steps.
+  std::vector<EventRecord> events;
+  const auto interruption = [&](int step) {
+    events.push_back(event("spot/notice", {{"step", step}, {"wall_ms", 10.0 * step}}));
+    events.push_back(event("resumed", {{"from_step", step}}));
+  };
+  interruption(989);
+  for (int s : {1365, 1366, 1367})
+    interruption(s);
+  for (int s : {989, 1365, 1366, 1367})
+    events.push_back(event("spot/interruption", {{"at_s", s / 100.0}, {"killed", false}, {"step_reached", s}}));
+  ChartPanel panel;
+  panel.resize(1000, 600);  // charts about 320 px wide, as in a 1400 px window
+  panel.show();
+  panel.applyBatch(runBatch("spot", RunStatus::finished, events, 1536));
+  LiveChart* chart = panel.chartFor("train/loss");
+  ASSERT_NE(chart, nullptr);
+  ASSERT_EQ(chart->markerCount(), 12);
+  QCoreApplication::processEvents();
+  panel.refreshNow();
+  chart->replot(QCustomPlot::rpImmediateRefresh);
+  ASSERT_LT(chart->width(), 400);
+  const auto labels = chart->drawnMarkerLabels();
+  ASSERT_EQ(labels.size(), 2u);
+  EXPECT_EQ(labels[0].first, "spot notice, resumed, interrupted");
+  const QString times = QString(QChar(0x00d7)) + "3";
+  EXPECT_EQ(labels[1].first, "spot notice " + times + ", resumed " + times + ", interrupted " + times);
+  const QRectF area = chart->axisRect()->rect();
+  for (const auto& [text, rect] : labels) {
+    EXPECT_GE(rect.left(), area.left() - 1) << text.toStdString();
+    EXPECT_LE(rect.right(), area.right() + 1) << text.toStdString();  // never cut at the plot's edge
+  }
+  EXPECT_FALSE(labels[0].second.intersects(labels[1].second));
+  EXPECT_EQ(chart->marker(1).second, "resumed from 989");  // each marker keeps its own label
+}
+
+TEST(GuiLiveReview, AGreyedOutKnobsNameSaysWhyItIsGreyed) {
+  ExperimentForm form;
+  form.setConfig({{"data", {{"dataset", "fashion-mnist"}}}});
+  ASSERT_FALSE(form.applies("data.image_size"));
+  QLabel* label = nullptr;
+  for (QLabel* l : form.findChildren<QLabel*>())
+    if (l->text() == "image_size")
+      label = l;
+  ASSERT_NE(label, nullptr);
+  EXPECT_FALSE(label->isEnabled());
+  EXPECT_TRUE(label->toolTip().startsWith("Not used now: ")) << label->toolTip().toStdString();
+  EXPECT_EQ(label->toolTip(), form.field("data.image_size")->widget()->toolTip());
+}
+
+TEST(GuiLiveReview, TheRunsTableNamesAFailedRunsErrorAndShowsWholeNames) {
+  test::GuiTempDir dir;
+  // A sweep's run ("knob=value" in its name): the knob gets a column before Status.
+  const std::string longName = "mlp-fashion 2 ranks spot-simulated lr=0.1";
+  const nlohmann::json config = {{"model", {{"zoo", "mlp"}}}, {"train", {{"optimizer", {{"lr", 0.1}}}}}};
+  std::string failed;
+  {
+    RunWriter writer(dir.db());
+    RunInfo info;
+    info.name = longName;
+    info.config = config;
+    failed = writer.begin_run(info);
+    writer.sample("train/loss", 1, 10, 0.5);
+    writer.finish(RunStatus::failed, {{"error", "rank 1 (pid 7) was killed by signal 9 (SIGKILL)"}});
+  }
+  test::write_run(dir.db(), "mlp ok lr=0.2", config, {{"train/loss", {0.5}}});
+  RunBrowser browser(dir.qdb());
+  browser.resize(1200, 500);
+  browser.show();
+  RunTableModel* model = browser.model();
+  ASSERT_TRUE(test::wait_until([&]() { return model->total() == 2 && !model->loading(); }, 10000));
+  QCoreApplication::processEvents();
+  const auto column = [&](const QString& header) {
+    for (int c = 0; c < model->columnCount(); ++c)
+      if (model->headerData(c, Qt::Horizontal, Qt::DisplayRole).toString() == header)
+        return c;
+    return -1;
+  };
+  const int statusColumn = column("Status"), startedColumn = column("Started");
+  ASSERT_EQ(statusColumn, 2) << "the knob column train.optimizer.lr comes first";
+  int failedRow = -1;
+  for (int r = 0; r < model->rowCount(); ++r)
+    if (model->runId(r).toStdString() == failed)
+      failedRow = r;
+  ASSERT_GE(failedRow, 0);
+  const QModelIndex status = model->index(failedRow, statusColumn);
+  EXPECT_EQ(model->data(status, Qt::DisplayRole).toString(), "failed");
+  EXPECT_EQ(model->data(status, Qt::ToolTipRole).toString(), "failed: rank 1 (pid 7) was killed by signal 9 (SIGKILL)");
+  EXPECT_TRUE(model->data(status, Qt::ForegroundRole).isValid());  // red, on the Status column
+  EXPECT_FALSE(model->data(model->index(failedRow, 1), Qt::ForegroundRole).isValid());
+  EXPECT_EQ(model->data(model->index(1 - failedRow, statusColumn), Qt::ToolTipRole).toString(), "finished");
+  // Whole names and start times, not "mlp-fashion 2 ra..." and "2026-12-07 ...".
+  QTableView* table = browser.table();
+  const QFontMetrics fm(table->font());
+  EXPECT_GE(table->columnWidth(0), fm.horizontalAdvance(QString::fromStdString(longName)));
+  const QString started = model->data(model->index(0, startedColumn), Qt::DisplayRole).toString();
+  EXPECT_GE(table->columnWidth(startedColumn), fm.horizontalAdvance(started));
+}
+
+}  // namespace lathe::ui
