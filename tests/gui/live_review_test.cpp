@@ -2,7 +2,8 @@
 // why in the Live tab, on its progress bar and on its Status cell in Runs; the Cost chart of an
 // unpriced instance says why it is flat at $0; a metric a finished run never logged is "not logged",
 // not "no data yet"; spot markers at one step merge into one label inside the plot; a greyed-out
-// knob's name says why it is greyed; the Runs table shows whole names and start times.
+// knob's name says why it is greyed; the Runs table shows whole names and start times; Compare's
+// Curves line up runs on 1 and 2 ranks by epoch.
 #include <gtest/gtest.h>
 
 #include <QHeaderView>
@@ -12,6 +13,7 @@
 #include "engine/store/run_writer.h"
 #include "gui_test_util.h"
 #include "widgets/ui/chart_panel.h"
+#include "widgets/ui/compare_view.h"
 #include "widgets/ui/experiment_form.h"
 #include "widgets/ui/run_browser.h"
 #include "widgets/ui/run_progress.h"
@@ -213,6 +215,47 @@ TEST(GuiLiveReview, TheRunsTableNamesAFailedRunsErrorAndShowsWholeNames) {
   EXPECT_GE(table->columnWidth(0), fm.horizontalAdvance(QString::fromStdString(longName)));
   const QString started = model->data(model->index(0, startedColumn), Qt::DisplayRole).toString();
   EXPECT_GE(table->columnWidth(startedColumn), fm.horizontalAdvance(started));
+}
+
+TEST(GuiLiveReview, CompareCurvesByEpochLineUpOneAndTwoRanks) {
+  test::GuiTempDir dir;
+  // One epoch of 8192 samples at batch 64: 128 steps on one rank, 64 on two (each step is 2 x 64).
+  const auto write = [&](const std::string& name, int stepsPerEpoch, bool started) {
+    RunWriter writer(dir.db());
+    RunInfo info;
+    info.name = name;
+    info.config = {{"model", {{"zoo", "mlp"}}}, {"train", {{"epochs", 2}}}, {"seed", stepsPerEpoch}};
+    const std::string id = writer.begin_run(info);
+    if (started)
+      writer.event("started", {{"train_steps", 2 * stepsPerEpoch}, {"total_steps", 2 * stepsPerEpoch}});
+    for (int s = stepsPerEpoch; s <= 2 * stepsPerEpoch; s += stepsPerEpoch)
+      writer.sample("test/accuracy", s, 10.0 * s, 0.8 + s / 10000.0);
+    writer.finish(RunStatus::finished);
+    return QString::fromStdString(id);
+  };
+  const QString one = write("1 rank", 128, true), two = write("2 ranks", 64, true), old = write("old", 100, false);
+  CompareView view(dir.qdb());
+  QString error = "not loaded";
+  QObject::connect(&view, &CompareView::loaded, [&](const QString& e) { error = e; });
+  view.setRuns({one, two, old});
+  ASSERT_TRUE(test::wait_until([&]() { return error != "not loaded"; }, 10000));
+  ASSERT_TRUE(error.isEmpty()) << error.toStdString();
+  ASSERT_EQ(view.data().stepsPerEpoch, (std::vector<double>{128, 64, 0}));
+  view.setCurveMetric("test/accuracy");
+  QCustomPlot* plot = view.curvePlot();
+  ASSERT_EQ(plot->graphCount(), 3);
+  EXPECT_EQ((plot->graph(0)->data()->end() - 1)->key, 256);  // by step: the 2-rank run looks half done
+  EXPECT_EQ((plot->graph(1)->data()->end() - 1)->key, 128);
+  view.setCurveX("epoch");
+  ASSERT_EQ(plot->graphCount(), 3);
+  EXPECT_EQ(plot->xAxis->label(), "epoch");
+  for (int g : {0, 1}) {
+    EXPECT_EQ(plot->graph(g)->data()->begin()->key, 1.0) << g;
+    EXPECT_EQ((plot->graph(g)->data()->end() - 1)->key, 2.0) << g;
+  }
+  EXPECT_TRUE(plot->graph(2)->name().endsWith("(by step: epoch length unknown)"))
+      << plot->graph(2)->name().toStdString();
+  EXPECT_EQ((plot->graph(2)->data()->end() - 1)->key, 200);
 }
 
 }  // namespace lathe::ui

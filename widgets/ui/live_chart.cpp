@@ -112,7 +112,7 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   m_note = new QCPItemText(this);
   m_note->setObjectName("chartNote");
   m_note->position->setType(QCPItemPosition::ptAxisRectRatio);
-  m_note->position->setCoords(0.5, 0.45);
+  m_note->position->setCoords(0.5, 0.65);  // below the marker labels, which stack from the top
   m_note->setPositionAlignment(Qt::AlignCenter);
   m_note->setTextAlignment(Qt::AlignCenter);
   m_note->setFont(QFont("sans", 8));
@@ -462,9 +462,12 @@ void LiveChart::layoutMarkerLabels() {
     const QSizeF size(fm.horizontalAdvance(text->text()) + pad.left() + pad.right() + 2,
                       fm.height() + pad.top() + pad.bottom() + 1);
     const double px = shown[start].first;
+    // Right of the line; left of it where that leaves the plot; else the wider side, kept inside.
     double left = px + 3;
-    if (left + size.width() > area.right())  // it would leave the plot: on the line's left
-      left = px - 3 - size.width();
+    if (left + size.width() > area.right())
+      left = px - 3 - size.width() >= area.left()   ? px - 3 - size.width()
+             : area.right() - px > px - area.left() ? area.right() - size.width()
+                                                    : area.left();
     left = std::max<double>(left, area.left());
     QRectF rect(QPointF(left, area.top() + 2), size);
     for (bool moved = true; moved;) {  // below every label it would overlap
