@@ -3,17 +3,21 @@
 // unpriced instance says why it is flat at $0; a metric a finished run never logged is "not logged",
 // not "no data yet"; spot markers at one step merge into one label inside the plot; a greyed-out
 // knob's name says why it is greyed; the Runs table shows whole names and start times; Compare's
-// Curves line up runs on 1 and 2 ranks by epoch.
+// Curves line up runs on 1 and 2 ranks by epoch; the designer's cost panel takes the design's spot
+// scenario.
 #include <gtest/gtest.h>
 
 #include <QHeaderView>
 #include <QLabel>
+#include <QSpinBox>
 #include <QTableView>
 
 #include "engine/store/run_writer.h"
 #include "gui_test_util.h"
 #include "widgets/ui/chart_panel.h"
 #include "widgets/ui/compare_view.h"
+#include "widgets/ui/cost_panel.h"
+#include "widgets/ui/designer_panel.h"
 #include "widgets/ui/experiment_form.h"
 #include "widgets/ui/run_browser.h"
 #include "widgets/ui/run_progress.h"
@@ -256,6 +260,41 @@ TEST(GuiLiveReview, CompareCurvesByEpochLineUpOneAndTwoRanks) {
   EXPECT_TRUE(plot->graph(2)->name().endsWith("(by step: epoch length unknown)"))
       << plot->graph(2)->name().toStdString();
   EXPECT_EQ((plot->graph(2)->data()->end() - 1)->key, 200);
+}
+
+}  // namespace lathe::ui
+
+namespace lathe::ui {
+
+TEST(GuiLiveReview, TheCostPanelTakesTheDesignsSpotScenario) {
+  // The design simulates 900 interruptions an hour with 30 s restarts: the estimate's spot
+  // scenario is the same, not the panel's 0 / 300 s beside it.
+  CostPanel panel("");
+  EXPECT_EQ(panel.interruptionsPerHour(), 0);
+  EXPECT_EQ(panel.restartSeconds(), 300);
+  nlohmann::json design = {{"name", "spot"}, {"cost", {{"interruptions_per_hour", 900}, {"restart_s", 30}}}};
+  panel.setConfig(design);
+  EXPECT_EQ(panel.interruptionsPerHour(), 900);
+  EXPECT_EQ(panel.restartSeconds(), 30);
+  panel.setInterruptionsPerHour(2);  // the user explores; another edit of the design keeps it
+  design["name"] = "spot 2";
+  panel.setConfig(design);
+  EXPECT_EQ(panel.interruptionsPerHour(), 2);
+  design["cost"].erase("interruptions_per_hour");  // back to the schema's 0: no simulation
+  panel.setConfig(design);
+  EXPECT_EQ(panel.interruptionsPerHour(), 0);
+}
+
+}  // namespace lathe::ui
+
+namespace lathe::ui {
+
+TEST(GuiLiveReview, TwoRanksOnTwoCoresReadOneThreadEach) {
+  DesignerPanel d(QString::fromStdString(test::experiments_dir()));
+  d.setDevices({{"kind", "cpu"}, {"gpus", nlohmann::json::array()}, {"cpu", {{"cores", 2}}}, {"max_devices", 2}});
+  EXPECT_TRUE(d.devicesText().endsWith("CPU ranks: 2 cores, 2 threads each")) << d.devicesText().toStdString();
+  d.form()->field("compute.devices")->setValue(2);
+  EXPECT_TRUE(d.devicesText().endsWith("CPU ranks: 2 cores, 1 thread each")) << d.devicesText().toStdString();
 }
 
 }  // namespace lathe::ui
