@@ -298,3 +298,26 @@ TEST(GuiLiveReview, TwoRanksOnTwoCoresReadOneThreadEach) {
 }
 
 }  // namespace lathe::ui
+
+namespace lathe::ui {
+
+TEST(GuiLiveReview, WhereThePruneAndFineTuningStartIsMarked) {
+  // A prune + fine-tune run: training to step 128, prune, fine-tuning from 128, benchmark at 192.
+  // Memory and samples/s jump at 128; the charts say why. A resume that logs its stage again adds
+  // no second marker.
+  ChartPanel panel;
+  panel.applyBatch(runBatch("prune", RunStatus::finished,
+                            {event("phase", {{"phase", "train"}, {"first_step", 0}, {"steps", 128}}),
+                             event("phase", {{"phase", "prune"}, {"first_step", 128}, {"steps", 0}}),
+                             event("phase", {{"phase", "finetune"}, {"first_step", 128}, {"steps", 64}}),
+                             event("phase", {{"phase", "finetune"}, {"first_step", 128}, {"steps", 64}}),
+                             event("phase", {{"phase", "benchmark"}, {"first_step", 192}, {"steps", 0}})},
+                            192));
+  LiveChart* chart = panel.chartFor("mem/peak_bytes");
+  ASSERT_NE(chart, nullptr);
+  ASSERT_EQ(chart->markerCount(), 2);
+  EXPECT_EQ(chart->marker(0), std::make_pair(128.0, QString("prune")));
+  EXPECT_EQ(chart->marker(1), std::make_pair(128.0, QString("finetune")));
+}
+
+}  // namespace lathe::ui

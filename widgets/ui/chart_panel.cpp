@@ -281,7 +281,7 @@ void ChartPanel::prepareLateChart(LiveChart* chart) {
   o.logY = m_logY->isChecked();
   chart->setPlotOptions(o);
   for (const MarkerSpec& m : m_markers)
-    chart->addMarker(m.step, m.wallMs, m.label);
+    chart->addMarker(m.step, m.wallMs, m.label, m.color);
 }
 
 std::vector<Point> ChartPanel::xMetricPoints() const {
@@ -389,6 +389,13 @@ std::optional<ChartPanel::MarkerSpec> ChartPanel::markerFor(const EventRecord& e
     m.label = QString("GPU-Util %1% vs SM activity %2%")
                   .arg(std::lround(100 * number("gpu_util", 0)))
                   .arg(std::lround(100 * number("sm_activity", 0)));
+  } else if (e.kind == "phase") {  // where a stage after the training starts (its curves change there)
+    const std::string phase = f.value("phase", std::string());
+    m.step = static_cast<int64_t>(number("first_step", -1));
+    if (m.step <= 0 || (phase != "prune" && phase != "finetune" && phase != "qat"))
+      return std::nullopt;
+    m.label = QString::fromStdString(phase);
+    m.color = QColor(90, 90, 90);
   } else {
     return std::nullopt;
   }
@@ -442,9 +449,14 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
   }
   for (const EventRecord& e : batch.events)
     if (const std::optional<MarkerSpec> m = markerFor(e)) {
+      const bool again = std::any_of(m_markers.begin(), m_markers.end(), [&](const MarkerSpec& o) {
+        return e.kind == "phase" && o.step == m->step && o.label == m->label;  // a resume logs its stage again
+      });
+      if (again)
+        continue;
       m_markers.push_back(*m);
       for (LiveChart* c : m_charts)
-        c->addMarker(m->step, m->wallMs, m->label);
+        c->addMarker(m->step, m->wallMs, m->label, m->color);
     }
   for (const EventRecord& e : batch.events)
     if (e.kind == "started") {

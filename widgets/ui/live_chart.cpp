@@ -357,18 +357,18 @@ void LiveChart::refresh() {
   replot(QCustomPlot::rpQueuedReplot);
 }
 
-void LiveChart::addMarker(int64_t step, double wallMs, const QString& label) {
+void LiveChart::addMarker(int64_t step, double wallMs, const QString& label, const QColor& color) {
   Marker m;
   m.at.step = step;
   m.at.wall_ms = wallMs;
   m.label = label;
   m.line = new QCPItemStraightLine(this);
-  m.line->setPen(QPen(QColor(200, 60, 40), 1, Qt::DashDotLine));
+  m.line->setPen(QPen(color, 1, Qt::DashDotLine));
   m.text = new QCPItemText(this);
   m.text->position->setType(QCPItemPosition::ptAbsolute);  // pixels: layoutMarkerLabels places it
   m.text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
   m.text->setTextAlignment(Qt::AlignLeft);
-  m.text->setColor(QColor(200, 60, 40));
+  m.text->setColor(color);
   m.text->setFont(QFont("sans", 7));
   m.text->setBrush(QColor(255, 255, 255, 190));  // readable over the curves
   m.text->setPadding(QMargins(2, 0, 2, 0));

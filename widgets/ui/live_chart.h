@@ -70,9 +70,9 @@ class LiveChart : public QCustomPlot {
   /// snapped x and the text (each curve's value at that x, or its nearest sample and where it is).
   std::pair<double, QString> crosshairAt(double key) const;
   bool following() const { return m_follow; }
-  /// A vertical line labelled `label` at `step`; wallMs < 0: its time on the wall/$ axes is that of
-  /// the first sample at or after the step. Removed by clear().
-  void addMarker(int64_t step, double wallMs, const QString& label);
+  /// A vertical line labelled `label` at `step` (red: spot events; grey: a stage starting); wallMs < 0:
+  /// its time on the wall/$ axes is that of the first sample at or after the step. Removed by clear().
+  void addMarker(int64_t step, double wallMs, const QString& label, const QColor& color = QColor(200, 60, 40));
   int markerCount() const { return static_cast<int>(m_markers.size()); }
   /// Marker i under the current x mapping: its x (NaN while it cannot be placed) and label.
   std::pair<double, QString> marker(int i) const;
