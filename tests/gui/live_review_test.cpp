@@ -321,3 +321,29 @@ TEST(GuiLiveReview, WhereThePruneAndFineTuningStartIsMarked) {
 }
 
 }  // namespace lathe::ui
+
+namespace lathe::ui {
+
+TEST(GuiLiveReview, AShortChartHasFewerTicksThanATallOne) {
+  // With the run's overview open under the charts, a chart has about 80 px of plot: 7 y labels
+  // (2, 1.75, ... 0.5) overlapped there. The tick count follows the plot's height.
+  LiveChart chart("Loss", {"train/loss"});
+  std::vector<Point> loss;
+  for (int64_t s = 1; s <= 60; ++s)
+    loss.push_back({s, 10.0 * static_cast<double>(s), 2.0 / static_cast<double>(s)});
+  chart.append("train/loss", loss);
+  chart.resize(320, 150);
+  chart.show();
+  chart.refresh();
+  for (int i = 0; i < 2; ++i)  // the second frame draws with the fitted ticks
+    chart.replot(QCustomPlot::rpImmediateRefresh);
+  ASSERT_LT(chart.axisRect()->height(), 100);
+  EXPECT_LE(chart.yAxis->ticker()->tickCount(), 2);
+  EXPECT_LE(chart.yAxis->tickVector().size(), 4);
+  chart.resize(320, 500);
+  for (int i = 0; i < 2; ++i)
+    chart.replot(QCustomPlot::rpImmediateRefresh);
+  EXPECT_GE(chart.yAxis->ticker()->tickCount(), 5);
+}
+
+}  // namespace lathe::ui

@@ -122,6 +122,7 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   m_note->setClipToAxisRect(true);
   m_note->setVisible(false);
   connect(this, &QCustomPlot::afterLayout, this, &LiveChart::layoutMarkerLabels);
+  connect(this, &QCustomPlot::afterLayout, this, &LiveChart::fitTickCounts);
   connect(this, &QCustomPlot::mousePress, this, [this](QMouseEvent*) { m_follow = false; });
   connect(this, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { m_follow = false; });
   setSmoothing(0);
@@ -421,6 +422,17 @@ QString drawnLabel(const QString& label, bool merged) {
 }
 
 }  // namespace
+
+void LiveChart::fitTickCounts() {
+  // A chart squeezed by the run's overview under it (80 px of plot) got 7 y labels on top of each
+  // other: about one tick per 35 px of plot height (2 to 5), one per 70 px of width (2 to 6).
+  const int y = std::clamp(axisRect()->height() / 35, 2, 5), x = std::clamp(axisRect()->width() / 70, 2, 6);
+  if (y == yAxis->ticker()->tickCount() && x == xAxis->ticker()->tickCount())
+    return;
+  yAxis->ticker()->setTickCount(y);
+  xAxis->ticker()->setTickCount(x);
+  replot(QCustomPlot::rpQueuedReplot);  // the ticks of this frame are already placed
+}
 
 void LiveChart::layoutMarkerLabels() {
   // Markers a few pixels apart (a spot notice, its interruption and the resume, at one step) get

@@ -133,6 +133,8 @@ class LiveChart : public QCustomPlot {
   void placeMarkers();
   /// Merges and places the marker labels in pixels (connected to afterLayout: the axes are final).
   void layoutMarkerLabels();
+  /// Tick counts for the plot's size (connected to afterLayout), so a short chart's labels never overlap.
+  void fitTickCounts();
   /// Log axes and metric x need the whole series redrawn (filtering, pairing); plain step / wall
   /// x appends incrementally.
   bool incremental() const { return m_map.mode != XMapping::Mode::metric && !m_options.logX && !m_options.logY; }
