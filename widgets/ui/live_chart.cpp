@@ -425,8 +425,8 @@ QString drawnLabel(const QString& label, bool merged) {
 
 void LiveChart::fitTickCounts() {
   // A chart squeezed by the run's overview under it (80 px of plot) got 7 y labels on top of each
-  // other: about one tick per 35 px of plot height (2 to 5), one per 70 px of width (2 to 6).
-  const int y = std::clamp(axisRect()->height() / 35, 2, 5), x = std::clamp(axisRect()->width() / 70, 2, 6);
+  // other: about one tick per 35 px of plot height, one per 55 px of width (2 to QCustomPlot's 5).
+  const int y = std::clamp(axisRect()->height() / 35, 2, 5), x = std::clamp(axisRect()->width() / 55, 2, 5);
   if (y == yAxis->ticker()->tickCount() && x == xAxis->ticker()->tickCount())
     return;
   yAxis->ticker()->setTickCount(y);
