@@ -30,6 +30,14 @@ int rankOf(const std::string& metric, const std::string& what) {
   return std::stoi(digits);
 }
 
+/// Why the Cost chart of an instance with no hourly price stays at $0 (the started event's fields).
+QString unpricedNote(const nlohmann::json& started) {
+  const QString instance = QString::fromStdString(started.value("instance", std::string("local")));
+  const QString source = QString::fromStdString(started.value("price_source", std::string()));
+  return QString("cost.instance \"%1\"%2\nhas no hourly price: this run costs $0.\nSet cost.instance to count dollars.")
+      .arg(instance, source.isEmpty() ? QString() : " (" + source + ")");
+}
+
 }  // namespace
 
 ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
@@ -81,6 +89,13 @@ ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
   });
   controls->addWidget(m_addButton);
   column->addLayout(controls);
+  m_error = new QLabel(this);
+  m_error->setObjectName("liveError");
+  m_error->setWordWrap(true);
+  m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_error->setStyleSheet("color: #b71c1c;");
+  m_error->hide();
+  column->addWidget(m_error);
 
   auto* grid = new QGridLayout;
   m_grid = grid;
@@ -266,7 +281,7 @@ void ChartPanel::prepareLateChart(LiveChart* chart) {
   o.logY = m_logY->isChecked();
   chart->setPlotOptions(o);
   for (const MarkerSpec& m : m_markers)
-    chart->addMarker(m.step, m.wallMs, m.label);
+    chart->addMarker(m.step, m.wallMs, m.label, m.color);
 }
 
 std::vector<Point> ChartPanel::xMetricPoints() const {
@@ -374,6 +389,13 @@ std::optional<ChartPanel::MarkerSpec> ChartPanel::markerFor(const EventRecord& e
     m.label = QString("GPU-Util %1% vs SM activity %2%")
                   .arg(std::lround(100 * number("gpu_util", 0)))
                   .arg(std::lround(100 * number("sm_activity", 0)));
+  } else if (e.kind == "phase") {  // where a stage after the training starts (its curves change there)
+    const std::string phase = f.value("phase", std::string());
+    m.step = static_cast<int64_t>(number("first_step", -1));
+    if (m.step <= 0 || (phase != "prune" && phase != "finetune" && phase != "qat"))
+      return std::nullopt;
+    m.label = QString::fromStdString(phase);
+    m.color = QColor(90, 90, 90);
   } else {
     return std::nullopt;
   }
@@ -391,6 +413,8 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
       c->clear();
     m_unshown.clear();
     m_markers.clear();
+    m_error->clear();
+    m_error->hide();
     {
       const QSignalBlocker block(m_xMode);  // the last run's metrics go, except the one chosen as x
       for (int i = m_xMode->count() - 1; i >= kFixedModes; --i)
@@ -413,6 +437,7 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
     }
     m_map.stepsPerEpoch = 0;
     m_map.usdPerHour = 0;
+    m_map.priceKnown = false;
     m_epochs = 0;
     m_totalSteps = 0;
     remap = true;
@@ -424,16 +449,33 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
   }
   for (const EventRecord& e : batch.events)
     if (const std::optional<MarkerSpec> m = markerFor(e)) {
+      const bool again = std::any_of(m_markers.begin(), m_markers.end(), [&](const MarkerSpec& o) {
+        return e.kind == "phase" && o.step == m->step && o.label == m->label;  // a resume logs its stage again
+      });
+      if (again)
+        continue;
       m_markers.push_back(*m);
       for (LiveChart* c : m_charts)
-        c->addMarker(m->step, m->wallMs, m->label);
+        c->addMarker(m->step, m->wallMs, m->label, m->color);
     }
   for (const EventRecord& e : batch.events)
     if (e.kind == "started") {
       // The main training's steps (total_steps counts every phase of the pipeline since the plan).
       m_totalSteps = e.fields.value("train_steps", e.fields.value("total_steps", 0.0));
       m_map.usdPerHour = e.fields.value("price_usd_per_hour", 0.0);
+      m_map.priceKnown = e.fields.contains("price_usd_per_hour");
       remap = true;
+      if (LiveChart* cost = chartFor("cost/usd"))  // $0 all along: say why rather than draw a flat line
+        cost->setNote(m_map.priceKnown && m_map.usdPerHour <= 0 ? unpricedNote(e.fields) : QString());
+    } else if (e.kind == "status" && e.fields.is_object()) {  // failed with an error; resumed: it goes
+      const std::string to = e.fields.value("to", std::string());
+      if (to == "failed" && e.fields.contains("error") && e.fields["error"].is_string()) {
+        m_error->setText("Failed: " + QString::fromStdString(e.fields["error"].get<std::string>()));
+        m_error->show();
+      } else if (to == "running") {
+        m_error->clear();
+        m_error->hide();
+      }
     }
   if (remap) {
     m_map.stepsPerEpoch = m_epochs > 0 && m_totalSteps > 0 ? m_totalSteps / m_epochs : 0;
@@ -451,6 +493,11 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
       std::vector<Point>& kept = m_unshown[metric];
       kept.insert(kept.end(), points.begin(), points.end());
     }
+  }
+  if (batch.run) {
+    const bool ended = batch.run->status != RunStatus::running && batch.run->status != RunStatus::queued;
+    for (LiveChart* c : m_charts)
+      c->setRunEnded(ended);
   }
   if (batch.run)
     m_title->setText(QString("%1  (%2, %3)")

@@ -6,9 +6,11 @@
 // come back for the next run of it. Batches from the store tail are appended as they come; a 33 ms
 // coalescing timer replots up to two changed charts per tick, so a flood of samples never costs
 // more than that. Spot notices, interruptions and resumes of the run are marked on every chart
-// (markerFor) at their step. The x axis can also be any metric the run has logged (accuracy
-// against cost/usd); "Log x" / "Log y" set every chart's axes, and each chart's right-click menu
-// holds its own options and PNG / SVG export (PlotOptions).
+// (markerFor) at their step, in red; the start of a prune, finetune or qat stage in grey. The x axis can also be any
+// metric the run has logged (accuracy against cost/usd); "Log x" / "Log y" set every chart's axes, and each chart's
+// right-click menu holds its own options and PNG / SVG export (PlotOptions). A failed run's error (its status event)
+// shows in red under the title; the Cost chart of an instance with no price ("local") says why it
+// stays at $0; once the run has ended, a metric it never logged reads "(not logged by this run)".
 #pragma once
 
 #include <QCheckBox>
@@ -45,6 +47,8 @@ class ChartPanel : public QWidget {
   void setLogAxes(bool logX, bool logY);
   void setSmoothing(double alpha);
   QString runId() const { return m_runId; }
+  /// The watched run's error ("" unless it failed with one): shown under the title.
+  QString errorText() const { return m_error->isHidden() ? QString() : m_error->text(); }
   /// Replots every changed chart now.
   void refreshNow();
   /// Replots at most `maxCharts` changed charts, round-robin (what the 33 ms timer does).
@@ -68,12 +72,14 @@ class ChartPanel : public QWidget {
     int64_t step = 0;
     double wallMs = -1;  ///< < 0: unknown (the chart takes the sample's time at that step)
     QString label;
+    QColor color = QColor(200, 60, 40);  ///< red: spot and device events; grey: a stage starting
   };
   /// The charts of a data-parallel run, made when its first dist/rank<i>/samples_per_s arrive and
   /// dropped with the run: "Samples / s per rank" (one line per rank) and "Communication and rank
   /// utilisation" (dist/comm_fraction and each dist/rank<i>/util). Empty for a one-process run.
   const std::vector<LiveChart*>& rankCharts() const { return m_rankCharts; }
-  /// The marker an event asks for (spot/notice, spot/interruption, resumed), if any.
+  /// The marker an event asks for (spot/notice, spot/interruption, resumed, device/warning; a
+  /// phase event of the prune, finetune or qat stage after the first step: where it starts), if any.
   static std::optional<MarkerSpec> markerFor(const EventRecord& e);
 
  private:
@@ -101,6 +107,7 @@ class ChartPanel : public QWidget {
   QSlider* m_smooth = nullptr;
   QLabel* m_smoothLabel = nullptr;
   QLabel* m_title = nullptr;
+  QLabel* m_error = nullptr;
   QTimer m_replotTimer;
   XMapping m_map;
   double m_epochs = 0, m_totalSteps = 0;

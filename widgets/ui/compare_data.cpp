@@ -3,12 +3,30 @@
 
 #include <QStringList>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "engine/store/store.h"
 #include "widgets/common/cost_metrics.h"
 
 namespace lathe::ui {
+namespace {
+
+/// The main training's steps (the first started event's train_steps; total_steps before the plan
+/// split them) over the config's train.epochs; 0 when either is missing.
+double steps_per_epoch(const RunRecord& run, const std::vector<EventRecord>& events) {
+  const auto cfg = nlohmann::json::parse(run.config_json, nullptr, false);
+  const double epochs =
+      cfg.is_object() && cfg.contains("train") && cfg["train"].is_object() ? cfg["train"].value("epochs", 0.0) : 0.0;
+  for (const EventRecord& e : events)
+    if (e.kind == "started" && e.fields.is_object()) {
+      const double steps = e.fields.value("train_steps", e.fields.value("total_steps", 0.0));
+      return epochs > 0 && steps > 0 ? steps / epochs : 0;
+    }
+  return 0;
+}
+
+}  // namespace
 
 std::vector<std::string> CompareData::metricNames() const {
   std::set<std::string> names;
@@ -45,7 +63,9 @@ CompareData load_compare_data(const QString& dbPath, const QStringList& runIds, 
     for (const std::string& id : ids) {
       out.runs.push_back(store.run(id));
       out.params.push_back(store.params(id));
-      out.provenance.push_back(run_provenance(store.events(id), store.artifacts(id), out.params.back()));
+      const std::vector<EventRecord> events = store.events(id);
+      out.provenance.push_back(run_provenance(events, store.artifacts(id), out.params.back()));
+      out.stepsPerEpoch.push_back(steps_per_epoch(out.runs.back(), events));
       out.summaries.push_back(store.summaries(id));
     }
     out.diff = store.diff_configs(ids);

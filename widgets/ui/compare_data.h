@@ -1,7 +1,7 @@
 // CompareData: everything the compare view shows about 2-100 runs, read from the store in one go
 // (on a worker thread, with its own connection): run rows, config diff and flattened configs,
-// metric summaries, where each run's model came from and went (provenance.h), and downsampled
-// (min/max preserving) curves of every metric.
+// metric summaries, where each run's model came from and went (provenance.h), downsampled
+// (min/max preserving) curves of every metric, and each run's steps per epoch.
 #pragma once
 
 #include <QString>
@@ -25,7 +25,10 @@ struct CompareData {
   std::vector<std::vector<MetricSummary>> summaries;                     ///< per run, sorted by metric
   std::vector<std::vector<ProvenanceRow>> provenance;             ///< per run: where its model came from and went
   std::map<std::string, std::vector<std::vector<Point>>> curves;  ///< metric -> per run
-  QString error;                                                  ///< non-empty: nothing else is valid
+  /// Per run: training steps an epoch (its started event's train_steps over train.epochs); 0 when
+  /// unknown. Two ranks take half the steps of one for an epoch: Curves by epoch line them up.
+  std::vector<double> stepsPerEpoch;
+  QString error;  ///< non-empty: nothing else is valid
 
   std::vector<std::string> metricNames() const;
   const MetricSummary* summary(size_t run, const std::string& metric) const;

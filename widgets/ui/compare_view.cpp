@@ -78,7 +78,9 @@ CompareView::CompareView(QString dbPath, QWidget* parent) : QWidget(parent), m_d
   curveRow->addWidget(m_curveMetric, 1);
   m_curveX = new QComboBox(curvePage);
   m_curveX->setObjectName("curveX");
-  m_curveX->setToolTip("The x axis: the step, or any metric (each sample paired with that metric's value at its step)");
+  m_curveX->setToolTip(
+      "The x axis: the step, the epoch (each run's steps over its own steps per epoch: runs on 1 and 2 ranks "
+      "line up), or any metric (each sample paired with that metric's value at its step)");
   curveRow->addWidget(new QLabel("x:", curvePage));
   curveRow->addWidget(m_curveX, 1);
   curveLayout->addLayout(curveRow);
@@ -201,7 +203,7 @@ void CompareView::showData(CompareData data) {
     box->blockSignals(true);
     box->clear();
     if (box == m_curveX)
-      box->addItem("step");
+      box->addItems({"step", "epoch"});
     box->addItems(metrics);
     box->blockSignals(false);
   }
@@ -358,7 +360,8 @@ void CompareView::drawCurves() {
   m_curveHidden = 0;
   const std::string metric = m_curveMetric->currentText().toStdString();
   const std::string xMetric = m_curveX->currentText().isEmpty() ? "step" : m_curveX->currentText().toStdString();
-  const bool byStep = xMetric == "step";
+  const bool byEpoch = xMetric == "epoch";
+  const bool byStep = xMetric == "step" || byEpoch;
   auto it = m_data.curves.find(metric);
   auto xit = m_data.curves.find(xMetric);
   if (it != m_data.curves.end() && (byStep || xit != m_data.curves.end()))
@@ -368,10 +371,14 @@ void CompareView::drawCurves() {
       g->setName(runLabel(i));
       QVector<double> x, y;
       if (byStep) {
+        // By epoch: each run's steps over its own steps per epoch (2 ranks: half the steps of 1).
+        const double per = byEpoch && i < m_data.stepsPerEpoch.size() ? m_data.stepsPerEpoch[i] : 0;
         for (const Point& p : it->second[i]) {
-          x << static_cast<double>(p.step);
+          x << (per > 0 ? static_cast<double>(p.step) / per : static_cast<double>(p.step));
           y << p.value;
         }
+        if (byEpoch && per <= 0)
+          g->setName(runLabel(i) + " (by step: epoch length unknown)");
       } else {
         for (const auto& [px, py] : pairByStep(xit->second[i], it->second[i])) {
           x << px;

@@ -2,9 +2,9 @@
 // differences" hides equal rows), Metrics (last / best / min / max per run), Curves (one metric
 // overlaid for every run), Scatter (any metric against any other, last or best value, with the
 // Pareto front drawn), Groups (the runs folded by config without seed: mean ± std, GroupPanel),
-// What matters (knob importance for a metric, ImportancePanel). Curves take step or any metric as
-// the x axis; Curves and Scatter have log axes, auto / fixed y and PNG / SVG export on their
-// right-click menu (PlotOptions).
+// What matters (knob importance for a metric, ImportancePanel). Curves take the step, the epoch (each
+// run by its own steps per epoch) or any metric as the x axis; Curves and Scatter have log axes,
+// auto / fixed y and PNG / SVG export on their right-click menu (PlotOptions).
 // Data comes from load_compare_data() on a worker thread.
 #pragma once
 

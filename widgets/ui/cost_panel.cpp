@@ -8,6 +8,7 @@
 #include <QTemporaryDir>
 #include <QVBoxLayout>
 #include <cmath>
+#include <optional>
 
 #include "widgets/common/chart_palette.h"
 #include "widgets/ui/series_math.h"
@@ -79,6 +80,20 @@ CostPanel::~CostPanel() {
 void CostPanel::setConfig(const nlohmann::json& config) {
   if (config == m_config)
     return;
+  // The design's own spot scenario (cost.interruptions_per_hour, cost.restart_s: what lathe-cli run
+  // simulates) becomes the panel's when the design changes it; between such changes the spin boxes
+  // stay the user's to explore. An unset rate is the schema's 0; an unset restart leaves the box.
+  const auto knob = [](const nlohmann::json& c, const char* key) -> std::optional<double> {
+    if (c.is_object() && c.contains("cost") && c["cost"].is_object() && c["cost"].contains(key) &&
+        c["cost"][key].is_number())
+      return c["cost"][key].get<double>();
+    return std::nullopt;
+  };
+  const std::optional<double> lambda = knob(config, "interruptions_per_hour"), restart = knob(config, "restart_s");
+  if (lambda.value_or(0) != knob(m_config, "interruptions_per_hour").value_or(0))
+    m_lambda->setValue(lambda.value_or(0));
+  if (restart && restart != knob(m_config, "restart_s"))
+    m_restart->setValue(*restart);
   m_config = config;
   if (!m_cli.isEmpty())
     m_debounce.start();

@@ -3,7 +3,8 @@
 // and the $-vs-interval curve as a chart. The measured inputs (step time projected over the run,
 // a timed checkpoint write, the projection to the chosen instance) come from `lathe-cli cost CONFIG
 // --json` itself, run as a child a moment after the design changes; the spot scenario
-// (interruptions per hour, restart time) is recomputed here at once with the same estimate_cost().
+// (interruptions per hour, restart time; the design's cost.interruptions_per_hour and
+// cost.restart_s when it sets them) is recomputed here at once with the same estimate_cost().
 #pragma once
 
 #include <QDoubleSpinBox>
@@ -28,7 +29,8 @@ class CostPanel : public QWidget {
   explicit CostPanel(QString cliPath, QWidget* parent = nullptr);
   ~CostPanel() override;
 
-  /// The design changed: measure it again a moment later (the last of quick changes wins).
+  /// The design changed: measure it again a moment later (the last of quick changes wins). A change
+  /// of the design's cost.interruptions_per_hour or cost.restart_s sets the spot scenario's boxes.
   void setConfig(const nlohmann::json& config);
   void setInterruptionsPerHour(double lambda);
   void setRestartSeconds(double seconds);

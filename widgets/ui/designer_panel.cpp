@@ -188,7 +188,8 @@ void DesignerPanel::updateDevicesLabel() {
     const int cores = m_devices.contains("cpu") ? m_devices["cpu"].value("cores", 1) : 1;
     FieldEditor* f = m_form->field("compute.devices");
     const int ranks = f && f->value().is_number_integer() ? std::max(1, f->value().get<int>()) : 1;
-    lines << QString("CPU ranks: %1 cores, %2 threads each").arg(cores).arg(std::max(1, cores / ranks));
+    const int threads = std::max(1, cores / ranks);
+    lines << QString("CPU ranks: %1 cores, %2 thread%3 each").arg(cores).arg(threads).arg(threads == 1 ? "" : "s");
   }
   m_devicesLabel->setText("compute.devices (at most " + QString::number(m_devices.value("max_devices", 1)) +
                           "): " + lines.join("; "));

@@ -173,6 +173,7 @@ void ExperimentForm::applyDependencies() {
     f->widget()->setToolTip(on ? f->baseToolTip()
                                : "Not used now: " + QString::fromStdString(why_not_applies(*spec, shown)) + ".\n\n" +
                                      f->baseToolTip());
+    m_labels[f->path()]->setToolTip(f->widget()->toolTip());  // the greyed name says why too
   }
 }
 

@@ -2,9 +2,12 @@
 #include "widgets/ui/live_chart.h"
 
 #include <QContextMenuEvent>
+#include <QFontMetricsF>
 #include <QMessageBox>
+#include <QRegularExpression>
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "widgets/common/chart_palette.h"
 
@@ -40,7 +43,9 @@ QString XMapping::label() const {
     case Mode::wall:
       return "wall time (s)";
     case Mode::dollars:
-      return usdPerHour > 0 ? "$ spent" : "$ spent (price not known yet)";
+      if (usdPerHour > 0)
+        return "$ spent";
+      return priceKnown ? "$ spent (the instance has no price: all at $0)" : "$ spent (price not known yet)";
     case Mode::metric:
       return QString::fromStdString(metric);
   }
@@ -104,6 +109,20 @@ LiveChart::LiveChart(const QString& title, const QStringList& metrics, QWidget* 
   m_hiddenNote->setFont(QFont("sans", 7));
   m_hiddenNote->setColor(QColor(183, 28, 28));
   m_hiddenNote->setVisible(false);
+  m_note = new QCPItemText(this);
+  m_note->setObjectName("chartNote");
+  m_note->position->setType(QCPItemPosition::ptAxisRectRatio);
+  m_note->position->setCoords(0.5, 0.65);  // below the marker labels, which stack from the top
+  m_note->setPositionAlignment(Qt::AlignCenter);
+  m_note->setTextAlignment(Qt::AlignCenter);
+  m_note->setFont(QFont("sans", 8));
+  m_note->setColor(QColor(85, 85, 85));
+  m_note->setBrush(QColor(255, 255, 255, 215));
+  m_note->setPadding(QMargins(4, 2, 4, 2));
+  m_note->setClipToAxisRect(true);
+  m_note->setVisible(false);
+  connect(this, &QCustomPlot::afterLayout, this, &LiveChart::layoutMarkerLabels);
+  connect(this, &QCustomPlot::afterLayout, this, &LiveChart::fitTickCounts);
   connect(this, &QCustomPlot::mousePress, this, [this](QMouseEvent*) { m_follow = false; });
   connect(this, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { m_follow = false; });
   setSmoothing(0);
@@ -133,6 +152,8 @@ void LiveChart::clear() {
     removeItem(m.text);
   }
   m_markers.clear();
+  m_note->setVisible(false);  // the next run says its own
+  m_runEnded = false;
   m_follow = true;
   m_dirty = true;
 }
@@ -261,7 +282,7 @@ QString LiveChart::legendText(const std::string& metric) const {
     return {};
   const Series& s = it->second;
   if (s.points.empty())
-    return s.name + "  (no data yet)";
+    return s.name + (m_runEnded ? "  (not logged by this run)" : "  (no data yet)");
   return QString("%1  last %2  min %3  max %4").arg(s.name, num(s.points.back().value), num(s.min), num(s.max));
 }
 
@@ -337,20 +358,22 @@ void LiveChart::refresh() {
   replot(QCustomPlot::rpQueuedReplot);
 }
 
-void LiveChart::addMarker(int64_t step, double wallMs, const QString& label) {
+void LiveChart::addMarker(int64_t step, double wallMs, const QString& label, const QColor& color) {
   Marker m;
   m.at.step = step;
   m.at.wall_ms = wallMs;
   m.label = label;
   m.line = new QCPItemStraightLine(this);
-  m.line->setPen(QPen(QColor(200, 60, 40), 1, Qt::DashDotLine));
+  m.line->setPen(QPen(color, 1, Qt::DashDotLine));
   m.text = new QCPItemText(this);
-  m.text->position->setTypeX(QCPItemPosition::ptPlotCoords);
-  m.text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  m.text->position->setCoords(0, 0.02 + 0.08 * static_cast<double>(m_markers.size() % 3));  // labels close by stagger
+  m.text->position->setType(QCPItemPosition::ptAbsolute);  // pixels: layoutMarkerLabels places it
   m.text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-  m.text->setColor(QColor(200, 60, 40));
-  m.text->setPadding(QMargins(3, 0, 0, 0));
+  m.text->setTextAlignment(Qt::AlignLeft);
+  m.text->setColor(color);
+  m.text->setFont(QFont("sans", 7));
+  m.text->setBrush(QColor(255, 255, 255, 190));  // readable over the curves
+  m.text->setPadding(QMargins(2, 0, 2, 0));
+  m.text->setVisible(false);
   m.text->setText(label);
   m_markers.push_back(m);
   m_dirty = true;
@@ -386,8 +409,115 @@ void LiveChart::placeMarkers() {
       continue;
     m.line->point1->setCoords(x, 0);
     m.line->point2->setCoords(x, 1);
-    m.text->position->setCoords(x, m.text->position->coords().y());
   }
+}
+
+namespace {
+
+/// A marker's label as a merged label shows it: "resumed from 1365" is "resumed" beside others
+/// (its line is at that step), so resumes at 1365, 1366 and 1367 count as "resumed x3".
+QString drawnLabel(const QString& label, bool merged) {
+  static const QRegularExpression kFromStep(" from -?[0-9]+$");
+  return merged ? QString(label).remove(kFromStep) : label;
+}
+
+}  // namespace
+
+void LiveChart::fitTickCounts() {
+  // A chart squeezed by the run's overview under it (80 px of plot) got 7 y labels on top of each
+  // other: about one tick per 35 px of plot height, one per 55 px of width (2 to QCustomPlot's 5).
+  const int y = std::clamp(axisRect()->height() / 35, 2, 5), x = std::clamp(axisRect()->width() / 55, 2, 5);
+  if (y == yAxis->ticker()->tickCount() && x == xAxis->ticker()->tickCount())
+    return;
+  yAxis->ticker()->setTickCount(y);
+  xAxis->ticker()->setTickCount(x);
+  replot(QCustomPlot::rpQueuedReplot);  // the ticks of this frame are already placed
+}
+
+void LiveChart::layoutMarkerLabels() {
+  // Markers a few pixels apart (a spot notice, its interruption and the resume, at one step) get
+  // one label naming each kind once with its count; labels go right of their line, or left of it
+  // where they would leave the plot, and down below any label they would overlap.
+  constexpr double kMergePx = 24;
+  const QRect area = axisRect()->rect();
+  std::vector<std::pair<double, size_t>> shown;  // pixel x, marker index
+  for (size_t i = 0; i < m_markers.size(); ++i) {
+    Marker& m = m_markers[i];
+    m.text->setVisible(false);
+    const double x = markerX(m);
+    if (std::isnan(x) || !m.line->visible())
+      continue;
+    const double px = xAxis->coordToPixel(x);
+    if (std::isfinite(px) && px >= area.left() - 1 && px <= area.right() + 1)
+      shown.emplace_back(px, i);
+  }
+  std::stable_sort(shown.begin(), shown.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<QRectF> placed;
+  for (size_t start = 0; start < shown.size();) {
+    size_t end = start + 1;
+    while (end < shown.size() && shown[end].first - shown[start].first <= kMergePx)
+      ++end;
+    QStringList order;
+    std::map<QString, int> counts;
+    for (size_t k = start; k < end; ++k) {
+      const QString label = drawnLabel(m_markers[shown[k].second].label, end - start > 1);
+      if (counts[label]++ == 0)
+        order << label;
+    }
+    QStringList parts;
+    for (const QString& label : order)
+      parts << (counts[label] > 1 ? QString("%1 %2%3").arg(label, QChar(0x00d7)).arg(counts[label]) : label);
+    QCPItemText* text = m_markers[shown[start].second].text;
+    text->setText(parts.join(", "));
+    const QFontMetricsF fm(text->font());
+    const QMargins pad = text->padding();
+    const QSizeF size(fm.horizontalAdvance(text->text()) + pad.left() + pad.right() + 2,
+                      fm.height() + pad.top() + pad.bottom() + 1);
+    const double px = shown[start].first;
+    // Right of the line; left of it where that leaves the plot; else the wider side, kept inside.
+    double left = px + 3;
+    if (left + size.width() > area.right())
+      left = px - 3 - size.width() >= area.left()   ? px - 3 - size.width()
+             : area.right() - px > px - area.left() ? area.right() - size.width()
+                                                    : area.left();
+    left = std::max<double>(left, area.left());
+    QRectF rect(QPointF(left, area.top() + 2), size);
+    for (bool moved = true; moved;) {  // below every label it would overlap
+      moved = false;
+      for (const QRectF& other : placed)
+        if (rect.intersects(other)) {
+          rect.moveTop(other.bottom() + 1);
+          moved = true;
+        }
+    }
+    text->position->setCoords(rect.topLeft());
+    text->setVisible(true);
+    placed.push_back(rect);
+    start = end;
+  }
+}
+
+std::vector<std::pair<QString, QRectF>> LiveChart::drawnMarkerLabels() const {
+  std::vector<std::pair<QString, QRectF>> out;
+  for (const Marker& m : m_markers)
+    if (m.text->visible())
+      out.emplace_back(m.text->text(), QRectF(m.text->topLeft->pixelPosition(), m.text->bottomRight->pixelPosition()));
+  return out;
+}
+
+void LiveChart::setNote(const QString& text) {
+  if (text == note())
+    return;
+  m_note->setText(text);
+  m_note->setVisible(!text.isEmpty());
+  m_dirty = true;
+}
+
+void LiveChart::setRunEnded(bool ended) {
+  if (ended == m_runEnded)
+    return;
+  m_runEnded = ended;
+  m_dirty = true;
 }
 
 std::pair<double, QString> LiveChart::marker(int i) const {

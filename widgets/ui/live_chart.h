@@ -3,7 +3,10 @@
 // last/min/max of the raw data; drag to pan, wheel to zoom, double-click to follow the data again;
 // a crosshair reads every curve at the mouse. The x axis maps a sample by step, epoch, wall time
 // or dollars (XMapping). Points are kept so the mapping or smoothing can change at any time.
-// Markers (a vertical line with a label) show where the run lost its machine or resumed.
+// Markers (a vertical line with a label) show where the run lost its machine or resumed; the labels
+// of markers a few pixels apart merge into one line ("spot notice x3, resumed x3"), and labels never
+// overlap each other or leave the plot (laid out at every replot, once the axes are placed). A note
+// in the middle of the plot says why a chart is flat or empty (the Cost chart of an unpriced instance).
 // The x axis can also be any other metric of the run (XMapping::Mode::metric: accuracy against
 // cost/usd), paired sample by sample by step (pairByStep). The right-click menu holds the
 // PlotOptions (log axes, auto / fixed y range, PNG / SVG export of what is shown).
@@ -26,7 +29,8 @@ struct XMapping {
   Mode mode = Mode::step;
   std::string metric;        ///< Mode::metric: the metric whose values are the x axis
   double stepsPerEpoch = 0;  ///< from the run's started event and train.epochs; 0: unknown
-  double usdPerHour = 0;     ///< price x instances; 0: unknown
+  double usdPerHour = 0;     ///< price x instances
+  bool priceKnown = false;   ///< the run said its price (0 for an unpriced instance such as "local")
   /// The x of a sample (Mode::metric: its step; the chart pairs the metrics itself).
   double x(const Point& p) const;
   QString label() const;
@@ -66,12 +70,20 @@ class LiveChart : public QCustomPlot {
   /// snapped x and the text (each curve's value at that x, or its nearest sample and where it is).
   std::pair<double, QString> crosshairAt(double key) const;
   bool following() const { return m_follow; }
-  /// A vertical line labelled `label` at `step`; wallMs < 0: its time on the wall/$ axes is that of
-  /// the first sample at or after the step. Removed by clear().
-  void addMarker(int64_t step, double wallMs, const QString& label);
+  /// A vertical line labelled `label` at `step` (red: spot events; grey: a stage starting); wallMs < 0:
+  /// its time on the wall/$ axes is that of the first sample at or after the step. Removed by clear().
+  void addMarker(int64_t step, double wallMs, const QString& label, const QColor& color = QColor(200, 60, 40));
   int markerCount() const { return static_cast<int>(m_markers.size()); }
   /// Marker i under the current x mapping: its x (NaN while it cannot be placed) and label.
   std::pair<double, QString> marker(int i) const;
+  /// The marker labels drawn at the last replot, with their rectangles in widget pixels: one per
+  /// group of markers a few pixels apart ("spot notice x3, resumed x3", one line).
+  std::vector<std::pair<QString, QRectF>> drawnMarkerLabels() const;
+  /// A note in the middle of the plot ("" hides it): why the chart is flat or empty.
+  void setNote(const QString& text);
+  QString note() const { return m_note->visible() ? m_note->text() : QString(); }
+  /// The run has ended: a metric with no sample is "(not logged by this run)", not "(no data yet)".
+  void setRunEnded(bool ended);
 
   /// Mode::metric: the samples of the x metric (replaced / appended in step order).
   void setXMetricPoints(const std::vector<Point>& points);
@@ -119,6 +131,10 @@ class LiveChart : public QCustomPlot {
   void rebuild(Series& s);  ///< redraws a series from its points (pairing, log filter)
   double markerX(const Marker& m) const;
   void placeMarkers();
+  /// Merges and places the marker labels in pixels (connected to afterLayout: the axes are final).
+  void layoutMarkerLabels();
+  /// Tick counts for the plot's size (connected to afterLayout), so a short chart's labels never overlap.
+  void fitTickCounts();
   /// Log axes and metric x need the whole series redrawn (filtering, pairing); plain step / wall
   /// x appends incrementally.
   bool incremental() const { return m_map.mode != XMapping::Mode::metric && !m_options.logX && !m_options.logY; }
@@ -130,7 +146,8 @@ class LiveChart : public QCustomPlot {
   double m_alpha = 0;
   double m_divisor = 1;  // values are shown divided by this (setValueScale)
   double m_minSpanFraction = 0;
-  bool m_dirty = false, m_follow = true;
+  bool m_dirty = false, m_follow = true, m_runEnded = false;
+  QCPItemText* m_note = nullptr;
   QCPItemStraightLine* m_cross = nullptr;
   QCPItemText* m_crossText = nullptr;
   std::vector<Marker> m_markers;

@@ -346,6 +346,16 @@ void RunBrowser::updatePager(qint64 total, const QString& error) {
   const int64_t from = total == 0 ? 0 : m_model->offset() + 1;
   const int64_t to = std::min<int64_t>(total, m_model->offset() + m_model->rowCount());
   m_pageLabel->setText(QString("%1-%2 of %3").arg(from).arg(to).arg(total));
+  // Names and start times cut to "mlp 2 ranks ..." and "2026-12-07 ..." tell runs apart by nothing:
+  // those columns grow to their longest entry (up to 360 px); they never shrink under the user.
+  for (int c = 0; c < m_model->columnCount(); ++c) {
+    const QString header = m_model->headerData(c, Qt::Horizontal, Qt::DisplayRole).toString();
+    if (header != "Name" && header != "Started")
+      continue;
+    const int width = m_table->columnWidth(c);
+    m_table->resizeColumnToContents(c);
+    m_table->setColumnWidth(c, std::max(width, std::min(360, m_table->columnWidth(c))));
+  }
   m_prev->setEnabled(m_model->offset() > 0);
   m_next->setEnabled(to < total);
   if (!m_pendingSelection.isEmpty()) {

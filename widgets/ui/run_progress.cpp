@@ -102,7 +102,12 @@ void RunProgress::update() {
   const double fraction = total > 0 ? std::min(1.0, static_cast<double>(m_step) / static_cast<double>(total)) : 0;
   m_bar->setValue(done ? 1000 : static_cast<int>(fraction * 1000));
   const QString percent = QString("%1%").arg(fraction * 100, 0, 'f', 0);
-  m_bar->setFormat(done ? QString("done") : m_phase.isEmpty() ? percent : m_phase + " " + percent);
+  // A run that stopped short says so on the bar: "train 44%" there reads as a run still going.
+  const bool stopped = !done && !m_status.isEmpty() && m_status != "running" && m_status != "queued";
+  m_bar->setFormat(done                ? QString("done")
+                   : stopped           ? m_status + " at " + percent
+                   : m_phase.isEmpty() ? percent
+                                       : m_phase + " " + percent);
   QString text = QString("%1: %2").arg(m_runId, m_status);
   if (!m_phase.isEmpty() && !done) {
     text += ", " + m_phase;

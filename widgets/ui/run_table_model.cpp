@@ -97,6 +97,11 @@ RunPageResult RunTableModel::readPage(const QString& dbPath, const RunQuery& que
         if (knob || std::find(kKeyParams.begin(), kKeyParams.end(), k) != kKeyParams.end())
           row.params.emplace_back(k, v);
       }
+      if (item.run.status == RunStatus::failed)  // why it failed: hovering "failed" says it
+        for (const EventRecord& e : store.events(item.run.id))
+          if (e.kind == "status" && e.fields.is_object() && e.fields.value("to", std::string()) == "failed" &&
+              e.fields.contains("error") && e.fields["error"].is_string())
+            row.error = e.fields["error"].get<std::string>();
       row.item = std::move(item);
       out.rows.push_back(std::move(row));
     }
@@ -149,7 +154,7 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
   if (!r)
     return {};
   const RunRecord& run = r->item.run;
-  if (role == Qt::ForegroundRole && index.column() == kStatus) {
+  if (role == Qt::ForegroundRole && baseColumn(index.column()) == kStatus) {  // after the sweep knobs' columns
     switch (run.status) {
       case RunStatus::failed:
       case RunStatus::interrupted:
@@ -168,6 +173,8 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
       t += (t.empty() ? "" : ", ") + tag;
     return t;
   }());
+  if (role == Qt::ToolTipRole && baseColumn(index.column()) == kStatus && !r->error.empty())
+    return QString("failed: %1").arg(QString::fromStdString(r->error));
   if (role == Qt::ToolTipRole && (run.note.size() || run.tags.size())) {  // every cell: what was written about the run
     QString tip = QString::fromStdString(run.name);
     if (!tags.isEmpty())

@@ -18,6 +18,7 @@ namespace lathe::ui {
 struct RunRow {
   RunListItem item;
   std::vector<std::pair<std::string, std::string>> params;  ///< the key params and sweep knobs shown
+  std::string error;  ///< a failed run's error (its last status event's), the Status cell's tooltip
 };
 
 struct RunPageResult {
