@@ -397,7 +397,9 @@ class TrainLoop {
   void log_dist(int64_t step, double ms) {
     const int world = m_ctx.comm->world_size(), rank = m_ctx.comm->rank();
     const size_t w = static_cast<size_t>(world), r = static_cast<size_t>(rank);
-    std::vector<double> v(4 * w + 1, 0.0);
+    // Slots: [0, w) samples/s, [w, 2w) util, [2w, 3w) SM activity, 3w comm seconds, [3w + 1, 4w + 1)
+    // optimizer bytes, 4w + 1 train seconds.
+    std::vector<double> v(4 * w + 2, 0.0);
     v[r] = m_window_samples / std::max(m_window_train_s, 1e-9);
     v[2 * w + r] = -1;
     v[3 * w + 1 + r] = static_cast<double>(optimizer_state_bytes(*m_optimizer, m_params));
@@ -411,14 +413,18 @@ class TrainLoop {
     } else {
       v[w + r] = -1;  // no reading yet
     }
-    v[3 * w] = m_window_comm_s;  // the slowest rank's wait counts: summed, then averaged
+    // Every rank's wait counts, over every rank's step time: a rank that waits while rank 0 does
+    // work outside its steps (a checkpoint write) has a long wait in a long step of its own, where
+    // rank 0's short step would put the fraction above 1.
+    v[3 * w] = m_window_comm_s;
+    v[4 * w + 1] = m_window_train_s;
     m_ctx.comm->all_reduce_sum(v.data(), static_cast<int64_t>(v.size()));
     MetricsSink& sink = m_ctx.sink;
     const double steps = static_cast<double>(std::max<int64_t>(m_window_steps, 1));
     const double comm_s = v[3 * w] / world / steps;
     sink.sample("dist/world_size", step, ms, world);
     sink.sample("dist/comm_s", step, ms, comm_s);
-    sink.sample("dist/comm_fraction", step, ms, comm_s / std::max(m_window_train_s / steps, 1e-12));
+    sink.sample("dist/comm_fraction", step, ms, v[3 * w] / std::max(v[4 * w + 1], 1e-12));
     sink.sample("dist/bytes_per_step", step, ms, static_cast<double>(m_window_bytes) / steps);
     for (size_t i = 0; i < w; ++i) {
       const std::string prefix = "dist/rank" + std::to_string(i);

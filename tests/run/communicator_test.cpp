@@ -291,6 +291,40 @@ TEST_F(LoopSeams, DistCommSecondsIsTheCommunicatorsOwnMeasurementWhereItHasOne) 
   }
 }
 
+/// Rank 0 of two whose peer spent its whole window (1 s) waiting in the gradient all-reduce, as a
+/// rank does while rank 0 writes a checkpoint between steps. It knows log_dist's slots for two
+/// ranks (10 values: comm seconds at 3w = 6, train seconds at 4w + 1 = 9); other sums mirror.
+struct WaitingPeerCommunicator final : Communicator {
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  void all_reduce_gradients(const std::vector<NamedParam>&) override {}
+  void broadcast_parameters(const std::vector<NamedParam>&, int) override {}
+  void all_reduce_sum(double* values, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      values[i] *= 2;
+    if (n == 10) {
+      values[6] = values[6] / 2 + 1.0;
+      values[9] = values[9] / 2 + 1.0;
+    }
+  }
+  void barrier() override {}
+  void broadcast_bytes(std::string&, int) override {}
+};
+
+// dist/comm_fraction is every rank's communication over every rank's step time: a peer's long wait
+// is not divided by rank 0's short steps (a README screenshot's 2-rank spot run read 2.44).
+TEST_F(LoopSeams, DistCommFractionIsAShareOfTheRanksOwnStepTime) {
+  make_context();
+  ctx->comm = std::make_shared<WaitingPeerCommunicator>();
+  sink.series.clear();
+  train_phase(*ctx, main_train_phase(*ctx), {});
+  ASSERT_FALSE(sink.series["dist/comm_fraction"].empty());
+  for (double v : sink.series["dist/comm_fraction"]) {
+    EXPECT_LE(v, 1.0);
+    EXPECT_GT(v, 0.4);  // the peer's 1 s of waiting in 1 s, beside rank 0's short window
+  }
+}
+
 // A backward pass that fails does not leave the hook (which refers to the communicator's step) on
 // the model.
 TEST_F(LoopSeams, AFailingBackwardPassTakesTheOverlapHookOffTheModel) {
