@@ -63,8 +63,8 @@ study=$("$cli" --db lathe.db list --sweep mlp-prune-study --status finished --li
 
 shot() { QT_QPA_PLATFORM=offscreen "$gui" --db lathe.db --size 1400x900 "$@"; }
 shot --screenshot "$out/lathe-overview.png" --overview "$pruned"
-shot --screenshot "$out/lathe-main.png" --watch "$pruned" --tab live --wait-ms 12000  # the cost panel measures
-shot --screenshot "$out/lathe-live-dp-spot.png" --watch "$dpspot" --tab live --wait-ms 12000
+shot --screenshot "$out/lathe-main.png" --watch "$pruned" --tab live --wait-ms 30000  # the cost panel measures
+shot --screenshot "$out/lathe-live-dp-spot.png" --watch "$dpspot" --tab live --wait-ms 30000
 shot --screenshot "$out/lathe-sweep-compare.png" --compare "$sweep" --compare-page curves
 shot --screenshot "$out/lathe-compare.png" --compare "$pruned,$sweep" --compare-page scatter \
   --scatter model/bytes,test/accuracy
