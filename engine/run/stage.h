@@ -99,6 +99,10 @@ class Stage {
   /// Runs after the main training (and after the earlier stages' run): logs at ctx.step and
   /// advances it by its own phases. Returns early when ctx.stop_requested().
   virtual void run(StageContext& ctx) {}
+  /// Whether run() does work (true for every stage that overrides it): when an enabled stage does,
+  /// run_experiment checkpoints the finished main training before the first stage runs, so that a
+  /// kill during the stages resumes with them and trains no step again.
+  virtual bool runs_after_training() const { return false; }
 
   /// The state a checkpoint needs to continue this stage mid-run (masks, schedule positions, loss
   /// scale, trainable projections); empty when nothing beyond the model and optimizer matters.

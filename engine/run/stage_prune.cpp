@@ -442,6 +442,7 @@ class PruneStage final : public Stage {
   }
 
   void run(StageContext& ctx) override { run_prune_stage(ctx, &m_state); }
+  bool runs_after_training() const override { return true; }
 
   StageState save_state() const override {
     StageState st;

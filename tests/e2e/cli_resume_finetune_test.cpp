@@ -4,12 +4,18 @@
 // store) and ends with the uninterrupted run's pruned weights and metric series, each step once.
 // The same for a run killed inside QAT's fake-quantized fine-tuning: the resume skips the
 // calibration (the ranges come from the checkpoint) and ends with the same INT8 model.
+// And the boundary between the two: the finished main training is checkpointed before the stages
+// that follow it, so a run killed (kill -9) or stopped (SIGTERM) in a stage whose work is not
+// checkpointed (structured pruning's fine-tuning, PTQ) resumes with the stages, no training step
+// again, and ends with the uninterrupted run's models and series.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/data/dataset.h"
@@ -77,6 +83,43 @@ KilledRun kill_inside_phase(const std::string& cli_args, const std::string& phas
   return k;
 }
 
+/// Runs `cli_args` (a `run ... --json`) and sends it SIGTERM as soon as it has logged the trained
+/// model's artifact (the main training's last step, final evaluation and model file are done; the
+/// stages have not started, or have only just). Returns the run id and the exit status.
+struct StoppedRun {
+  std::string run_id;
+  bool signalled = false;
+  int exit_code = -1;
+};
+
+StoppedRun stop_after_training(const std::string& cli_args) {
+  StoppedRun r;
+  const std::string cmd = "echo $$; exec " + cli_binary() + " " + cli_args;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p)
+    return r;
+  char line[1 << 16];
+  if (!fgets(line, sizeof line, p)) {
+    pclose(p);
+    return r;
+  }
+  const pid_t pid = static_cast<pid_t>(std::stol(line));
+  while (fgets(line, sizeof line, p)) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      continue;
+    if (j.value("event", "") == "started")
+      r.run_id = j["run_id"];
+    if (!r.signalled && j.value("event", "") == "artifact" && j.value("kind", "") == "model") {
+      kill(pid, SIGTERM);
+      r.signalled = true;
+    }
+  }
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
 void expect_same_tensors(const std::string& got_path, const std::string& want_path) {
   const SafetensorsFile got = load_safetensors(got_path);
   const SafetensorsFile want = load_safetensors(want_path);
@@ -102,6 +145,28 @@ void expect_same_series(const Store& store, const std::string& run_id, const Sto
       EXPECT_EQ(a[i].value, b[i].value) << m << " at step " << a[i].step;
     }
   }
+}
+
+/// The JSON lines of `out` (a `--json` run's stdout) that are `kind` events with this phase.
+int count_lines(const std::string& out, const std::string& kind, const std::string& phase) {
+  int n = 0;
+  size_t at = 0;
+  while (at < out.size()) {
+    const size_t end = std::min(out.find('\n', at), out.size());
+    const auto j = nlohmann::json::parse(out.substr(at, end - at), nullptr, false);
+    n += j.is_object() && j.value("event", "") == kind && j.value("phase", "") == phase;
+    at = end + 1;
+  }
+  return n;
+}
+
+/// How many `kind` events (of phase `phase`, when given) the run has in the store.
+int count_events(const Store& store, const std::string& run_id, const std::string& kind,
+                 const std::string& phase = "") {
+  int n = 0;
+  for (const EventRecord& e : store.events(run_id))
+    n += e.kind == kind && (phase.empty() || e.fields.value("phase", "") == phase);
+  return n;
 }
 
 TEST_F(CliResumeFinetune, KillNineMidAgpThenResumeEndsBitIdentical) {
@@ -202,6 +267,126 @@ TEST_F(CliResumeFinetune, KillNineMidQatThenResumeEndsWithTheSameInt8Model) {
                      {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss",
                       "quant/f32_test_accuracy", "quant/ptq_test_accuracy", "qat_fake_quant/test_accuracy",
                       "quant/test_accuracy", "quant/accuracy_drop", "model/bytes", "model/int8_bytes"});
+}
+
+// A structured prune's fine-tuning (not checkpointed: it trains a model of other shapes) killed with
+// SIGKILL: the resume starts from the checkpoint of the finished training (step 64, the stages
+// then run from the first), not from the last periodic one (step 60), and trains no step of the
+// main training again. checkpoint.keep = 1: the finished training's checkpoint is the one kept.
+TEST_F(CliResumeFinetune, KillNineInAStageAfterTrainingResumesWithTheStagesNotTheTraining) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  // 64 steps an epoch: 1 training epoch, then the structured prune stage's 2 fine-tuning epochs
+  // (steps 65-192); a periodic checkpoint every 20 steps (60 the last of the training).
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=1 --set train.batch_size=16 --set train.threads=1 --set seed=4"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=20"
+      " --set checkpoint.keep=1 --set prune.method=l1-structured --set prune.ratio=0.5 --set prune.finetune_epochs=2";
+  const std::string cfg = write("c.json", "{}");
+  const std::string ref_db = (m_dir / "ref.db").string();
+  const CmdResult ref =
+      test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (m_dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+
+  const KilledRun k = kill_inside_phase(
+      "--db " + db() + " run " + cfg + " --json --set output.dir=" + (m_dir / "runs").string() + common, "finetune",
+      20);
+  const std::string& run_id = k.run_id;
+  ASSERT_EQ(k.phase_first, 64);
+  ASSERT_GE(k.killed_at, 84) << "the run ended before the kill";
+  ASSERT_LT(k.killed_at, 192) << "killed after the fine-tuning ended";
+  const std::string run_dir = only_subfolder(m_dir / "runs"), ref_dir = only_subfolder(m_dir / "ref");
+  EXPECT_TRUE(fs::exists(run_dir + "/ckpt/step-000000000064/MANIFEST.json"));
+  EXPECT_FALSE(fs::exists(run_dir + "/ckpt/step-000000000060")) << "checkpoint.keep = 1";
+
+  const CmdResult resumed = test::run_cmd("--db " + db() + " resume " + run_id + " --json");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"from_step\":64"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"training_done\":true"), std::string::npos) << resumed.out;
+  // Not a step of the main training again, and its model file is not written again.
+  EXPECT_EQ(count_lines(resumed.out, "phase", "train"), 0) << resumed.out;
+  EXPECT_EQ(resumed.out.find("\"kind\":\"model\""), std::string::npos) << resumed.out;
+
+  expect_same_tensors(run_dir + "/model.safetensors", ref_dir + "/model.safetensors");
+  expect_same_tensors(run_dir + "/model.pruned.safetensors", ref_dir + "/model.pruned.safetensors");
+  Store store = Store::open(db());
+  Store ref_store = Store::open(ref_db);
+  EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
+  const std::string ref_id = fs::path(ref_dir).filename().string();
+  expect_same_series(store, run_id, ref_store, ref_id,
+                     {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss", "dense/test_accuracy",
+                      "pruned_before_finetune/test_accuracy", "pruned/test_accuracy", "prune/accuracy_drop_pt",
+                      "prune/flops_ratio", "prune/params_ratio", "model/params", "model/bytes", "model/dense_bytes"});
+  EXPECT_EQ(count_events(store, run_id, "phase", "train"), 1);
+  EXPECT_EQ(count_events(store, run_id, "resumed"), 1);
+}
+
+// SIGTERM once the main training is done, before (or as) the PTQ stage starts: the run ends
+// cancelled with the finished training checkpointed (trigger training_done, step 64 of the global
+// batch), and its resume runs the quantize stage from there and ends with the uninterrupted run's
+// INT8 model. On `devices` ranks (rank 0 writes the checkpoint, every rank resumes from it).
+void sigterm_between_training_and_stage(const std::filesystem::path& dir, const std::string& db, const std::string& cfg,
+                                        int devices) {
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=1 --set train.threads=1 --set seed=4"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=20"
+      " --set quant.mode=ptq-static --set quant.calib_samples=128 --set compute.devices=" +
+      std::to_string(devices) + " --set train.batch_size=" + std::to_string(16 / devices);  // 64 steps of 16 samples
+  const std::string ref_db = (dir / "ref.db").string();
+  const CmdResult ref =
+      test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+
+  const StoppedRun stopped = stop_after_training("--db " + db + " run " + cfg +
+                                                 " --json --set output.dir=" + (dir / "runs").string() + common);
+  const std::string& run_id = stopped.run_id;
+  ASSERT_TRUE(stopped.signalled) << "no model artifact";
+  EXPECT_EQ(stopped.exit_code, 130);  // cancelled
+  {
+    Store store = Store::open(db);
+    EXPECT_EQ(store.run(run_id).status, RunStatus::cancelled);
+    std::map<int64_t, std::string> trigger;  // each checkpoint's step -> what wrote it
+    for (const EventRecord& e : store.events(run_id))
+      if (e.kind == "checkpoint")
+        trigger[e.fields["step"].get<int64_t>()] = e.fields.value("trigger", "");
+    EXPECT_EQ(trigger[64], "training_done");
+  }
+
+  const CmdResult resumed = test::run_cmd("--db " + db + " resume " + run_id + " --json");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"from_step\":64"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"training_done\":true"), std::string::npos) << resumed.out;
+  EXPECT_EQ(count_lines(resumed.out, "phase", "train"), 0) << resumed.out;
+
+  std::string run_dir, ref_dir;  // a data-parallel run also leaves <id>.ranks folders beside its own
+  for (const auto& e : fs::directory_iterator(dir / "runs"))
+    if (e.path().extension() != ".ranks")
+      run_dir = e.path().string();
+  for (const auto& e : fs::directory_iterator(dir / "ref"))
+    if (e.path().extension() != ".ranks")
+      ref_dir = e.path().string();
+  expect_same_tensors(run_dir + "/model.safetensors", ref_dir + "/model.safetensors");
+  expect_same_tensors(run_dir + "/model_int8.safetensors", ref_dir + "/model_int8.safetensors");
+  Store store = Store::open(db);
+  Store ref_store = Store::open(ref_db);
+  EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
+  const std::string ref_id = fs::path(ref_dir).filename().string();
+  expect_same_series(store, run_id, ref_store, ref_id,
+                     {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss",
+                      "quant/f32_test_accuracy", "quant/test_accuracy", "model/bytes", "model/int8_bytes"});
+  EXPECT_EQ(count_events(store, run_id, "phase", "train"), 1);
+}
+
+TEST_F(CliResumeFinetune, SigtermBetweenTrainingAndAStageResumesWithTheStage) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  sigterm_between_training_and_stage(m_dir, db(), write("c.json", "{}"), 1);
+}
+
+TEST_F(CliResumeFinetune, SigtermBetweenTrainingAndAStageResumesWithTheStageOnTwoRanks) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  sigterm_between_training_and_stage(m_dir, db(), write("c.json", "{}"), 2);
 }
 
 }  // namespace

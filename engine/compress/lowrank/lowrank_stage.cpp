@@ -83,6 +83,7 @@ class LowRankStage final : public Stage {
   void prepare(const StageSetup& setup) override { check_lowrank_model(setup.model, config_of(setup.cfg).options); }
 
   void run(StageContext& ctx) override;
+  bool runs_after_training() const override { return true; }
 };
 
 void LowRankStage::run(StageContext& ctx) {
