@@ -107,9 +107,16 @@ class Stage {
   /// The state a checkpoint needs to continue this stage mid-run (masks, schedule positions, loss
   /// scale, trainable projections); empty when nothing beyond the model and optimizer matters.
   virtual StageState save_state() const { return {}; }
-  /// Restores what save_state() returned (after prepare/attach of a resumed run). lathe::Error when
-  /// the state does not fit (missing tensor, wrong shape).
+  /// Restores what save_state() returned (after prepare/attach of a resumed run, before the
+  /// checkpoint's weights are loaded). lathe::Error when the state does not fit (missing tensor,
+  /// wrong shape).
   virtual void load_state(const StageState& state) {}
+  /// A resumed run whose checkpoint was written in this stage's phase or a later stage's, after
+  /// load_state(): when the stage had replaced the model by then (structured pruning, low-rank),
+  /// it rebuilds that model's shapes in ctx.model from its state (the dense weights), so that the
+  /// checkpoint's weights load into it. Called in pipeline order, each stage on the model the
+  /// earlier ones left. Default: nothing (the stage keeps the run's model).
+  virtual void restore_model(StageContext& ctx) {}
 };
 
 }  // namespace lathe

@@ -177,6 +177,27 @@ ResumedAt resume_training(StageContext& ctx, const std::string& dir, TrainPhase&
         stage_states[rest.substr(0, slash)].tensors.emplace_back(rest.substr(slash + 1), t);
     }
   }
+  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    StageState& s = stage_states[stage->section()];
+    if (stage_json.contains(stage->section()))
+      s.json = stage_json[stage->section()];
+    if (!s.empty())
+      stage->load_state(s);
+  }
+  // A checkpoint of a stage's phase: the stages up to that one rebuild the model they had replaced
+  // by then (structured pruning, low-rank), in order, so that its weights load into their shapes.
+  if (!ckpt_stage.empty()) {
+    try {
+      for (const std::unique_ptr<Stage>& stage : stages) {
+        stage->restore_model(ctx);
+        if (stage->section() == ckpt_stage)
+          break;
+      }
+    } catch (const DataError& e) {
+      throw DataError(where + ": " + e.what());
+    }
+  }
   Model& model = *ctx.model;
   auto load = [&](const std::string& name, Tensor& dst) {
     auto it = model_tensors.find(name);
@@ -191,14 +212,6 @@ ResumedAt resume_training(StageContext& ctx, const std::string& dir, TrainPhase&
     load(p.name, p.param->value);
   for (const NamedBuffer& b : model.named_buffers())
     load(b.name, b.buffer->value);
-  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
-  for (const std::unique_ptr<Stage>& stage : stages) {
-    StageState& s = stage_states[stage->section()];
-    if (stage_json.contains(stage->section()))
-      s.json = stage_json[stage->section()];
-    if (!s.empty())
-      stage->load_state(s);
-  }
   ctx.step = global_step;
   nlohmann::json skipped = nlohmann::json::array();
   for (const std::string& m : loaded->skipped)

@@ -39,7 +39,9 @@ struct ResumedAt {
 };
 
 /// Continues a resumed run: loads the newest valid checkpoint of `dir` into ctx.model (weights and
-/// buffers), ctx.step and each stage's load_state(). Of the main training mid-way: a restored
+/// buffers), ctx.step and each stage's load_state(); when it is of a stage's phase, the stages up to
+/// that one first rebuild the model they had replaced (Stage::restore_model: structured pruning,
+/// low-rank), so that its weights load into their shapes. Of the main training mid-way: a restored
 /// optimizer and the position (epoch, step in the epoch) go to `phase.start`. Of the finished main
 /// training (written before the first stage, no optimizer state): `training_done`, the stages run
 /// from the first. Of a stage's phase (prune fine-tuning, QAT): the restored optimizer and the

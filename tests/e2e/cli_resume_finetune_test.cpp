@@ -4,10 +4,13 @@
 // store) and ends with the uninterrupted run's pruned weights and metric series, each step once.
 // The same for a run killed inside QAT's fake-quantized fine-tuning: the resume skips the
 // calibration (the ranges come from the checkpoint) and ends with the same INT8 model.
-// And the boundary between the two: the finished main training is checkpointed before the stages
-// that follow it, so a run killed (kill -9) or stopped (SIGTERM) in a stage whose work is not
-// checkpointed (structured pruning's fine-tuning, PTQ) resumes with the stages, no training step
-// again, and ends with the uninterrupted run's models and series.
+// The boundary between training and stages: the finished main training is checkpointed before the
+// stages that follow it, so a run killed (kill -9) or stopped (SIGTERM) in stage work that has no
+// checkpoint of its own (pruning, PTQ calibration, latencies) resumes with the stages, no training
+// step again, and ends with the uninterrupted run's models and series (on 1 and 2 ranks).
+// The model-replacing stages' fine-tunings (structured pruning, low-rank) resume mid-way: the
+// resume rebuilds the smaller model from the dense weights in the checkpoint, also for a later
+// stage's checkpoint (QAT after structured pruning).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -83,17 +87,17 @@ KilledRun kill_inside_phase(const std::string& cli_args, const std::string& phas
   return k;
 }
 
-/// Runs `cli_args` (a `run ... --json`) and sends it SIGTERM as soon as it has logged the trained
-/// model's artifact (the main training's last step, final evaluation and model file are done; the
-/// stages have not started, or have only just). Returns the run id and the exit status.
-struct StoppedRun {
+/// Runs `cli_args` (a `run ... --json`) and sends it `sig` at the first JSON line `when` accepts.
+/// Returns the run id, whether it was signalled, and how it ended.
+struct SignalledRun {
   std::string run_id;
   bool signalled = false;
-  int exit_code = -1;
+  int exit_code = -1;  ///< when it exited
+  int killed_by = 0;   ///< the signal that ended it, 0 when it exited
 };
 
-StoppedRun stop_after_training(const std::string& cli_args) {
-  StoppedRun r;
+SignalledRun signal_when(const std::string& cli_args, int sig, const std::function<bool(const nlohmann::json&)>& when) {
+  SignalledRun r;
   const std::string cmd = "echo $$; exec " + cli_binary() + " " + cli_args;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p)
@@ -110,14 +114,21 @@ StoppedRun stop_after_training(const std::string& cli_args) {
       continue;
     if (j.value("event", "") == "started")
       r.run_id = j["run_id"];
-    if (!r.signalled && j.value("event", "") == "artifact" && j.value("kind", "") == "model") {
-      kill(pid, SIGTERM);
+    if (!r.signalled && when(j)) {
+      kill(pid, sig);
       r.signalled = true;
     }
   }
   const int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.killed_by = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   return r;
+}
+
+/// The trained model's artifact: the main training's last step, final evaluation and model file
+/// are done; the stages have not started, or have only just.
+bool trained_model_saved(const nlohmann::json& j) {
+  return j.value("event", "") == "artifact" && j.value("kind", "") == "model";
 }
 
 void expect_same_tensors(const std::string& got_path, const std::string& want_path) {
@@ -269,32 +280,33 @@ TEST_F(CliResumeFinetune, KillNineMidQatThenResumeEndsWithTheSameInt8Model) {
                       "quant/test_accuracy", "quant/accuracy_drop", "model/bytes", "model/int8_bytes"});
 }
 
-// A structured prune's fine-tuning (not checkpointed: it trains a model of other shapes) killed with
-// SIGKILL: the resume starts from the checkpoint of the finished training (step 64, the stages
-// then run from the first), not from the last periodic one (step 60), and trains no step of the
-// main training again. checkpoint.keep = 1: the finished training's checkpoint is the one kept.
+// A run killed with SIGKILL inside a stage's work that has no checkpoint of its own (structured
+// pruning without fine-tuning: the baseline, the pruning, the file, the latencies): the resume
+// starts from the checkpoint of the finished training (step 64; the stages then run from the
+// first), not from the last periodic one (step 60), and trains no step of the main training again.
+// checkpoint.keep = 1: the finished training's checkpoint is the one kept.
 TEST_F(CliResumeFinetune, KillNineInAStageAfterTrainingResumesWithTheStagesNotTheTraining) {
   if (!have_fashion_mnist())
     GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
-  // 64 steps an epoch: 1 training epoch, then the structured prune stage's 2 fine-tuning epochs
-  // (steps 65-192); a periodic checkpoint every 20 steps (60 the last of the training).
+  // 64 steps an epoch: 1 training epoch, then the structured prune stage at step 64; a periodic
+  // checkpoint every 20 steps (60 the last of the training).
   const std::string common =
       " --set model.zoo=mlp --set train.epochs=1 --set train.batch_size=16 --set train.threads=1 --set seed=4"
       " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=20"
-      " --set checkpoint.keep=1 --set prune.method=l1-structured --set prune.ratio=0.5 --set prune.finetune_epochs=2";
+      " --set checkpoint.keep=1 --set prune.method=l1-structured --set prune.ratio=0.5 --set prune.finetune_epochs=0";
   const std::string cfg = write("c.json", "{}");
   const std::string ref_db = (m_dir / "ref.db").string();
   const CmdResult ref =
       test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (m_dir / "ref").string() + common);
   ASSERT_EQ(ref.code, 0) << ref.out;
 
-  const KilledRun k = kill_inside_phase(
-      "--db " + db() + " run " + cfg + " --json --set output.dir=" + (m_dir / "runs").string() + common, "finetune",
-      20);
+  // Killed once the stage has pruned (its latency measurements, the longest part, are still ahead).
+  const SignalledRun k =
+      signal_when("--db " + db() + " run " + cfg + " --json --set output.dir=" + (m_dir / "runs").string() + common,
+                  SIGKILL, [](const nlohmann::json& j) { return j.value("event", "") == "prune"; });
   const std::string& run_id = k.run_id;
-  ASSERT_EQ(k.phase_first, 64);
-  ASSERT_GE(k.killed_at, 84) << "the run ended before the kill";
-  ASSERT_LT(k.killed_at, 192) << "killed after the fine-tuning ended";
+  ASSERT_TRUE(k.signalled) << "no prune event";
+  ASSERT_EQ(k.killed_by, SIGKILL) << "the run ended before the kill";
   const std::string run_dir = only_subfolder(m_dir / "runs"), ref_dir = only_subfolder(m_dir / "ref");
   EXPECT_TRUE(fs::exists(run_dir + "/ckpt/step-000000000064/MANIFEST.json"));
   EXPECT_FALSE(fs::exists(run_dir + "/ckpt/step-000000000060")) << "checkpoint.keep = 1";
@@ -321,6 +333,113 @@ TEST_F(CliResumeFinetune, KillNineInAStageAfterTrainingResumesWithTheStagesNotTh
   EXPECT_EQ(count_events(store, run_id, "resumed"), 1);
 }
 
+/// A run of a model-replacing stage killed with SIGKILL inside phase `phase` (`steps_in` steps into
+/// it) and resumed: the resume is from the checkpoint of global step `from_step`, of `stage`'s
+/// phase, rebuilds the replaced model's shapes from the checkpoint, skips what came before the phase
+/// (no `skipped_metric` logged again) and ends with the uninterrupted run's `files` and `metrics`.
+struct ReplacedResumeCase {
+  std::string sets, phase, stage, skipped_metric;
+  int64_t phase_first = 0, steps_in = 0, from_step = 0;
+  std::vector<std::string> files, metrics;
+};
+
+void expect_replaced_model_resumes(const std::filesystem::path& dir, const std::string& db, const std::string& cfg,
+                                   const ReplacedResumeCase& c) {
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=1 --set train.batch_size=16 --set train.threads=1 --set seed=4"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=20" +
+      c.sets;
+  const std::string ref_db = (dir / "ref.db").string();
+  const CmdResult ref =
+      test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const KilledRun k =
+      kill_inside_phase("--db " + db + " run " + cfg + " --json --set output.dir=" + (dir / "runs").string() + common,
+                        c.phase, c.steps_in);
+  ASSERT_EQ(k.phase_first, c.phase_first);
+  ASSERT_GE(k.killed_at, c.from_step) << "the run ended before the kill";
+
+  const CmdResult resumed = test::run_cmd("--db " + db + " resume " + k.run_id + " --json");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"from_step\":" + std::to_string(c.from_step)), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("\"stage\":\"" + c.stage + "\""), std::string::npos) << resumed.out;
+  EXPECT_EQ(count_lines(resumed.out, "phase", "train"), 0) << resumed.out;
+  EXPECT_EQ(resumed.out.find(c.skipped_metric), std::string::npos) << resumed.out;
+
+  const std::string run_dir = only_subfolder(dir / "runs"), ref_dir = only_subfolder(dir / "ref");
+  for (const std::string& f : c.files)
+    expect_same_tensors(run_dir + "/" + f, ref_dir + "/" + f);
+  Store store = Store::open(db);
+  Store ref_store = Store::open(ref_db);
+  EXPECT_EQ(store.run(k.run_id).status, RunStatus::finished);
+  expect_same_series(store, k.run_id, ref_store, fs::path(ref_dir).filename().string(), c.metrics);
+  EXPECT_EQ(count_events(store, k.run_id, "resumed"), 1);
+}
+
+// Structured pruning's fine-tuning trains a smaller model: its checkpoints carry the dense weights,
+// the resume prunes them again (the same channels) and loads the fine-tuning's weights into that
+// model. Killed 45 steps into the fine-tuning (steps 65-192), resumed from step 100.
+TEST_F(CliResumeFinetune, KillNineMidStructuredPruneFinetuneResumesItBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  expect_replaced_model_resumes(
+      m_dir, db(), write("c.json", "{}"),
+      {.sets = " --set prune.method=l1-structured --set prune.ratio=0.5 --set prune.finetune_epochs=2",
+       .phase = "finetune",
+       .stage = "prune",
+       .skipped_metric = "dense/test_accuracy",
+       .phase_first = 64,
+       .steps_in = 45,
+       .from_step = 100,
+       .files = {"model.safetensors", "model.pruned.safetensors"},
+       .metrics = {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss", "dense/test_accuracy",
+                   "pruned_before_finetune/test_accuracy", "pruned/test_accuracy", "prune/accuracy_drop_pt",
+                   "prune/params_ratio", "model/params", "model/bytes", "model/dense_bytes", "prune/bytes_ratio"}});
+}
+
+// The same for the low-rank stage's fine-tuning: the resume factorises the dense weights again
+// (the same ranks) and continues.
+TEST_F(CliResumeFinetune, KillNineMidLowRankFinetuneResumesItBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  expect_replaced_model_resumes(
+      m_dir, db(), write("c.json", "{}"),
+      {.sets = " --set lowrank.method=svd --set lowrank.rank=16 --set lowrank.finetune_epochs=2",
+       .phase = "finetune",
+       .stage = "lowrank",
+       .skipped_metric = "dense/test_accuracy",
+       .phase_first = 64,
+       .steps_in = 45,
+       .from_step = 100,
+       .files = {"model.safetensors", "model.lowrank.safetensors"},
+       .metrics = {"train/loss", "train/accuracy", "train/lr", "test/accuracy", "test/loss", "dense/test_accuracy",
+                   "lowrank_before_finetune/test_accuracy", "lowrank/test_accuracy", "lowrank/accuracy_drop_pt",
+                   "lowrank/params_ratio", "model/params", "model/bytes", "model/dense_bytes", "lowrank/bytes_ratio"}});
+}
+
+// QAT after structured pruning: a checkpoint of QAT holds the smaller model's weights. The resume
+// rebuilds that model first (the prune stage's state carries the dense weights), then continues QAT
+// (steps 194-321 after the fine-tuning's 65-192 and the quantize stage's 193) and ends with the
+// uninterrupted run's INT8 model.
+TEST_F(CliResumeFinetune, KillNineInQatAfterStructuredPruningResumesOnThePrunedModel) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  expect_replaced_model_resumes(
+      m_dir, db(), write("c.json", "{}"),
+      {.sets = " --set prune.method=l1-structured --set prune.ratio=0.5 --set prune.finetune_epochs=2"
+               " --set quant.mode=qat --set quant.qat_epochs=2 --set quant.calib_samples=128",
+       .phase = "qat",
+       .stage = "quant",
+       .skipped_metric = "quant/ptq_test_accuracy",
+       .phase_first = 193,
+       .steps_in = 30,
+       .from_step = 220,
+       .files = {"model.pruned.safetensors", "model_int8.safetensors", "model_f32.safetensors"},
+       .metrics = {"train/loss", "train/accuracy", "test/accuracy", "pruned/test_accuracy", "quant/f32_test_accuracy",
+                   "quant/ptq_test_accuracy", "qat_fake_quant/test_accuracy", "quant/test_accuracy",
+                   "model/int8_bytes"}});
+}
+
 // SIGTERM once the main training is done, before (or as) the PTQ stage starts: the run ends
 // cancelled with the finished training checkpointed (trigger training_done, step 64 of the global
 // batch), and its resume runs the quantize stage from there and ends with the uninterrupted run's
@@ -337,8 +456,9 @@ void sigterm_between_training_and_stage(const std::filesystem::path& dir, const 
       test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (dir / "ref").string() + common);
   ASSERT_EQ(ref.code, 0) << ref.out;
 
-  const StoppedRun stopped = stop_after_training("--db " + db + " run " + cfg +
-                                                 " --json --set output.dir=" + (dir / "runs").string() + common);
+  const SignalledRun stopped =
+      signal_when("--db " + db + " run " + cfg + " --json --set output.dir=" + (dir / "runs").string() + common,
+                  SIGTERM, trained_model_saved);
   const std::string& run_id = stopped.run_id;
   ASSERT_TRUE(stopped.signalled) << "no model artifact";
   EXPECT_EQ(stopped.exit_code, 130);  // cancelled
