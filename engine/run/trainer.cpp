@@ -1,6 +1,7 @@
 // run_experiment: set-up (backend, data, model, prices, peak FLOP/s, each stage's prepare), the run
 // folder and sinks, then on one StageContext (pipeline.h): the stages attached to the main training,
-// the training, the saved model, and each stage's run, in the registry's order (stage_registry.h).
+// the training, the saved model, the checkpoint of the finished training (when stages follow it),
+// and each stage's run, in the registry's order (stage_registry.h).
 #include "engine/run/trainer.h"
 
 #include <omp.h>
