@@ -91,6 +91,12 @@ class Stage {
   /// the field. May keep what it loaded for attach() / run().
   virtual void prepare(const StageSetup& setup) {}
 
+  /// A resumed run, before attach(): the stage's state in the checkpoint the run continues from
+  /// (what save_state() returned then; empty when it has none). A stage whose attach() does work
+  /// whose result the state holds (a zoo teacher's training) takes it here and skips that work.
+  /// load_state() follows, after attach(). DataError naming the tensor when the state does not fit.
+  virtual void resume_before_attach(const StageState& state) {}
+
   /// Hooks into the main training phase before it starts (it may also change the phase, e.g. the
   /// augmentation, or run a phase of its own first, advancing ctx.step). Hooks already set on
   /// `hooks` by earlier stages must keep working: chain, do not overwrite.

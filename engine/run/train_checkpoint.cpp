@@ -112,18 +112,55 @@ CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& l
   return d;
 }
 
-ResumedAt resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
-                          const std::vector<std::unique_ptr<Stage>>& stages) {
-  std::vector<std::string> none_valid;
-  std::optional<LoadedCheckpoint> loaded = dir.empty() ? std::nullopt : load_newest_checkpoint(dir, &none_valid);
-  agree_on_checkpoint(ctx, loaded ? loaded->info.step : -1, dir);
+ResumeCheckpoint read_resume_checkpoint(StageContext& ctx, const std::string& dir) {
+  ResumeCheckpoint c;
+  c.dir = dir;
+  if (!dir.empty())
+    c.loaded = load_newest_checkpoint(dir, &c.none_valid);
+  agree_on_checkpoint(ctx, c.loaded ? c.loaded->info.step : -1, dir);
   // Every rank has read its checkpoint: the writer (rank 0) clears what a killed writer left half
   // written, which the next checkpoint write would clear too, if one comes before the run ends.
   if (!dir.empty() && ctx.comm->rank() == 0)
     remove_stale_checkpoint_temporaries(dir);
+  if (!c.loaded)
+    return c;
+  const nlohmann::json& st = c.loaded->data.state;
+  if (st.value("run_id", std::string()) != ctx.run_id)
+    throw DataError("checkpoint " + c.loaded->info.path + " belongs to run '" + st.value("run_id", std::string()) +
+                    "', not '" + ctx.run_id + "'");
+  for (auto& [name, t] : c.loaded->data.tensors)
+    if (starts_with(name, kStage)) {
+      const std::string rest = name.substr(std::string(kStage).size());
+      const size_t slash = rest.find('/');
+      if (slash != std::string::npos)
+        c.stage_states[rest.substr(0, slash)].tensors.emplace_back(rest.substr(slash + 1), t);
+    }
+  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
+  for (const auto& [section, json] : stage_json.items())
+    c.stage_states[section].json = json;
+  return c;
+}
+
+void resume_stages_before_attach(const ResumeCheckpoint& checkpoint,
+                                 const std::vector<std::unique_ptr<Stage>>& stages) {
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    const auto it = checkpoint.stage_states.find(stage->section());
+    try {
+      stage->resume_before_attach(it != checkpoint.stage_states.end() ? it->second : StageState{});
+    } catch (const DataError& e) {
+      throw DataError("checkpoint " + (checkpoint.loaded ? checkpoint.loaded->info.path : checkpoint.dir) + ": " +
+                      e.what());
+    }
+  }
+}
+
+ResumedAt resume_training(StageContext& ctx, const ResumeCheckpoint& checkpoint, TrainPhase& phase,
+                          const std::vector<std::unique_ptr<Stage>>& stages) {
+  const std::optional<LoadedCheckpoint>& loaded = checkpoint.loaded;
+  const std::string& dir = checkpoint.dir;
   if (!loaded) {
     nlohmann::json skipped = nlohmann::json::array();
-    for (const std::string& m : none_valid)
+    for (const std::string& m : checkpoint.none_valid)
       skipped.push_back(m);
     ctx.sink.event("resumed", {{"run_id", ctx.run_id},
                                {"from_step", 0},
@@ -136,8 +173,6 @@ ResumedAt resume_training(StageContext& ctx, const std::string& dir, TrainPhase&
   }
   const std::string where = "checkpoint " + loaded->info.path;
   const nlohmann::json& st = loaded->data.state;
-  if (st.value("run_id", std::string()) != ctx.run_id)
-    throw DataError(where + " belongs to run '" + st.value("run_id", std::string()) + "', not '" + ctx.run_id + "'");
   // The finished main training's checkpoint (CheckpointScheduler::after_training): no optimizer.
   const bool training_done = st.value("training_done", false);
   int epoch = 0;
@@ -164,26 +199,16 @@ ResumedAt resume_training(StageContext& ctx, const std::string& dir, TrainPhase&
                     std::to_string(ctx.steps_per_epoch(phase.loader)));
 
   std::map<std::string, Tensor> model_tensors, optim_tensors;
-  std::map<std::string, StageState> stage_states;
   for (auto& [name, t] : loaded->data.tensors) {
-    if (starts_with(name, kModel)) {
+    if (starts_with(name, kModel))
       model_tensors[name.substr(std::string(kModel).size())] = t;
-    } else if (starts_with(name, kOptim)) {
+    else if (starts_with(name, kOptim))
       optim_tensors[name.substr(std::string(kOptim).size())] = t;
-    } else if (starts_with(name, kStage)) {
-      const std::string rest = name.substr(std::string(kStage).size());
-      const size_t slash = rest.find('/');
-      if (slash != std::string::npos)
-        stage_states[rest.substr(0, slash)].tensors.emplace_back(rest.substr(slash + 1), t);
-    }
   }
-  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
   for (const std::unique_ptr<Stage>& stage : stages) {
-    StageState& s = stage_states[stage->section()];
-    if (stage_json.contains(stage->section()))
-      s.json = stage_json[stage->section()];
-    if (!s.empty())
-      stage->load_state(s);
+    const auto it = checkpoint.stage_states.find(stage->section());
+    if (it != checkpoint.stage_states.end() && !it->second.empty())
+      stage->load_state(it->second);
   }
   // A checkpoint of a stage's phase: the stages up to that one rebuild the model they had replaced
   // by then (structured pruning, low-rank), in order, so that its weights load into their shapes.

@@ -3,24 +3,26 @@
 // prune masks...), the phase name, the store run id), when one
 // is written (checkpoint.every_steps, checkpoint.every_min, an emergency one when a stop is
 // requested by a spot notice or SIGTERM, and one of the finished training before the stages that
-// follow it), and how a resumed run gets it back.
+// follow it), and how a resumed run gets it back (read before the stages attach, so that a stage
+// can skip work whose result its state holds: a zoo teacher's training).
 // Every random stream of a run is keyed, not stateful: initialisation by the seed, the shuffle by
 // (seed, epoch), augmentation by (seed, epoch, sample), dropout by the global micro-batch number,
 // so the seed and the loop position are the whole RNG state; the checkpoint records those keys.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/run/checkpoint.h"
 #include "engine/run/pipeline.h"
 #include "engine/run/spot_notice.h"
+#include "engine/run/stage.h"
 
 namespace lathe {
-
-class Stage;
 
 /// Model tensors are stored as "model/<name>", optimizer state as "optim/<param>.<kind>", a
 /// stage's tensors as "stage/<section>/<name>" (its JSON under state.json's "stages").
@@ -38,8 +40,27 @@ struct ResumedAt {
   std::string stage;
 };
 
-/// Continues a resumed run: loads the newest valid checkpoint of `dir` into ctx.model (weights and
-/// buffers), ctx.step and each stage's load_state(); when it is of a stage's phase, the stages up to
+/// The checkpoint a resumed run continues from, read before the stages attach (a stage may take
+/// its state then: Stage::resume_before_attach).
+struct ResumeCheckpoint {
+  std::string dir;
+  std::optional<LoadedCheckpoint> loaded;          ///< none: the training starts over
+  std::vector<std::string> none_valid;             ///< when there is none: why each one was not usable
+  std::map<std::string, StageState> stage_states;  ///< each stage's state in it, by section
+};
+
+/// Reads the newest valid checkpoint of `dir` ("" = none); on several ranks checks that every rank
+/// picked the same one (one all-reduce), and rank 0 removes what killed writers left. DataError
+/// when it belongs to another run.
+ResumeCheckpoint read_resume_checkpoint(StageContext& ctx, const std::string& dir);
+
+/// Each stage's resume_before_attach() with its state in `checkpoint` (an empty one when it has
+/// none, or when there is no checkpoint). DataError naming the checkpoint when a state does not fit.
+void resume_stages_before_attach(const ResumeCheckpoint& checkpoint,
+                                 const std::vector<std::unique_ptr<Stage>>& stages);
+
+/// Continues a resumed run from `checkpoint` (read_resume_checkpoint): loads it into ctx.model
+/// (weights and buffers), ctx.step and each stage's load_state(); when it is of a stage's phase, the stages up to
 /// that one first rebuild the model they had replaced (Stage::restore_model: structured pruning,
 /// low-rank), so that its weights load into their shapes. Of the main training mid-way: a restored
 /// optimizer and the position (epoch, step in the epoch) go to `phase.start`. Of the finished main
@@ -49,9 +70,9 @@ struct ResumedAt {
 /// training and the stages before it (their results are in the store already). Logs a "resumed"
 /// event (from_step, phase, stage, training_done, the checkpoint, the newer ones passed over and
 /// why). Without a valid checkpoint the training starts over (the event says so). DataError naming
-/// the checkpoint when it belongs to another run or model (a tensor missing or of another shape),
-/// to a stage this run lacks, or to another phase layout.
-ResumedAt resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
+/// the checkpoint when it belongs to another model (a tensor missing or of another shape), to a
+/// stage this run lacks, or to another phase layout (another run's: read_resume_checkpoint).
+ResumedAt resume_training(StageContext& ctx, const ResumeCheckpoint& checkpoint, TrainPhase& phase,
                           const std::vector<std::unique_ptr<Stage>>& stages);
 
 /// Decides when to write and writes: at every `every_steps` global steps, after `every_min`

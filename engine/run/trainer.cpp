@@ -285,19 +285,29 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   if (!resuming)
     log_started(ctx, setup, outputs, plan_phases(cfg, ctx.steps_per_epoch(phase.loader), ctx.data.test.count));
 
+  // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
+  // Data parallel: rank 0 writes them (every rank holds the same weights; a sharded optimizer's
+  // state is gathered to it), and every rank resumes from the same one, read before the stages
+  // attach (a zoo teacher's trained weights come from it).
+  const std::string ckpt_dir = ctx.comm->rank() == 0 ? checkpoint_dir(cfg, summary.run_id, summary.run_dir) : "";
+  const std::string resume_dir = resuming ? ckpt_dir : options.resume_checkpoint_dir;
+  std::optional<ResumeCheckpoint> resume_from;
+  if (resuming || !resume_dir.empty()) {
+    resume_from = read_resume_checkpoint(ctx, resume_dir);
+    resume_stages_before_attach(*resume_from, setup.stages);
+  }
+
   // ---- the main training, with the hooks of the stages that attach to it ----
   TrainHooks train_hooks;
   for (const std::unique_ptr<Stage>& stage : setup.stages)
     stage->attach(ctx, phase, train_hooks);
-  // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
-  // Data parallel: rank 0 writes them (every rank holds the same weights; a sharded optimizer's
-  // state is gathered to it), and every rank resumes from the same one.
-  const std::string ckpt_dir = ctx.comm->rank() == 0 ? checkpoint_dir(cfg, summary.run_id, summary.run_dir) : "";
-  const std::string resume_dir = resuming ? ckpt_dir : options.resume_checkpoint_dir;
   // A checkpoint of the finished training or of a stage's fine-tuning: the main training (and the
   // stages before that stage) are done.
-  const ResumedAt resumed_at =
-      resuming || !resume_dir.empty() ? resume_training(ctx, resume_dir, phase, setup.stages) : ResumedAt{};
+  ResumedAt resumed_at;
+  if (resume_from) {
+    resumed_at = resume_training(ctx, *resume_from, phase, setup.stages);
+    resume_from.reset();  // its tensors are loaded: not held for the rest of the run
+  }
   CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, setup.stages);
   train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const TrainLoopState& st) {
     if (previous)

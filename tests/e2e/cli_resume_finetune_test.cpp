@@ -11,6 +11,8 @@
 // The model-replacing stages' fine-tunings (structured pruning, low-rank) resume mid-way: the
 // resume rebuilds the smaller model from the dense weights in the checkpoint, also for a later
 // stage's checkpoint (QAT after structured pruning).
+// Distillation with a zoo teacher trained first: a run killed (or stopped) in the student's training
+// resumes with the trained teacher's weights from the checkpoint, not training the teacher again.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,9 +23,11 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "engine/data/dataset.h"
 #include "engine/nn/safetensors.h"
+#include "engine/run/checkpoint.h"
 #include "engine/store/store.h"
 #include "tests/e2e/cli_test_util.h"
 #include "tests/support/fashion_mnist.h"
@@ -507,6 +511,128 @@ TEST_F(CliResumeFinetune, SigtermBetweenTrainingAndAStageResumesWithTheStageOnTw
   if (!have_fashion_mnist())
     GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
   sigterm_between_training_and_stage(m_dir, db(), write("c.json", "{}"), 2);
+}
+
+// Distillation from a zoo teacher trained first in the run (steps 0-63), then the student (steps
+// 64-191): a run ended by `sig` 50 steps into the student's training (past a checkpoint: every 20
+// steps, and a stop writes one) resumes with the trained teacher's weights from that checkpoint
+// (stage/distill/teacher/*): no teacher step again (no teacher phase, no teacher/* sample, a note
+// says so), the teacher's series once, and the uninterrupted run's student, bit for bit. On
+// `devices` ranks: rank 0 writes the checkpoint, every rank reads it before the teacher attaches.
+void distill_resume_takes_the_trained_teacher(const std::filesystem::path& dir, const std::string& db,
+                                              const std::string& cfg, int devices, int sig) {
+  const std::string common =
+      " --set model.zoo=mlp --set train.epochs=2 --set train.threads=1 --set seed=4"
+      " --set data.train_subset=1024 --set data.test_subset=200 --set checkpoint.every_steps=20"
+      " --set distill.teacher=zoo:mlp --set distill.teacher_epochs=1 --set compute.devices=" +
+      std::to_string(devices) + " --set train.batch_size=" + std::to_string(16 / devices);  // 64 steps of 16 samples
+  const std::string ref_db = (dir / "ref.db").string();
+  const CmdResult ref =
+      test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (dir / "ref").string() + common);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+
+  const SignalledRun k =
+      signal_when("--db " + db + " run " + cfg + " --json --set output.dir=" + (dir / "runs").string() + common, sig,
+                  [](const nlohmann::json& j) {
+                    return j.contains("metric") && j["metric"].get<std::string>().rfind("train/", 0) == 0 &&
+                           j["step"].get<int64_t>() >= 64 + 50;
+                  });
+  const std::string& run_id = k.run_id;
+  ASSERT_TRUE(k.signalled) << "no student step 114";
+  if (sig == SIGKILL)
+    ASSERT_EQ(k.killed_by, SIGKILL) << "the run ended before the kill";
+  else
+    ASSERT_EQ(k.exit_code, 130) << "the run was not cancelled by the stop";
+
+  std::string run_dir, ref_dir;  // a data-parallel run also leaves <id>.ranks folders beside its own
+  for (const auto& e : fs::directory_iterator(dir / "runs"))
+    if (e.path().extension() != ".ranks")
+      run_dir = e.path().string();
+  for (const auto& e : fs::directory_iterator(dir / "ref"))
+    if (e.path().extension() != ".ranks")
+      ref_dir = e.path().string();
+  // The checkpoint carries the trained teacher (the checkpoint grows by the teacher's size).
+  {
+    const std::optional<LoadedCheckpoint> c = load_newest_checkpoint(run_dir + "/ckpt");
+    ASSERT_TRUE(c);
+    ASSERT_GT(c->info.step, 64);
+    const nlohmann::json stages = c->data.state.value("stages", nlohmann::json::object());
+    EXPECT_TRUE(stages.contains("distill") && stages["distill"].is_object() &&
+                stages["distill"].value("teacher_trained", false))
+        << stages.dump();
+    int teacher_tensors = 0;
+    for (const auto& [name, t] : c->data.tensors)
+      if (name.rfind("stage/distill/teacher/", 0) == 0) {
+        ++teacher_tensors;
+        if (name == "stage/distill/teacher/0.weight")
+          EXPECT_EQ(t.shape(), (Shape{512, 784}));
+      }
+    EXPECT_EQ(teacher_tensors, 6);  // zoo:mlp: three linear layers' weights and biases
+  }
+
+  const CmdResult resumed = test::run_cmd("--db " + db + " resume " + run_id + " --json");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  int64_t from_step = -1;
+  int teacher_samples = 0, notes = 0;
+  size_t at = 0;
+  while (at < resumed.out.size()) {
+    const size_t end = std::min(resumed.out.find('\n', at), resumed.out.size());
+    const auto j = nlohmann::json::parse(resumed.out.substr(at, end - at), nullptr, false);
+    at = end + 1;
+    if (!j.is_object())
+      continue;
+    if (j.value("event", "") == "resumed")
+      from_step = j.value("from_step", int64_t{-1});
+    if (j.value("event", "") == "note" &&
+        j.value("text", "").find("teacher's trained weights come from the checkpoint") != std::string::npos)
+      ++notes;
+    teacher_samples += j.contains("metric") && j["metric"].get<std::string>().rfind("teacher/", 0) == 0;
+  }
+  EXPECT_GT(from_step, 64) << resumed.out;
+  EXPECT_LT(from_step, 192) << resumed.out;
+  EXPECT_EQ(count_lines(resumed.out, "phase", "teacher"), 0) << "the teacher was trained again";
+  EXPECT_EQ(teacher_samples, 0) << "the teacher was trained again";
+  EXPECT_EQ(notes, 1) << resumed.out;
+
+  expect_same_tensors(run_dir + "/model.safetensors", ref_dir + "/model.safetensors");
+  Store store = Store::open(db);
+  Store ref_store = Store::open(ref_db);
+  EXPECT_EQ(store.run(run_id).status, RunStatus::finished);
+  const std::string ref_id = fs::path(ref_dir).filename().string();
+  expect_same_series(store, run_id, ref_store, ref_id,
+                     {"teacher/train/loss", "teacher/train/accuracy", "teacher/test/accuracy",
+                      "distill/teacher_accuracy", "train/lr", "test/accuracy", "test/loss"});
+  // The means over the steps since the previous log point: a stop (or a checkpoint) between two
+  // log points leaves the first window after the resume with the steps since the resume only (so
+  // for any resumed training, not for distillation only). That one sample is compared by step.
+  for (const char* m : {"train/loss", "train/accuracy", "distill/kd_loss"}) {
+    const std::vector<Point> a = store.series(run_id, m), b = ref_store.series(ref_id, m);
+    ASSERT_EQ(a.size(), b.size()) << m;
+    ASSERT_FALSE(a.empty()) << m;
+    bool logged_at_resume = false, first_after = true;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].step, b[i].step) << m;
+      logged_at_resume = logged_at_resume || b[i].step == from_step;
+      const bool cut_window = a[i].step > from_step && first_after && !logged_at_resume;
+      first_after = first_after && a[i].step <= from_step;
+      if (!cut_window)
+        EXPECT_EQ(a[i].value, b[i].value) << m << " at step " << a[i].step << " (resumed from " << from_step << ")";
+    }
+  }
+  EXPECT_EQ(count_events(store, run_id, "phase", "teacher"), 1);
+  EXPECT_EQ(count_events(store, run_id, "resumed"), 1);
+}
+
+TEST_F(CliResumeFinetune, KillNineInDistillationResumesWithTheTrainedTeacherBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  distill_resume_takes_the_trained_teacher(m_dir, db(), write("c.json", "{}"), 1, SIGKILL);
+}
+
+TEST_F(CliResumeFinetune, StopInDistillationOnTwoRanksResumesWithTheTrainedTeacherBitIdentical) {
+  if (!have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  distill_resume_takes_the_trained_teacher(m_dir, db(), write("c.json", "{}"), 2, SIGTERM);
 }
 
 }  // namespace
