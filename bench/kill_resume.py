@@ -13,12 +13,15 @@ workers die with it) and the reference is an uninterrupted N-rank run; --shard-o
 ZeRO-1, so each checkpoint gathers the optimizer shards. With --launcher slurm the N ranks are
 started separately, as srun starts them on N nodes (Slurm's variables, a shared rendezvous folder,
 a new step id for every start); the kill hits rank 0 alone, the others must fail on their own
-within compute.timeout_s, and every rank then runs `lathe-cli resume RUN`. System python3 and its
-sqlite3 module only.
+within compute.timeout_s, and every rank then runs `lathe-cli resume RUN`. --set adds config
+values: stages after the training (e.g. --set prune.method=l1-structured --set
+prune.finetune_epochs=2) put kills in their fine-tuning too (its steps log train/* samples), and
+every model file of the run (model.pruned.safetensors, model_int8.safetensors, ...) must then equal
+the uninterrupted run's. System python3 and its sqlite3 module only.
 
 Usage: bench/kill_resume.py [--cli build/app/lathe-cli] [--kills 20] [--model cnn] [--every-steps 50]
        [--train-subset 4096] [--epochs 2] [--batch-size 32] [--seed 1] [--devices 1] [--shard-optimizer]
-       [--launcher slurm]
+       [--launcher slurm] [--set KEY=VALUE ...]
 Exits 1 when a check fails."""
 import argparse
 import json
@@ -160,6 +163,8 @@ def main():
     ap.add_argument("--launcher", choices=["slurm"], help="start every rank separately, as srun does")
     ap.add_argument("--timeout-s", type=float, default=10, help="compute.timeout_s")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="another config value (repeatable), e.g. a stage after the training")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     tmp = tempfile.mkdtemp(prefix="lathe-kill-resume-")
@@ -170,6 +175,7 @@ def main():
             "compute.timeout_s=%g" % a.timeout_s]
     if a.shard_optimizer:
         sets.append("compute.shard_optimizer=true")
+    sets += a.set
     if a.launcher:
         sets.append("compute.rendezvous=" + os.path.join(tmp, "shared"))
     steps = iter(range(1000))  # srun's step id: a new one for every start
@@ -198,8 +204,11 @@ def main():
             print("reference run failed (exit %d): %s" % (code, err))
             return 1
         total = reached_since(os.path.join(run_dir_in(ref_out), "metrics.jsonl"), 0)
-        ref_weights = tensors(os.path.join(run_dir_in(ref_out), "model.safetensors"))
-        print("reference: %d steps, %d tensors" % (total, len(ref_weights)))
+        # Every model file the run writes: the trained model and what the stages after it made.
+        model_files = sorted(f for f in os.listdir(run_dir_in(ref_out)) if f.endswith(".safetensors"))
+        ref_weights = {f: tensors(os.path.join(run_dir_in(ref_out), f)) for f in model_files}
+        print("reference: %d steps, %s" % (total, ", ".join("%s (%d tensors)" % (f, len(ref_weights[f]))
+                                                             for f in model_files)))
 
         # The killed run: every kill at a random later step, then resume until it finishes.
         db, out = os.path.join(tmp, "kill.db"), os.path.join(tmp, "kill-runs")
@@ -238,10 +247,13 @@ def main():
                                                                                      reached - from_step))
         run_dir = run_dir_in(out)
         run_id = os.path.basename(run_dir)
-        weights = tensors(os.path.join(run_dir, "model.safetensors"))
-        same = weights.keys() == ref_weights.keys() and all(weights[k] == ref_weights[k] for k in weights)
-        if not same:
-            failures.append("final weights differ from the uninterrupted run's")
+        same = True
+        for f in model_files:
+            path = os.path.join(run_dir, f)
+            weights = tensors(path) if os.path.exists(path) else {}
+            if weights.keys() != ref_weights[f].keys() or any(weights[k] != ref_weights[f][k] for k in weights):
+                failures.append("%s differs from the uninterrupted run's" % f)
+                same = False
         con = sqlite3.connect(db)
         integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
         if integrity != "ok":

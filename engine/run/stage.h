@@ -91,6 +91,12 @@ class Stage {
   /// the field. May keep what it loaded for attach() / run().
   virtual void prepare(const StageSetup& setup) {}
 
+  /// A resumed run, before attach(): the stage's state in the checkpoint the run continues from
+  /// (what save_state() returned then; empty when it has none). A stage whose attach() does work
+  /// whose result the state holds (a zoo teacher's training) takes it here and skips that work.
+  /// load_state() follows, after attach(). DataError naming the tensor when the state does not fit.
+  virtual void resume_before_attach(const StageState& state) {}
+
   /// Hooks into the main training phase before it starts (it may also change the phase, e.g. the
   /// augmentation, or run a phase of its own first, advancing ctx.step). Hooks already set on
   /// `hooks` by earlier stages must keep working: chain, do not overwrite.
@@ -99,13 +105,24 @@ class Stage {
   /// Runs after the main training (and after the earlier stages' run): logs at ctx.step and
   /// advances it by its own phases. Returns early when ctx.stop_requested().
   virtual void run(StageContext& ctx) {}
+  /// Whether run() does work (true for every stage that overrides it): when an enabled stage does,
+  /// run_experiment checkpoints the finished main training before the first stage runs, so that a
+  /// kill during the stages resumes with them and trains no step again.
+  virtual bool runs_after_training() const { return false; }
 
   /// The state a checkpoint needs to continue this stage mid-run (masks, schedule positions, loss
   /// scale, trainable projections); empty when nothing beyond the model and optimizer matters.
   virtual StageState save_state() const { return {}; }
-  /// Restores what save_state() returned (after prepare/attach of a resumed run). lathe::Error when
-  /// the state does not fit (missing tensor, wrong shape).
+  /// Restores what save_state() returned (after prepare/attach of a resumed run, before the
+  /// checkpoint's weights are loaded). lathe::Error when the state does not fit (missing tensor,
+  /// wrong shape).
   virtual void load_state(const StageState& state) {}
+  /// A resumed run whose checkpoint was written in this stage's phase or a later stage's, after
+  /// load_state(): when the stage had replaced the model by then (structured pruning, low-rank),
+  /// it rebuilds that model's shapes in ctx.model from its state (the dense weights), so that the
+  /// checkpoint's weights load into it. Called in pipeline order, each stage on the model the
+  /// earlier ones left. Default: nothing (the stage keeps the run's model).
+  virtual void restore_model(StageContext& ctx) {}
 };
 
 }  // namespace lathe

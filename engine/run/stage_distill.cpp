@@ -178,8 +178,22 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
                       .progress = {},
                       .comm = ctx.comm};
     const TrainPhase tp = fine_tuning_phase(tctx, "teacher", static_cast<int>(d.teacher_epochs), 1.0);
-    tctx.total_steps = ctx.total_steps + tctx.steps_per_epoch(tp.loader) * tp.epochs;
-    train_phase(tctx, tp, {});
+    const int64_t teacher_steps = tctx.steps_per_epoch(tp.loader) * tp.epochs;
+    tctx.total_steps = ctx.total_steps + teacher_steps;
+    if (st.teacher_restored) {
+      // The weights its finished training gave, from the checkpoint this run resumes from; its
+      // steps keep their place on the step axis (its teacher/* metrics are in the store already).
+      const std::string steps = std::to_string(tctx.step) + "-" + std::to_string(tctx.step + teacher_steps - 1);
+      ctx.sink.event("note", {{"text", "distill.teacher: the zoo:" + st.spec.value +
+                                           " teacher's trained weights come from the checkpoint; its steps " + steps +
+                                           " are not trained again"}});
+      tctx.step += teacher_steps;
+      st.teacher_trained = true;
+    } else {
+      // A stop request cuts the teacher's training short: checkpoints then do not carry it as
+      // trained (a resume trains it again, from the start).
+      st.teacher_trained = !train_phase(tctx, tp, {}).stopped;
+    }
     st.teacher = std::move(tctx.model);
     ctx.total_steps = tctx.total_steps;
     ctx.step = tctx.step;
@@ -208,10 +222,14 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
   std::string projections;
   for (const FeatureProjection& p : st.distiller->projections())
     projections += (projections.empty() ? "" : ", ") + p.describe();
+  std::string teacher_origin = st.saved.origin;
+  if (st.spec.kind == TeacherSpec::Kind::zoo)
+    teacher_origin = st.teacher_restored ? "zoo model trained first in this run (its trained weights from the "
+                                           "checkpoint this resume continues from)"
+                                         : "zoo model trained first in this run";
   ctx.sink.event("distill",
                  {{"teacher", d.teacher},
-                  {"teacher_origin",
-                   st.spec.kind == TeacherSpec::Kind::zoo ? "zoo model trained first in this run" : st.saved.origin},
+                  {"teacher_origin", teacher_origin},
                   {"teacher_accuracy", teacher_accuracy},
                   {"teacher_accuracy_how", accuracy_how},
                   {"temperature", d.temperature},
@@ -262,8 +280,13 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
 
 namespace {
 
+/// A trained zoo teacher's tensors in the stage's state: stage/distill/teacher/<name> in a checkpoint.
+constexpr const char* kTeacher = "teacher/";
+
 /// The distillation stage (stage.h): section distill, attached to the main training. Its mid-run
-/// state is the feature projections' weights (trained with the student, not saved with it).
+/// state is the feature projections' weights (trained with the student, not saved with it) and,
+/// once a zoo teacher's training has finished, the teacher's weights and buffers (a resumed run
+/// takes them instead of training the teacher again: resume_before_attach).
 class DistillStageAdapter final : public Stage {
  public:
   std::string section() const override { return "distill"; }
@@ -353,12 +376,48 @@ class DistillStageAdapter final : public Stage {
     }
     if (!names.empty())
       st.json = {{"projections", names}, {"first_step", m_stage->first_step}};
+    // A trained zoo teacher: a resume takes its weights instead of training it again.
+    if (m_stage->teacher_trained) {
+      for (const NamedParam& p : m_stage->teacher->named_params())
+        st.tensors.emplace_back(kTeacher + p.name, p.param->value.contiguous_copy());
+      for (const NamedBuffer& b : m_stage->teacher->named_buffers())
+        st.tensors.emplace_back(kTeacher + b.name, b.buffer->value.contiguous_copy());
+      st.json["teacher_trained"] = true;
+    }
     return st;
   }
 
-  void load_state(const StageState& st) override {
-    if (st.json.is_null())
+  void resume_before_attach(const StageState& st) override {
+    if (!m_stage || m_stage->spec.kind != TeacherSpec::Kind::zoo || !st.json.is_object() ||
+        !st.json.value("teacher_trained", false))
       return;
+    // Checked before anything is copied: a state that does not fit leaves the teacher untrained.
+    const std::string teacher = m_stage->spec.value;
+    auto find = [&](const std::string& name, const Tensor& dst) -> const Tensor& {
+      const std::string key = kTeacher + name;
+      const auto it = std::find_if(st.tensors.begin(), st.tensors.end(), [&](const auto& t) { return t.first == key; });
+      if (it == st.tensors.end())
+        throw DataError("the distill stage's state has no tensor 'stage/distill/" + key +
+                        "' (the trained zoo:" + teacher + " teacher's)");
+      if (it->second.shape() != dst.shape() || it->second.dtype() != dst.dtype())
+        throw DataError("tensor 'stage/distill/" + key + "' is " + shape_str(it->second.shape()) + " " +
+                        std::string(dtype_name(it->second.dtype())) + ", the zoo:" + teacher + " teacher has " +
+                        shape_str(dst.shape()) + " " + std::string(dtype_name(dst.dtype())));
+      return it->second;
+    };
+    std::vector<std::pair<const Tensor*, Tensor*>> copies;
+    for (const NamedParam& p : m_stage->teacher->named_params())
+      copies.emplace_back(&find(p.name, p.param->value), &p.param->value);
+    for (const NamedBuffer& b : m_stage->teacher->named_buffers())
+      copies.emplace_back(&find(b.name, b.buffer->value), &b.buffer->value);
+    for (auto& c : copies)
+      c.first->copy_to(*c.second);
+    m_stage->teacher_restored = true;
+  }
+
+  void load_state(const StageState& st) override {
+    if (!st.json.is_object() || !st.json.contains("projections"))
+      return;  // the teacher's weights, if any, were taken before attach (resume_before_attach)
     LATHE_CHECK(m_stage && m_stage->distiller, "distill stage state: load_state before prepare");
     for (const NamedParam& p : m_stage->distiller->projection_params()) {
       const std::string key = "projection/" + p.name;

@@ -1,11 +1,12 @@
 // The distillation stage: when distill.teacher is set, the main training phase trains the student
 // against a teacher (engine/compress/distill) instead of the labels alone. prepare_distill_stage
 // runs from the stage's prepare() (a bad teacher, feature pair or backend fails before anything is
-// written); attach_distill_stage from its attach(), before the main training: it trains a zoo teacher first (its
-// metrics under teacher/*), measures the teacher's test accuracy (distill/teacher_accuracy), makes the student's
-// augmentation distill.student_augment_factor times stronger (the teacher sees the same, more
-// strongly augmented images: one loader feeds both) and replaces the training step through
-// TrainHooks. Metrics: distill/kd_loss (T^2 KL per sample), distill/feature_loss (MSE per sample,
+// written); attach_distill_stage from its attach(), before the main training: it trains a zoo
+// teacher first (its metrics under teacher/*; a resumed run takes the trained teacher's weights
+// from its checkpoint instead), measures the teacher's test accuracy (distill/teacher_accuracy),
+// makes the student's augmentation distill.student_augment_factor times stronger (the teacher
+// sees the same, more strongly augmented images: one loader feeds both) and replaces the training
+// step through TrainHooks. Metrics: distill/kd_loss (T^2 KL per sample), distill/feature_loss (MSE per sample,
 // before feature_weight), distill/teacher_accuracy.
 #pragma once
 
@@ -33,6 +34,11 @@ class DistillStage {
   LrSchedule schedule;  ///< the student phase's, for the projections
   int64_t first_step = 0;
   bool cache_saved = false;
+  /// A zoo teacher's weights came from the checkpoint a resumed run continues from: attach does
+  /// not train it again.
+  bool teacher_restored = false;
+  /// A zoo teacher is trained (or restored): checkpoints carry its weights (stage/distill/teacher/*).
+  bool teacher_trained = false;
 };
 
 /// The teacher cache's key (teacher_cache.h): the backend and the distiller's taps, the saved
@@ -46,8 +52,9 @@ std::string teacher_cache_key(const std::string& backend, const std::string& dis
 std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg, Backend& backend,
                                                     const TrainTest& data, Model& student, const RunOptions& options);
 
-/// Trains a zoo teacher first (advancing ctx.step), logs the teacher's accuracy, sets the student's
-/// augmentation on `phase` and the distillation hooks on `hooks`.
+/// Trains a zoo teacher first (advancing ctx.step; a teacher restored from a resumed run's
+/// checkpoint is not trained again, ctx.step advances the same), logs the teacher's accuracy, sets
+/// the student's augmentation on `phase` and the distillation hooks on `hooks`.
 void attach_distill_stage(DistillStage& stage, StageContext& ctx, TrainPhase& phase, TrainHooks& hooks);
 
 }  // namespace lathe

@@ -3,9 +3,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 
+#include "engine/core/error.h"
 #include "engine/nn/model_io.h"
 #include "engine/run/latency.h"
 
@@ -60,17 +62,113 @@ int64_t save_replacement(StageContext& ctx, const DenseBaseline& dense, const st
   return bytes;
 }
 
-bool fine_tune_replacement(StageContext& ctx, std::unique_ptr<Model> replacement, std::unique_ptr<Model>& dense,
-                           const std::string& label, const std::string& prefix, int64_t epochs, double lr_scale,
-                           double dense_accuracy) {
-  dense = std::move(ctx.model);
+namespace {
+
+constexpr const char* kDense = "dense/";
+
+Tensor host_copy(Backend& be, const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), t.dtype());
+  be.copy(t, h);
+  return h;
+}
+
+}  // namespace
+
+StageState replacement_state(const ReplacementRun& run) {
+  StageState st;
+  if (!run.replaced)
+    return st;
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& [name, t] : run.dense_tensors) {
+    names.push_back(name);
+    st.tensors.emplace_back(kDense + name, t);
+  }
+  st.json = {{"replaced", true},
+             {"dense_accuracy", run.baseline.eval.accuracy},
+             {"dense_loss", run.baseline.eval.loss},
+             {"dense_bytes", run.baseline.bytes},
+             {"dense_meta", run.baseline.meta},
+             {"file_meta", run.file_meta},
+             {"dense_tensors", names}};
+  return st;
+}
+
+void load_replacement_state(const StageState& state, ReplacementRun& run) {
+  run = {};
+  if (state.json.is_null() || !state.json.value("replaced", false))
+    return;
+  try {
+    run.baseline.eval.accuracy = state.json.at("dense_accuracy").get<double>();
+    run.baseline.eval.loss = state.json.at("dense_loss").get<double>();
+    run.baseline.bytes = state.json.at("dense_bytes").get<int64_t>();
+    run.baseline.meta = state.json.at("dense_meta").get<std::map<std::string, std::string>>();
+    run.file_meta = state.json.at("file_meta").get<std::map<std::string, std::string>>();
+    for (const auto& name : state.json.at("dense_tensors")) {
+      const std::string key = kDense + name.get<std::string>();
+      const auto it =
+          std::find_if(state.tensors.begin(), state.tensors.end(), [&](const auto& t) { return t.first == key; });
+      if (it == state.tensors.end())
+        throw DataError("no tensor " + key);
+      run.dense_tensors.emplace_back(name.get<std::string>(), it->second);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(std::string("the replaced model's state: ") + e.what());
+  }
+  run.replaced = true;
+}
+
+void restore_replacement(StageContext& ctx, ReplacementRun& run,
+                         const std::function<std::unique_ptr<Model>(Model& dense)>& rebuild) {
+  if (!run.replaced)
+    return;
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : run.dense_tensors)
+    by_name[name] = &t;
+  auto load = [&](const std::string& name, Tensor& dst) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end())
+      throw DataError("the replaced dense model's tensor '" + name + "' is missing");
+    if (it->second->shape() != dst.shape() || it->second->dtype() != dst.dtype())
+      throw DataError("the replaced dense model's tensor '" + name + "' is " + shape_str(it->second->shape()) +
+                      ", the model has " + shape_str(dst.shape()));
+    ctx.be.copy(*it->second, dst);
+  };
+  Model& dense = *ctx.model;
+  for (const NamedParam& p : dense.named_params())
+    load(p.name, p.param->value);
+  for (const NamedBuffer& b : dense.named_buffers())
+    load(b.name, b.buffer->value);
+  std::unique_ptr<Model> replacement = rebuild(dense);
+  run.dense = std::move(ctx.model);
   ctx.model = std::move(replacement);
-  evaluate_as(ctx, label + "_before_finetune");
-  if (ctx.stop_requested())
-    return false;
+}
+
+bool resuming_replacement(const StageContext& ctx, const ReplacementRun& run, const std::string& section) {
+  return run.replaced && ctx.resume && ctx.resume->stage == section;
+}
+
+bool fine_tune_replacement(StageContext& ctx, std::unique_ptr<Model> replacement, ReplacementRun& run,
+                           const std::string& section, const std::string& label, const std::string& prefix,
+                           int64_t epochs, double lr_scale) {
+  if (!resuming_replacement(ctx, run, section)) {
+    // The dense weights, kept for every later checkpoint: a resume rebuilds the replacement from them.
+    run.dense_tensors.clear();
+    for (const NamedParam& p : ctx.model->named_params())
+      run.dense_tensors.emplace_back(p.name, host_copy(ctx.be, p.param->value));
+    for (const NamedBuffer& b : ctx.model->named_buffers())
+      run.dense_tensors.emplace_back(b.name, host_copy(ctx.be, b.buffer->value));
+    run.dense = std::move(ctx.model);
+    ctx.model = std::move(replacement);
+    run.replaced = true;
+    evaluate_as(ctx, label + "_before_finetune");
+    if (ctx.stop_requested())
+      return false;
+  }
   EvalResult eval;
   if (epochs > 0) {
-    const TrainPhase phase = fine_tuning_phase(ctx, "finetune", static_cast<int>(epochs), lr_scale);
+    TrainPhase phase = fine_tuning_phase(ctx, "finetune", static_cast<int>(epochs), lr_scale);
+    phase.stage = section;
+    phase.checkpointed = true;  // through ctx.checkpoint, with the dense weights in the stage's state
     ctx.total_steps += ctx.steps_per_epoch(phase.loader) * phase.epochs;
     const PhaseResult tuned = train_phase(ctx, phase);
     if (tuned.stopped || ctx.stop_requested())
@@ -81,7 +179,8 @@ bool fine_tune_replacement(StageContext& ctx, std::unique_ptr<Model> replacement
     ctx.sink.sample(label + "/test_accuracy", ctx.step, ctx.wall_ms(), eval.accuracy);
   else
     eval = evaluate_and_log(ctx, label);
-  ctx.sink.sample(prefix + "/accuracy_drop_pt", ctx.step, ctx.wall_ms(), 100.0 * (dense_accuracy - eval.accuracy));
+  ctx.sink.sample(prefix + "/accuracy_drop_pt", ctx.step, ctx.wall_ms(),
+                  100.0 * (run.baseline.eval.accuracy - eval.accuracy));
   return true;
 }
 

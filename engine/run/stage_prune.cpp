@@ -305,7 +305,7 @@ void run_prune_stage(StageContext& ctx, PruneRunState* state) {
     return;
   begin_phase(ctx, "prune");
   if (is_structured(method)) {
-    run_structured_prune_stage(ctx);  // stage_prune_structured.cpp
+    run_structured_prune_stage(ctx, state ? state->structured : local.structured);  // stage_prune_structured.cpp
     return;
   }
   run_unstructured(ctx, state ? *state : local);
@@ -442,8 +442,11 @@ class PruneStage final : public Stage {
   }
 
   void run(StageContext& ctx) override { run_prune_stage(ctx, &m_state); }
+  bool runs_after_training() const override { return true; }
 
   StageState save_state() const override {
+    if (m_state.structured.replaced)
+      return replacement_state(m_state.structured);
     StageState st;
     if (m_state.plan.masks.empty())
       return st;
@@ -466,6 +469,10 @@ class PruneStage final : public Stage {
     m_state = {};
     if (st.json.is_null())
       return;
+    if (st.json.value("replaced", false)) {  // structured: the dense model it replaced
+      load_replacement_state(st, m_state.structured);
+      return;
+    }
     for (const auto& name : st.json.at("masks")) {
       const std::string param = name.get<std::string>();
       const std::string key = "mask/" + param;
@@ -479,6 +486,11 @@ class PruneStage final : public Stage {
     m_state.finetune_first_step = st.json.value("finetune_first_step", int64_t{0});
     m_state.dense_accuracy = st.json.value("dense_accuracy", 0.0);
     m_state.dense_file_bytes = st.json.value("dense_file_bytes", int64_t{0});
+  }
+
+  void restore_model(StageContext& ctx) override {
+    if (m_state.structured.replaced)
+      restore_structured_prune(ctx, m_state.structured);
   }
 
  private:

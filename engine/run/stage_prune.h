@@ -10,6 +10,7 @@
 
 #include "engine/compress/prune/mask.h"
 #include "engine/run/pipeline.h"
+#include "engine/run/stage_measure.h"
 
 namespace lathe {
 
@@ -20,7 +21,8 @@ struct MaskPlan {
 };
 
 /// What the prune stage holds while it runs (its Stage::save_state): the masks applied during the
-/// fine-tuning and the optimizer steps done in it (the AGP schedule's position).
+/// fine-tuning and the optimizer steps done in it (the AGP schedule's position), or the structured
+/// methods' replaced dense model.
 struct PruneRunState {
   MaskPlan plan;
   int64_t finetune_steps_done = 0;
@@ -31,6 +33,8 @@ struct PruneRunState {
   int64_t finetune_first_step = 0;
   double dense_accuracy = 0;
   int64_t dense_file_bytes = 0;
+  /// l1-/l2-structured: the dense model replaced by the smaller one (stage_prune_structured.h).
+  ReplacementRun structured;
 };
 
 /// Checks the prune config against the model before anything is written: exclusions name prunable

@@ -7,6 +7,7 @@
 
 #include "engine/compress/prune/structured.h"
 #include "engine/run/pipeline.h"
+#include "engine/run/stage_measure.h"
 
 namespace lathe {
 
@@ -24,7 +25,13 @@ void prepare_structured_prune_stage(const ExperimentConfig& cfg, Model& model, B
 /// prune/accuracy_drop_pt, model/dense_bytes, model/bytes (the pruned file really written),
 /// latency/{dense,pruned}/b{1,256}_ms with their throughput, and prune/speedup_b{1,256}. Fine-tunes
 /// for prune.finetune_epochs at train.optimizer.lr x prune.finetune_lr_scale (advancing ctx.step)
-/// and replaces ctx.model with the smaller model.
-void run_structured_prune_stage(StageContext& ctx);
+/// and replaces ctx.model with the smaller model. `run` is the stage's checkpoint state: the
+/// fine-tuning is checkpointed, and a run resumed inside it (restore_structured_prune first)
+/// continues it and skips the measurements and the pruning before it.
+void run_structured_prune_stage(StageContext& ctx, ReplacementRun& run);
+
+/// A resumed run's Stage::restore_model: prunes the dense weights of `run` again (the same channels:
+/// the ranking is a function of them) and puts the smaller model in ctx.model.
+void restore_structured_prune(StageContext& ctx, ReplacementRun& run);
 
 }  // namespace lathe

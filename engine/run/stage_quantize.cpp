@@ -545,6 +545,7 @@ class QuantizeStage final : public Stage {
 
   void prepare(const StageSetup& s) override { prepare_quantize_stage(s.cfg, s.model, s.be); }
   void run(StageContext& ctx) override { run_quantize_stage(ctx, &m_qat); }
+  bool runs_after_training() const override { return true; }
 
   StageState save_state() const override {
     StageState st;

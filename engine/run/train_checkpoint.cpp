@@ -57,16 +57,16 @@ std::string checkpoint_dir(const ExperimentConfig& cfg, const std::string& run_i
   return run_dir.empty() ? "" : run_dir + "/ckpt";
 }
 
-CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& loop,
-                                      const std::vector<std::unique_ptr<Stage>>& stages) {
-  CheckpointData d;
+namespace {
+
+/// The model's weights and buffers and every stage's state into `d`; returns the stages' JSON.
+nlohmann::json capture_model_and_stages(StageContext& ctx, const std::vector<std::unique_ptr<Stage>>& stages,
+                                        CheckpointData& d) {
   Model& model = *ctx.model;
   for (const NamedParam& p : model.named_params())
     d.tensors.emplace_back(kModel + p.name, host_copy(ctx.be, p.param->value));
   for (const NamedBuffer& b : model.named_buffers())
     d.tensors.emplace_back(kModel + b.name, host_copy(ctx.be, b.buffer->value));
-  for (auto& [name, t] : checkpoint_optimizer_state(ctx, loop.optimizer))
-    d.tensors.emplace_back(kOptim + name, std::move(t));
   nlohmann::json stage_json = nlohmann::json::object();
   for (const std::unique_ptr<Stage>& stage : stages) {
     StageState st = stage->save_state();
@@ -76,6 +76,18 @@ CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& l
     for (auto& [name, t] : st.tensors)
       d.tensors.emplace_back(kStage + stage->section() + "/" + name, std::move(t));
   }
+  return stage_json;
+}
+
+}  // namespace
+
+CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& loop,
+                                      const std::vector<std::unique_ptr<Stage>>& stages) {
+  CheckpointData d;
+  Model& model = *ctx.model;
+  const nlohmann::json stage_json = capture_model_and_stages(ctx, stages, d);
+  for (auto& [name, t] : checkpoint_optimizer_state(ctx, loop.optimizer))
+    d.tensors.emplace_back(kOptim + name, std::move(t));
   const uint64_t seed = ctx.cfg.seed;
   const int64_t micro = std::max(1, ctx.cfg.train.grad_accum);
   d.state = {{"run_id", ctx.run_id},
@@ -100,18 +112,55 @@ CheckpointData capture_training_state(StageContext& ctx, const TrainLoopState& l
   return d;
 }
 
-std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhase& phase,
-                            const std::vector<std::unique_ptr<Stage>>& stages) {
-  std::vector<std::string> none_valid;
-  std::optional<LoadedCheckpoint> loaded = dir.empty() ? std::nullopt : load_newest_checkpoint(dir, &none_valid);
-  agree_on_checkpoint(ctx, loaded ? loaded->info.step : -1, dir);
+ResumeCheckpoint read_resume_checkpoint(StageContext& ctx, const std::string& dir) {
+  ResumeCheckpoint c;
+  c.dir = dir;
+  if (!dir.empty())
+    c.loaded = load_newest_checkpoint(dir, &c.none_valid);
+  agree_on_checkpoint(ctx, c.loaded ? c.loaded->info.step : -1, dir);
   // Every rank has read its checkpoint: the writer (rank 0) clears what a killed writer left half
   // written, which the next checkpoint write would clear too, if one comes before the run ends.
   if (!dir.empty() && ctx.comm->rank() == 0)
     remove_stale_checkpoint_temporaries(dir);
+  if (!c.loaded)
+    return c;
+  const nlohmann::json& st = c.loaded->data.state;
+  if (st.value("run_id", std::string()) != ctx.run_id)
+    throw DataError("checkpoint " + c.loaded->info.path + " belongs to run '" + st.value("run_id", std::string()) +
+                    "', not '" + ctx.run_id + "'");
+  for (auto& [name, t] : c.loaded->data.tensors)
+    if (starts_with(name, kStage)) {
+      const std::string rest = name.substr(std::string(kStage).size());
+      const size_t slash = rest.find('/');
+      if (slash != std::string::npos)
+        c.stage_states[rest.substr(0, slash)].tensors.emplace_back(rest.substr(slash + 1), t);
+    }
+  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
+  for (const auto& [section, json] : stage_json.items())
+    c.stage_states[section].json = json;
+  return c;
+}
+
+void resume_stages_before_attach(const ResumeCheckpoint& checkpoint,
+                                 const std::vector<std::unique_ptr<Stage>>& stages) {
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    const auto it = checkpoint.stage_states.find(stage->section());
+    try {
+      stage->resume_before_attach(it != checkpoint.stage_states.end() ? it->second : StageState{});
+    } catch (const DataError& e) {
+      throw DataError("checkpoint " + (checkpoint.loaded ? checkpoint.loaded->info.path : checkpoint.dir) + ": " +
+                      e.what());
+    }
+  }
+}
+
+ResumedAt resume_training(StageContext& ctx, const ResumeCheckpoint& checkpoint, TrainPhase& phase,
+                          const std::vector<std::unique_ptr<Stage>>& stages) {
+  const std::optional<LoadedCheckpoint>& loaded = checkpoint.loaded;
+  const std::string& dir = checkpoint.dir;
   if (!loaded) {
     nlohmann::json skipped = nlohmann::json::array();
-    for (const std::string& m : none_valid)
+    for (const std::string& m : checkpoint.none_valid)
       skipped.push_back(m);
     ctx.sink.event("resumed", {{"run_id", ctx.run_id},
                                {"from_step", 0},
@@ -120,12 +169,12 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
                                {"text", "no valid checkpoint in " + (dir.empty() ? "(none)" : dir) +
                                             ": training starts again at step 0"}});
     ctx.sink.flush();
-    return "";
+    return {};
   }
   const std::string where = "checkpoint " + loaded->info.path;
   const nlohmann::json& st = loaded->data.state;
-  if (st.value("run_id", std::string()) != ctx.run_id)
-    throw DataError(where + " belongs to run '" + st.value("run_id", std::string()) + "', not '" + ctx.run_id + "'");
+  // The finished main training's checkpoint (CheckpointScheduler::after_training): no optimizer.
+  const bool training_done = st.value("training_done", false);
   int epoch = 0;
   int64_t step_in_epoch = 0, steps_per_epoch = 0, global_step = 0, optimizer_steps = 0;
   try {
@@ -134,7 +183,8 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
     step_in_epoch = l.at("step_in_epoch").get<int64_t>();
     steps_per_epoch = l.at("steps_per_epoch").get<int64_t>();
     global_step = l.at("global_step").get<int64_t>();
-    optimizer_steps = st.at("optimizer").at("steps_taken").get<int64_t>();
+    if (!training_done)
+      optimizer_steps = st.at("optimizer").at("steps_taken").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw DataError(where + ": state.json lacks the loop state (" + e.what() + ")");
   }
@@ -149,17 +199,28 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
                     std::to_string(ctx.steps_per_epoch(phase.loader)));
 
   std::map<std::string, Tensor> model_tensors, optim_tensors;
-  std::map<std::string, StageState> stage_states;
   for (auto& [name, t] : loaded->data.tensors) {
-    if (starts_with(name, kModel)) {
+    if (starts_with(name, kModel))
       model_tensors[name.substr(std::string(kModel).size())] = t;
-    } else if (starts_with(name, kOptim)) {
+    else if (starts_with(name, kOptim))
       optim_tensors[name.substr(std::string(kOptim).size())] = t;
-    } else if (starts_with(name, kStage)) {
-      const std::string rest = name.substr(std::string(kStage).size());
-      const size_t slash = rest.find('/');
-      if (slash != std::string::npos)
-        stage_states[rest.substr(0, slash)].tensors.emplace_back(rest.substr(slash + 1), t);
+  }
+  for (const std::unique_ptr<Stage>& stage : stages) {
+    const auto it = checkpoint.stage_states.find(stage->section());
+    if (it != checkpoint.stage_states.end() && !it->second.empty())
+      stage->load_state(it->second);
+  }
+  // A checkpoint of a stage's phase: the stages up to that one rebuild the model they had replaced
+  // by then (structured pruning, low-rank), in order, so that its weights load into their shapes.
+  if (!ckpt_stage.empty()) {
+    try {
+      for (const std::unique_ptr<Stage>& stage : stages) {
+        stage->restore_model(ctx);
+        if (stage->section() == ckpt_stage)
+          break;
+      }
+    } catch (const DataError& e) {
+      throw DataError(where + ": " + e.what());
     }
   }
   Model& model = *ctx.model;
@@ -176,6 +237,30 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
     load(p.name, p.param->value);
   for (const NamedBuffer& b : model.named_buffers())
     load(b.name, b.buffer->value);
+  ctx.step = global_step;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const std::string& m : loaded->skipped)
+    skipped.push_back(m);
+  nlohmann::json event = {{"run_id", ctx.run_id},
+                          {"from_step", global_step},
+                          {"checkpoint", loaded->info.path},
+                          {"phase", ckpt_phase},
+                          {"stage", ckpt_stage},
+                          {"training_done", training_done || !ckpt_stage.empty()},
+                          {"epoch", epoch},
+                          {"step_in_epoch", step_in_epoch},
+                          {"skipped", skipped},
+                          {"text", "resumed from the checkpoint of step " + std::to_string(global_step)}};
+  if (training_done) {
+    // The main training is complete (its final evaluation and model file are in the store and the
+    // run folder): no step is trained again, the stages run from the first.
+    event["text"] = "resumed from the checkpoint of step " + std::to_string(global_step) +
+                    ", the end of the main training: the stages after it run from the first";
+    ctx.sink.event("resumed", event);
+    ctx.sink.flush();
+    return {.training_done = true, .stage = ""};
+  }
+
   std::shared_ptr<Optimizer> optimizer = make_optimizer(phase.optimizer);
   try {
     // The checkpoint holds every parameter's whole state, whoever wrote it (1 rank, N ranks, with
@@ -189,14 +274,6 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
     }
   } catch (const DataError& e) {
     throw DataError(where + ": " + e.what());
-  }
-  const nlohmann::json stage_json = st.value("stages", nlohmann::json::object());
-  for (const std::unique_ptr<Stage>& stage : stages) {
-    StageState& s = stage_states[stage->section()];
-    if (stage_json.contains(stage->section()))
-      s.json = stage_json[stage->section()];
-    if (!s.empty())
-      stage->load_state(s);
   }
   if (ckpt_stage.empty()) {
     phase.start.epoch = epoch;
@@ -213,22 +290,45 @@ std::string resume_training(StageContext& ctx, const std::string& dir, TrainPhas
     pending->start = {epoch, step_in_epoch, std::move(optimizer)};
     ctx.resume = std::move(pending);
   }
-  ctx.step = global_step;
-
-  nlohmann::json skipped = nlohmann::json::array();
-  for (const std::string& m : loaded->skipped)
-    skipped.push_back(m);
-  ctx.sink.event("resumed", {{"run_id", ctx.run_id},
-                             {"from_step", global_step},
-                             {"checkpoint", loaded->info.path},
-                             {"phase", ckpt_phase},
-                             {"stage", ckpt_stage},
-                             {"epoch", epoch},
-                             {"step_in_epoch", step_in_epoch},
-                             {"skipped", skipped},
-                             {"text", "resumed from the checkpoint of step " + std::to_string(global_step)}});
+  ctx.sink.event("resumed", event);
   ctx.sink.flush();  // the resume is on record even if this process is killed at once
-  return ckpt_stage;
+  return {.training_done = !ckpt_stage.empty(), .stage = ckpt_stage};
+}
+
+void CheckpointScheduler::after_training(const TrainPhase& phase) {
+  if (m_dir.empty())  // checkpoints off, or a rank > 0 (no optimizer state to gather: nothing to do)
+    return;
+  const int64_t steps_per_epoch = m_ctx.steps_per_epoch(phase.loader);
+  const int64_t global_step = m_ctx.step;
+  CheckpointData d;
+  const nlohmann::json stage_json = capture_model_and_stages(m_ctx, m_stages, d);
+  d.state = {{"run_id", m_ctx.run_id},
+             {"phase", phase.name},
+             {"stage", ""},
+             {"training_done", true},
+             {"loop",
+              {{"epoch", std::max(0, phase.epochs - 1)},
+               {"step_in_epoch", steps_per_epoch},
+               {"steps_per_epoch", steps_per_epoch},
+               {"global_step", global_step},
+               {"phase_step", steps_per_epoch * phase.epochs}}},
+             {"stages", stage_json},
+             {"model", {{"params", m_ctx.model->param_count()}}}};
+  const CheckpointInfo info = write_checkpoint(m_dir, global_step, d, m_ctx.cfg.checkpoint.keep);
+  m_last_ms = m_ctx.wall_ms();
+  ++m_written;
+  MetricsSink& sink = m_ctx.sink;
+  sink.sample("ckpt/write_s", global_step, m_last_ms, info.write_s);
+  sink.sample("ckpt/bytes", global_step, m_last_ms, static_cast<double>(info.bytes));
+  sink.event("checkpoint", {{"step", global_step},
+                            {"path", info.path},
+                            {"bytes", info.bytes},
+                            {"write_s", info.write_s},
+                            {"trigger", "training_done"},
+                            {"epoch", std::max(0, phase.epochs - 1)},
+                            {"step_in_epoch", steps_per_epoch}});
+  sink.event("artifact", {{"kind", "checkpoint"}, {"path", info.path + "/tensors.safetensors"}, {"step", global_step}});
+  sink.flush();  // a kill in the next stage finds the checkpoint on record
 }
 
 CheckpointScheduler::CheckpointScheduler(StageContext& ctx, std::string dir, const std::atomic<int>* reason,

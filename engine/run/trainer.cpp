@@ -1,10 +1,12 @@
 // run_experiment: set-up (backend, data, model, prices, peak FLOP/s, each stage's prepare), the run
 // folder and sinks, then on one StageContext (pipeline.h): the stages attached to the main training,
-// the training, the saved model, and each stage's run, in the registry's order (stage_registry.h).
+// the training, the saved model, the checkpoint of the finished training (when stages follow it),
+// and each stage's run, in the registry's order (stage_registry.h).
 #include "engine/run/trainer.h"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -283,18 +285,29 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   if (!resuming)
     log_started(ctx, setup, outputs, plan_phases(cfg, ctx.steps_per_epoch(phase.loader), ctx.data.test.count));
 
+  // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
+  // Data parallel: rank 0 writes them (every rank holds the same weights; a sharded optimizer's
+  // state is gathered to it), and every rank resumes from the same one, read before the stages
+  // attach (a zoo teacher's trained weights come from it).
+  const std::string ckpt_dir = ctx.comm->rank() == 0 ? checkpoint_dir(cfg, summary.run_id, summary.run_dir) : "";
+  const std::string resume_dir = resuming ? ckpt_dir : options.resume_checkpoint_dir;
+  std::optional<ResumeCheckpoint> resume_from;
+  if (resuming || !resume_dir.empty()) {
+    resume_from = read_resume_checkpoint(ctx, resume_dir);
+    resume_stages_before_attach(*resume_from, setup.stages);
+  }
+
   // ---- the main training, with the hooks of the stages that attach to it ----
   TrainHooks train_hooks;
   for (const std::unique_ptr<Stage>& stage : setup.stages)
     stage->attach(ctx, phase, train_hooks);
-  // ---- checkpoints of the main training; a resumed run starts from the newest valid one ----
-  // Data parallel: rank 0 writes them (every rank holds the same weights; a sharded optimizer's
-  // state is gathered to it), and every rank resumes from the same one.
-  const std::string ckpt_dir = ctx.comm->rank() == 0 ? checkpoint_dir(cfg, summary.run_id, summary.run_dir) : "";
-  const std::string resume_dir = resuming ? ckpt_dir : options.resume_checkpoint_dir;
-  // A checkpoint of a stage's fine-tuning: the main training and the stages before it are done.
-  const std::string resume_stage =
-      resuming || !resume_dir.empty() ? resume_training(ctx, resume_dir, phase, setup.stages) : "";
+  // A checkpoint of the finished training or of a stage's fine-tuning: the main training (and the
+  // stages before that stage) are done.
+  ResumedAt resumed_at;
+  if (resume_from) {
+    resumed_at = resume_training(ctx, *resume_from, phase, setup.stages);
+    resume_from.reset();  // its tensors are loaded: not held for the rest of the run
+  }
   CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, setup.stages);
   train_hooks.on_step_end = [&checkpoints, previous = train_hooks.on_step_end](const TrainLoopState& st) {
     if (previous)
@@ -303,20 +316,26 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   };
   ctx.checkpoint = [&checkpoints](const TrainLoopState& st) { checkpoints.on_step_end(st); };
   PhaseResult trained;
-  if (resume_stage.empty()) {
+  if (!resumed_at.training_done) {
     trained = train_phase(ctx, phase, train_hooks);
     save_trained_model(ctx);
+    // The finished training, checkpointed before the stages after it (a stop request arriving now
+    // ends the run at the first stage, and its resume starts there, like one after a kill).
+    const bool stages_follow = std::any_of(setup.stages.begin(), setup.stages.end(),
+                                           [](const std::unique_ptr<Stage>& s) { return s->runs_after_training(); });
+    if (!trained.stopped && stages_follow)
+      checkpoints.after_training(phase);
   }
   bool stopped = trained.stopped;
 
   // ---- the stages that run after training, in pipeline order; a stop request skips the rest ----
-  bool reached = resume_stage.empty(), stage_ran = false;
+  bool reached = resumed_at.stage.empty(), stage_ran = false;
   for (const std::unique_ptr<Stage>& stage : setup.stages) {
     if (stopped || ctx.stop_agreed_by_all()) {  // every rank enters the next stage, or none does
       stopped = true;
       break;
     }
-    reached = reached || stage->section() == resume_stage;
+    reached = reached || stage->section() == resumed_at.stage;
     if (reached) {
       stage->run(ctx);
       stage_ran = true;

@@ -3,12 +3,17 @@
 // two runs, and bad teachers rejected before a run folder exists.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "engine/core/error.h"
+#include "engine/core/tensor.h"
 #include "engine/data/dataset.h"
+#include "engine/run/checkpoint.h"
 #include "engine/run/config.h"
+#include "engine/run/spot_notice.h"
 #include "engine/run/trainer.h"
 #include "tests/distill/distill_run_fixture.h"
 #include "tests/support/config_from.h"
@@ -71,6 +76,124 @@ TEST_F(DistillStageRun, BadTeachersFailBeforeAnythingIsWritten) {
                ConfigError);  // student node 0 is fused with its ReLU
   EXPECT_THROW(run_experiment(config_from(tiny({"distill.teacher=teacher"}))), ConfigError);  // at validation
   EXPECT_EQ(std::distance(fs::directory_iterator(m_dir), fs::directory_iterator()), before);
+}
+
+/// Counts the teacher's own training samples (teacher/*) of a run.
+struct TeacherSampleCounter final : MetricsSink {
+  int teacher_samples = 0;
+  void sample(const std::string& metric, int64_t, double, double) override {
+    teacher_samples += metric.rfind("teacher/", 0) == 0;
+  }
+  void event(const std::string&, const nlohmann::json&) override {}
+};
+
+// A resumed run takes a zoo teacher's trained weights from its checkpoint (stage/distill/teacher/*):
+// a checkpoint whose teacher tensor has another shape is refused, naming the checkpoint, the tensor
+// and both shapes, before the teacher trains.
+TEST_F(DistillStageRun, ResumeRefusesACheckpointTeacherTensorOfAnotherShape) {
+  const std::string ckpt = (m_dir / "ckpt").string();
+  const std::vector<std::string> sets = tiny(
+      {"distill.teacher=zoo:mlp", "distill.teacher_epochs=1", "checkpoint.every_steps=4", "checkpoint.dir=" + ckpt});
+  RunOptions o;
+  o.write_run_dir = false;
+  o.run_id = "distill-run";
+  ASSERT_EQ(run_experiment(config_from(sets), o).status, "finished");
+  std::optional<LoadedCheckpoint> c = load_newest_checkpoint(ckpt + "/distill-run");
+  ASSERT_TRUE(c);
+  bool replaced = false;
+  for (auto& named : c->data.tensors)
+    if (named.first == "stage/distill/teacher/0.weight") {
+      EXPECT_EQ(named.second.shape(), (Shape{512, 784}));
+      named.second = Tensor::zeros({3, 4}, DType::f32);
+      replaced = true;
+    }
+  ASSERT_TRUE(replaced) << "the checkpoint holds no trained teacher";
+  write_checkpoint(ckpt + "/distill-run", c->info.step, c->data, 3);  // a valid manifest again
+
+  TeacherSampleCounter counter;
+  RunOptions r;
+  r.write_run_dir = false;
+  r.run_id = "distill-run";
+  r.resume_checkpoint_dir = ckpt + "/distill-run";
+  r.extra_sink = &counter;
+  try {
+    run_experiment(config_from(sets), r);
+    ADD_FAILURE() << "the checkpoint was accepted";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stage/distill/teacher/0.weight"), std::string::npos) << what;
+    EXPECT_NE(what.find("[3, 4]"), std::string::npos) << what;
+    EXPECT_NE(what.find("[512, 784]"), std::string::npos) << what;
+    EXPECT_NE(what.find(c->info.path), std::string::npos) << what;
+  }
+  EXPECT_EQ(counter.teacher_samples, 0) << "the teacher trained before the checkpoint was refused";
+}
+
+// A stop request during the zoo teacher's training cuts it short: the checkpoint the stop writes
+// (after the student's first step) does not carry that teacher as trained, so that a resume does
+// not distill from a half-trained teacher.
+TEST_F(DistillStageRun, ATeacherCutShortByAStopIsNotCheckpointedAsTrained) {
+  struct StopInTheTeacher final : MetricsSink {
+    std::atomic<bool> stop{false};
+    std::atomic<int> reason{static_cast<int>(StopReason::none)};
+    void sample(const std::string& metric, int64_t step, double, double) override {
+      if (metric == "teacher/train/loss" && step >= 3 && !stop) {
+        reason = static_cast<int>(StopReason::signal);
+        stop = true;
+      }
+    }
+    void event(const std::string&, const nlohmann::json&) override {}
+  };
+  const std::string ckpt = (m_dir / "ckpt").string();
+  StopInTheTeacher sink;
+  RunOptions o;
+  o.write_run_dir = false;
+  o.run_id = "stopped-teacher";
+  o.stop = &sink.stop;
+  o.stop_reason = &sink.reason;
+  o.extra_sink = &sink;
+  const RunSummary s = run_experiment(
+      config_from(tiny({"distill.teacher=zoo:mlp", "distill.teacher_epochs=1", "checkpoint.dir=" + ckpt})), o);
+  ASSERT_TRUE(sink.stop);
+  EXPECT_NE(s.status, "finished");
+  const std::optional<LoadedCheckpoint> c = load_newest_checkpoint(ckpt + "/stopped-teacher");
+  ASSERT_TRUE(c) << "the stop wrote no checkpoint";
+  EXPECT_LT(c->info.step, 8) << "the teacher's 8 steps all ran";
+  for (const auto& named : c->data.tensors)
+    EXPECT_NE(named.first.rfind("stage/distill/teacher/", 0), 0u) << named.first;
+  EXPECT_FALSE(c->data.state.value("stages", nlohmann::json::object()).contains("distill"));
+}
+
+// A saved teacher (a file) is not trained in the run: its checkpoints carry no teacher weights, and
+// a resume reads the file again and ends with the uninterrupted run's student.
+TEST_F(DistillStageRun, SavedTeacherCheckpointsCarryNoTeacherAndResume) {
+  const RunSummary t = run_experiment(config_from(tiny({"model.zoo=mlp", "name=t"})), {});
+  const std::string weights = t.run_dir + "/model.safetensors";
+  const std::string ckpt = (m_dir / "ckpt").string();
+  const std::vector<std::string> sets =
+      tiny({"distill.teacher=" + weights, "checkpoint.every_steps=4", "checkpoint.dir=" + ckpt});
+  RunOptions o;
+  o.write_run_dir = false;
+  o.run_id = "file-teacher";
+  const RunSummary first = run_experiment(config_from(sets), o);
+  ASSERT_EQ(first.status, "finished");
+  const std::optional<LoadedCheckpoint> c = load_newest_checkpoint(ckpt + "/file-teacher");
+  ASSERT_TRUE(c);
+  for (const auto& named : c->data.tensors)
+    EXPECT_NE(named.first.rfind("stage/distill/", 0), 0u) << named.first;  // no projections, no teacher
+  // From the checkpoint of step 4 (the newest is the last step): the rest trained again, the same.
+  const std::vector<std::string> all = list_checkpoints(ckpt + "/file-teacher");
+  ASSERT_GE(all.size(), 2u);
+  for (size_t i = 1; i < all.size(); ++i)
+    std::filesystem::remove_all(all[i]);
+  RunOptions r;
+  r.write_run_dir = false;
+  r.run_id = "file-teacher";
+  r.resume_checkpoint_dir = ckpt + "/file-teacher";
+  const RunSummary resumed = run_experiment(config_from(sets), r);
+  EXPECT_EQ(resumed.status, "finished");
+  EXPECT_EQ(resumed.final_metrics.at("test/accuracy"), first.final_metrics.at("test/accuracy"));
+  EXPECT_EQ(resumed.final_metrics.at("train/loss"), first.final_metrics.at("train/loss"));
 }
 
 TEST(DistillConfig, KnobsParseAndBadValuesAreRejected) {

@@ -162,5 +162,70 @@ TEST_F(TrainingE2E, StopAfterTheLastStepFinishesTheRun) {
   EXPECT_EQ(s.steps, 16);
 }
 
+// The same stop (a notice during the final evaluation) with a stage after the training: the
+// finished training is checkpointed (training_done) before the stage, the run ends `interrupted`
+// at the stage, and a resume from that checkpoint runs no training step, runs the stage, and ends
+// with the uninterrupted run's quantized accuracy.
+TEST_F(TrainingE2E, StopAfterTheLastStepWithAStageAfterItResumesAtTheStage) {
+  struct StopOnFinalEvaluation final : MetricsSink {
+    std::atomic<bool> stop{false};
+    std::atomic<int> reason{static_cast<int>(StopReason::none)};
+    int train_samples = 0;
+    nlohmann::json resumed;
+    void sample(const std::string& metric, int64_t, double, double) override {
+      train_samples += metric == "train/loss";
+      if (metric == "test/accuracy" && !stop) {  // one epoch: the only evaluation, after the last step
+        reason = static_cast<int>(StopReason::spot_notice);
+        stop = true;
+      }
+    }
+    void event(const std::string& kind, const nlohmann::json& fields) override {
+      if (kind == "resumed")
+        resumed = fields;
+    }
+  };
+  const std::vector<std::string> sets = {"model.zoo=mlp",          "train.epochs=1",
+                                         "data.train_subset=512",  "data.test_subset=128",
+                                         "train.batch_size=32",    "train.save_model=false",
+                                         "train.threads=1",        "quant.mode=ptq-static",
+                                         "quant.calib_samples=64", "checkpoint.dir=" + (m_dir / "ckpt").string()};
+  RunOptions plain;
+  plain.write_run_dir = false;
+  const RunSummary ref = run_experiment(config_from(sets), plain);
+  ASSERT_EQ(ref.status, "finished");
+
+  StopOnFinalEvaluation sink;
+  RunOptions o;
+  o.write_run_dir = false;
+  o.run_id = "stopped-run";
+  o.stop = &sink.stop;
+  o.stop_reason = &sink.reason;
+  o.extra_sink = &sink;
+  const RunSummary s = run_experiment(config_from(sets), o);
+  ASSERT_TRUE(sink.stop);
+  EXPECT_EQ(s.status, "interrupted");
+  EXPECT_EQ(s.steps, 16);
+  EXPECT_EQ(s.final_metrics.count("quant/test_accuracy"), 0u) << "the stage ran";
+  const std::string ckpt = (m_dir / "ckpt" / "stopped-run" / "step-000000000016").string();
+  ASSERT_TRUE(std::filesystem::exists(ckpt + "/state.json"));
+  std::ifstream state_file(ckpt + "/state.json");
+  EXPECT_TRUE(nlohmann::json::parse(state_file).value("training_done", false));
+
+  StopOnFinalEvaluation again;  // no stop this time
+  RunOptions r;
+  r.write_run_dir = false;
+  r.run_id = "stopped-run";
+  r.resume_checkpoint_dir = (m_dir / "ckpt" / "stopped-run").string();
+  r.extra_sink = &again;
+  const RunSummary resumed = run_experiment(config_from(sets), r);
+  EXPECT_EQ(resumed.status, "finished");
+  EXPECT_EQ(again.resumed.value("from_step", -1), 16);
+  EXPECT_TRUE(again.resumed.value("training_done", false));
+  EXPECT_EQ(again.train_samples, 0) << "a step of the main training ran again";
+  EXPECT_EQ(resumed.steps, ref.steps);
+  EXPECT_EQ(resumed.final_metrics.at("quant/test_accuracy"), ref.final_metrics.at("quant/test_accuracy"));
+  EXPECT_EQ(resumed.final_metrics.at("quant/f32_test_accuracy"), ref.final_metrics.at("quant/f32_test_accuracy"));
+}
+
 }  // namespace
 }  // namespace lathe

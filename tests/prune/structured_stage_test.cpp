@@ -2,7 +2,8 @@
 // smaller one, fine-tuning advances the global step, and the metrics are the ones promised:
 // prune/flops_ratio and model/params as counted here, model/bytes equal to the size of the file the
 // pruned model really serializes to, latency and throughput for dense and pruned at batch 1 and 256.
-// Bad prune options are rejected before anything runs.
+// Bad prune options are rejected before anything runs. Its checkpoint state rebuilds the pruned
+// model's shapes from the dense weights.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -54,7 +55,8 @@ TEST(StructuredStage, ReplacesTheModelFineTunesAndLogsWhatItPromised) {
   ctx.wall_ms = [] { return 0.0; };
   ctx.step = 10;  // as if training had run
 
-  run_structured_prune_stage(ctx);
+  ReplacementRun run;
+  run_structured_prune_stage(ctx, run);
 
   // 8 -> 4 filters, 12 -> 6 neurons; the 4 classes stay.
   Model& m = *ctx.model;
@@ -96,6 +98,38 @@ TEST(StructuredStage, ReplacesTheModelFineTunesAndLogsWhatItPromised) {
   EXPECT_NEAR(sink.last("prune/speedup_b256"), sink.last("latency/dense/b256_ms") / sink.last("latency/pruned/b256_ms"),
               1e-9);
   EXPECT_NE(std::find(sink.events.begin(), sink.events.end(), "prune"), sink.events.end());
+
+  // The checkpoint state: a fresh, untrained model of the run's shapes, given the state, is pruned
+  // to the same shapes (the weights of a checkpoint then load into it) and keeps the dense one.
+  const StageState state = replacement_state(run);
+  ASSERT_FALSE(state.empty());
+  EXPECT_EQ(state.json.at("file_meta").at("lathe_pruned_channels"), R"({"0":4,"4":6,"6":4})");
+  ReplacementRun restored;
+  load_replacement_state(state, restored);
+  EXPECT_EQ(restored.baseline.eval.accuracy, sink.last("dense/test_accuracy"));
+  StageContext fresh{cfg, options, *be, data, small_cnn(), sink};
+  Rng other(99);
+  fresh.model->create_params(*be, DType::f32, other);
+  restore_structured_prune(fresh, restored);
+  const std::vector<NamedParam> want = m.named_params(), got = fresh.model->named_params();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].name, want[i].name);
+    EXPECT_EQ(got[i].param->value.shape(), want[i].param->value.shape()) << got[i].name;
+  }
+  EXPECT_FALSE(run.dense) << "the dense model outlived its latency comparison";
+  ASSERT_TRUE(restored.dense);
+  EXPECT_EQ(restored.dense->param_count(), sink.last("model/dense_params"));
+  // Dense weights that do not fit the model are refused, naming the tensor.
+  restored.dense_tensors[0].second = Tensor::empty({3}, DType::f32);
+  StageContext wrong{cfg, options, *be, data, small_cnn(), sink};
+  wrong.model->create_params(*be, DType::f32, other);
+  try {
+    restore_structured_prune(wrong, restored);
+    ADD_FAILURE() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find(restored.dense_tensors[0].first), std::string::npos) << e.what();
+  }
 }
 
 TEST(StructuredStage, OptionsFromConfig) {

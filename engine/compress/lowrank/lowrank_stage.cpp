@@ -83,37 +83,56 @@ class LowRankStage final : public Stage {
   void prepare(const StageSetup& setup) override { check_lowrank_model(setup.model, config_of(setup.cfg).options); }
 
   void run(StageContext& ctx) override;
+  bool runs_after_training() const override { return true; }
+
+  // Its checkpoint state once it has replaced the model: the dense weights the factored model is
+  // rebuilt from (the same SVD ranks) when a run resumes in or after its fine-tuning.
+  StageState save_state() const override { return replacement_state(m_run); }
+  void load_state(const StageState& state) override { load_replacement_state(state, m_run); }
+  void restore_model(StageContext& ctx) override {
+    const LowRankOptions options = config_of(ctx.cfg).options;
+    restore_replacement(ctx, m_run, [&](Model& dense) { return factorize_model(dense, ctx.be, options); });
+  }
+
+ private:
+  ReplacementRun m_run;
 };
 
 void LowRankStage::run(StageContext& ctx) {
   const LowRankConfig& c = config_of(ctx.cfg);
   if (ctx.stop_requested())
     return;
-  begin_phase(ctx, "lowrank");
-  // ---- the dense baseline, in this run ----
-  const DenseBaseline dense_baseline = measure_dense_baseline(ctx);
+  // A run resumed inside the fine-tuning has the factored model back (restore_model) and the
+  // baseline in its state: the measurements and the factorisation before it are in the store.
+  std::unique_ptr<Model> factored;
+  if (!resuming_replacement(ctx, m_run, kSection)) {
+    begin_phase(ctx, "lowrank");
+    // ---- the dense baseline, in this run ----
+    m_run.baseline = measure_dense_baseline(ctx);
 
-  // ---- truncated SVD: a new model of smaller dense layers ----
-  LowRankReport report;
-  std::unique_ptr<Model> factored = factorize_model(*ctx.model, ctx.be, c.options, &report);
-  log_factorisation(ctx, c, report);
-  // ---- fine-tune the factored model (a fresh optimizer: train_phase makes one) ----
-  std::unique_ptr<Model> dense;
-  if (!fine_tune_replacement(ctx, std::move(factored), dense, "lowrank", "lowrank", c.finetune_epochs,
-                             c.finetune_lr_scale, dense_baseline.eval.accuracy))
+    // ---- truncated SVD: a new model of smaller dense layers ----
+    LowRankReport report;
+    factored = factorize_model(*ctx.model, ctx.be, c.options, &report);
+    log_factorisation(ctx, c, report);
+    nlohmann::json ranks = nlohmann::json::object();
+    for (const LowRankLayer& l : report.layers)
+      if (l.rank > 0)
+        ranks[l.name] = l.rank;
+    // node -> rank: "<node>.0" / "<node>.1" rebuild the graph
+    m_run.file_meta = {{"lathe_lowrank_ranks", ranks.dump()}};
+  }
+  // ---- fine-tune the factored model (a fresh optimizer: train_phase makes one; checkpointed) ----
+  if (!fine_tune_replacement(ctx, std::move(factored), m_run, kSection, "lowrank", "lowrank", c.finetune_epochs,
+                             c.finetune_lr_scale))
     return;
 
   // ---- the factored model on disk: its real size ----
-  nlohmann::json ranks = nlohmann::json::object();
-  for (const LowRankLayer& l : report.layers)
-    if (l.rank > 0)
-      ranks[l.name] = l.rank;
-  // node -> rank: "<node>.0" / "<node>.1" rebuild the graph
-  save_replacement(ctx, dense_baseline, "lowrank", "lowrank", {{"lathe_lowrank_ranks", ranks.dump()}});
+  save_replacement(ctx, m_run.baseline, "lowrank", "lowrank", m_run.file_meta);
 
   // ---- dense vs factored latency, measured now, on this device ----
   begin_phase(ctx, "benchmark");
-  measure_dense_vs(ctx, *dense, *ctx.model, "lowrank", "lowrank");
+  measure_dense_vs(ctx, *m_run.dense, *ctx.model, "lowrank", "lowrank");
+  m_run.dense.reset();  // its weights stay in m_run.dense_tensors for later checkpoints
 }
 
 }  // namespace
