@@ -102,6 +102,11 @@ class Stage {
   /// `hooks` by earlier stages must keep working: chain, do not overwrite.
   virtual void attach(StageContext& ctx, TrainPhase& phase, TrainHooks& hooks) {}
 
+  /// A stop request cut short a phase attach() ran (a zoo teacher's training; agreed by every
+  /// rank): the run ends there, training nothing more and writing no checkpoint, so that its
+  /// resume starts that phase over.
+  virtual bool stopped_in_attach() const { return false; }
+
   /// Runs after the main training (and after the earlier stages' run): logs at ctx.step and
   /// advances it by its own phases. Returns early when ctx.stop_requested().
   virtual void run(StageContext& ctx) {}

@@ -190,13 +190,17 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
       tctx.step += teacher_steps;
       st.teacher_trained = true;
     } else {
-      // A stop request cuts the teacher's training short: checkpoints then do not carry it as
-      // trained (a resume trains it again, from the start).
-      st.teacher_trained = !train_phase(tctx, tp, {}).stopped;
+      // A stop request cuts the teacher's training short: the run ends here (no student step, no
+      // checkpoint, no teacher accuracy of a half-trained teacher), and its resume trains the
+      // teacher again, from the start.
+      st.teacher_stopped = train_phase(tctx, tp, {}).stopped;
+      st.teacher_trained = !st.teacher_stopped;
     }
     st.teacher = std::move(tctx.model);
     ctx.total_steps = tctx.total_steps;
     ctx.step = tctx.step;
+    if (st.teacher_stopped)
+      return;
   }
 
   // ---- the teacher's accuracy, measured on the test set (or taken from a matching cache file) ----
@@ -364,6 +368,8 @@ class DistillStageAdapter final : public Stage {
     if (m_stage)
       attach_distill_stage(*m_stage, ctx, phase, hooks);
   }
+
+  bool stopped_in_attach() const override { return m_stage && m_stage->teacher_stopped; }
 
   StageState save_state() const override {
     StageState st;

@@ -39,6 +39,9 @@ class DistillStage {
   bool teacher_restored = false;
   /// A zoo teacher is trained (or restored): checkpoints carry its weights (stage/distill/teacher/*).
   bool teacher_trained = false;
+  /// A stop request cut the zoo teacher's training short: attach returned without the student's
+  /// setup, and the run ends there (Stage::stopped_in_attach).
+  bool teacher_stopped = false;
 };
 
 /// The teacher cache's key (teacher_cache.h): the backend and the distiller's taps, the saved
@@ -54,7 +57,8 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
 
 /// Trains a zoo teacher first (advancing ctx.step; a teacher restored from a resumed run's
 /// checkpoint is not trained again, ctx.step advances the same), logs the teacher's accuracy, sets
-/// the student's augmentation on `phase` and the distillation hooks on `hooks`.
+/// the student's augmentation on `phase` and the distillation hooks on `hooks`. A stop request
+/// during the teacher's training returns right after it (stage.teacher_stopped: the run ends).
 void attach_distill_stage(DistillStage& stage, StageContext& ctx, TrainPhase& phase, TrainHooks& hooks);
 
 }  // namespace lathe

@@ -301,6 +301,10 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   TrainHooks train_hooks;
   for (const std::unique_ptr<Stage>& stage : setup.stages)
     stage->attach(ctx, phase, train_hooks);
+  // A stop cut short a phase a stage ran before the main training (a zoo teacher's training): the
+  // run ends now, with no checkpoint of a student trained by a half-trained teacher.
+  const bool stopped_attaching = std::any_of(setup.stages.begin(), setup.stages.end(),
+                                             [](const std::unique_ptr<Stage>& s) { return s->stopped_in_attach(); });
   // A checkpoint of the finished training or of a stage's fine-tuning: the main training (and the
   // stages before that stage) are done.
   ResumedAt resumed_at;
@@ -316,7 +320,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   };
   ctx.checkpoint = [&checkpoints](const TrainLoopState& st) { checkpoints.on_step_end(st); };
   PhaseResult trained;
-  if (!resumed_at.training_done) {
+  if (!resumed_at.training_done && !stopped_attaching) {
     trained = train_phase(ctx, phase, train_hooks);
     save_trained_model(ctx);
     // The finished training, checkpointed before the stages after it (a stop request arriving now
@@ -326,7 +330,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
     if (!trained.stopped && stages_follow)
       checkpoints.after_training(phase);
   }
-  bool stopped = trained.stopped;
+  bool stopped = trained.stopped || stopped_attaching;
 
   // ---- the stages that run after training, in pipeline order; a stop request skips the rest ----
   bool reached = resumed_at.stage.empty(), stage_ran = false;
