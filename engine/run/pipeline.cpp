@@ -363,16 +363,21 @@ class TrainLoop {
       sink.sample("mem/peak_bytes", step, ms, static_cast<double>(allocator_for(m_be.device()).peak_bytes()));
     }
     if (m_ctx.peak_flops_per_s > 0) {
-      // The peak cannot be below what the run achieves (a peak measured on a busy machine):
-      // raise it to the achieved rate, say so once, and never log an MFU above 1.
-      const double achieved = sps * m_train_flops;
+      // The peak is one rank's (its threads or its GPU), and the ranks train equal shares of the
+      // global batch: MFU is each rank's rate over its own peak, i.e. the global rate over N peaks.
+      // The peak cannot be below what a rank achieves (a peak measured on a busy machine): raise
+      // it to the achieved rate, say so once, and never log an MFU above 1.
+      const int world = m_ctx.comm->world_size();
+      const double achieved = sps * m_train_flops / world;
       if (achieved > m_ctx.peak_flops_per_s) {
         sink.event("note", {{"text", "device/mfu: the run achieved " + std::to_string(achieved / 1e9) +
-                                         " GFLOP/s, above the peak of " + std::to_string(m_ctx.peak_flops_per_s / 1e9) +
+                                         " GFLOP/s" + (world > 1 ? " per rank" : "") + ", above the peak of " +
+                                         std::to_string(m_ctx.peak_flops_per_s / 1e9) +
                                          " GFLOP/s measured at the start (under load?): the peak is raised to it"},
                             {"kind", "mfu_peak_raised"},
                             {"peak_flops_per_s", m_ctx.peak_flops_per_s},
-                            {"achieved_flops_per_s", achieved}});
+                            {"achieved_flops_per_s", achieved},
+                            {"world_size", world}});
         m_ctx.peak_flops_per_s = achieved;
       }
       sink.sample("device/mfu", step, ms, mfu_fraction(achieved, m_ctx.peak_flops_per_s));

@@ -41,7 +41,7 @@ struct StageContext {
   int64_t step = 0;         ///< global optimizer step: each stage logs at steps >= this and advances it
   int64_t total_steps = 0;  ///< planned steps of every phase known so far (a stage adds its own)
   int threads = 1;
-  double peak_flops_per_s = 0;              ///< 0 = unknown (device/mfu not reported)
+  double peak_flops_per_s = 0;              ///< one rank's peak; 0 = unknown (device/mfu not reported)
   const InstancePrice* instance = nullptr;  ///< prices cost/usd
   bool spot = false;
   std::function<double()> wall_ms;  ///< ms since the run started

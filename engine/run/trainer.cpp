@@ -200,7 +200,8 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"run_dir", ctx.run_dir},
                              {"backend", be.name()},
                              {"device", be.device_name()},
-                             {"threads", s.threads},
+                             {"threads", s.threads},  // per rank
+                             {"world_size", ctx.comm->world_size()},
                              {"omp_wait_policy", openmp_wait_policy()},
                              {"model", ctx.model->summary()},
                              {"train_samples", ctx.data.train.count},
@@ -369,8 +370,8 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   if (trained.train_seconds > 0 && trained.samples > 0) {
     summary.final_metrics["train/samples_per_s_mean"] = trained.samples / trained.train_seconds;
     if (ctx.peak_flops_per_s > 0)
-      summary.final_metrics["device/mfu_mean"] =
-          mfu_fraction(trained.flops / trained.train_seconds, ctx.peak_flops_per_s);
+      summary.final_metrics["device/mfu_mean"] =  // per rank, as device/mfu (trained.flops counts every rank)
+          mfu_fraction(trained.flops / trained.train_seconds / ctx.comm->world_size(), ctx.peak_flops_per_s);
   }
   sink.event(summary.status, {{"run_id", summary.run_id},
                               {"steps", ctx.step},

@@ -325,6 +325,29 @@ TEST_F(LoopSeams, DistCommFractionIsAShareOfTheRanksOwnStepTime) {
   }
 }
 
+// device/mfu is per rank: the peak is one rank's (its threads or its GPU) and train/samples_per_s
+// counts every rank's samples, so a 2-rank run's MFU is the global rate over two peaks (it read
+// twice that, capped at 1 by raising the peak, before).
+TEST_F(LoopSeams, DeviceMfuOfSeveralRanksIsTheGlobalRateOverEveryRanksPeak) {
+  for (const int world : {1, 2}) {
+    make_context();
+    if (world == 2)
+      ctx->comm = std::make_shared<MirroredPeerCommunicator>();
+    ctx->peak_flops_per_s = 1e12;  // far above what the tiny model reaches: never raised
+    sink.series.clear();
+    train_phase(*ctx, main_train_phase(*ctx), {});
+    const std::vector<double>& mfu = sink.series["device/mfu"];
+    const std::vector<double>& sps = sink.series["train/samples_per_s"];
+    ASSERT_FALSE(mfu.empty());
+    ASSERT_EQ(mfu.size(), sps.size());
+    const double train_flops = 3.0 * static_cast<double>(ctx->model->flops_per_sample());
+    for (size_t i = 0; i < mfu.size(); ++i) {
+      ASSERT_GT(sps[i], 0);
+      EXPECT_NEAR(mfu[i], sps[i] * train_flops / world / 1e12, 1e-12 * mfu[i] + 1e-300) << "world " << world;
+    }
+  }
+}
+
 // A backward pass that fails does not leave the hook (which refers to the communicator's step) on
 // the model.
 TEST_F(LoopSeams, AFailingBackwardPassTakesTheOverlapHookOffTheModel) {
