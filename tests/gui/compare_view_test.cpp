@@ -247,6 +247,8 @@ TEST(GuiCompare, ProvenanceRowsNameTheSourceFileAndTheExports) {
     info.backend = "cpu";
     imported = w.begin_run(info);
     w.event("model_source", {{"format", "onnx"}, {"file", "/data/resnet.onnx"}, {"sha256", "feedbeef"}, {"opset", 17}});
+    // A second source: the distillation teacher gets its own row, not the model source's.
+    w.event("distill", {{"teacher", "zoo:teacher"}, {"teacher_origin", "zoo model trained first in this run"}});
     const std::string exported = dir.db() + ".model.onnx";
     std::ofstream(exported) << "onnx bytes";
     w.event("artifact", {{"kind", "onnx"}, {"path", exported}, {"bytes", 10}});
@@ -267,6 +269,9 @@ TEST(GuiCompare, ProvenanceRowsNameTheSourceFileAndTheExports) {
   ASSERT_TRUE(rows.count("provenance.from"));
   EXPECT_EQ(rows["provenance.from"].first, "ONNX model (opset 17): /data/resnet.onnx (sha256 feedbeef)");
   EXPECT_EQ(rows["provenance.from"].second, "zoo model cnn (initialised by the run)");
+  ASSERT_TRUE(rows.count("provenance.from.2"));
+  EXPECT_EQ(rows["provenance.from.2"].first, "distillation teacher: zoo model trained first in this run: zoo:teacher");
+  EXPECT_EQ(rows["provenance.from.2"].second, "(absent)");
   ASSERT_TRUE(rows.count("provenance.to.1"));
   EXPECT_NE(rows["provenance.to.1"].first.indexOf(
                 "ONNX f32: " + QString::fromStdString(dir.db()) +

@@ -1,6 +1,7 @@
 // run_provenance: the model_source event becomes the "from" row (file, sha256, opset), a zoo run
 // says the run initialised it, model files become "to" rows in recording order with their sha256
-// (a missing file says so), checkpoints are left out.
+// (a missing file says so), checkpoints are left out, a file rewritten by a resumed run is one row
+// with its last write, and a distillation teacher is a source.
 #include <gtest/gtest.h>
 
 #include "engine/store/provenance.h"
@@ -51,6 +52,32 @@ TEST(Provenance, ZooRunWasInitialisedByTheRun) {
   EXPECT_TRUE(rows[0].incoming);
   EXPECT_EQ(rows[0].what, "zoo model cnn (initialised by the run)");
   EXPECT_TRUE(rows[0].file.empty());
+}
+
+// A run interrupted and resumed twice saves model.safetensors three times: the file holds the last
+// write, so the report names that sha256 once, not three different files at one path.
+TEST(Provenance, AFileWrittenSeveralTimesIsOneRowWithItsLastWrite) {
+  const std::vector<ArtifactRecord> artifacts{
+      artifact("model", "/r/model.safetensors", 10, "first"), artifact("checkpoint", "/r/ckpt/a", 10, "c1"),
+      artifact("model", "/r/model.safetensors", 10, "second"), artifact("onnx", "/r/model.onnx", 20, "o"),
+      artifact("model", "/r/model.safetensors", 10, "last")};
+  const std::vector<ProvenanceRow> rows = run_provenance({}, artifacts, {{"model.zoo", "mlp"}});
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].file, "/r/model.safetensors");
+  EXPECT_EQ(rows[1].sha256, "last");
+  EXPECT_EQ(rows[1].what, "weights (model), the last of 3 writes");
+  EXPECT_EQ(rows[2].what, "ONNX f32");
+}
+
+TEST(Provenance, ADistillationTeacherIsASource) {
+  const std::vector<EventRecord> events{event(
+      "distill", {{"teacher", "zoo:teacher"}, {"teacher_origin", "zoo model trained first in this run"}})};
+  const std::vector<ProvenanceRow> rows = run_provenance(events, {}, {{"model.zoo", "student"}});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].what, "zoo model student (initialised by the run)");
+  EXPECT_TRUE(rows[1].incoming);
+  EXPECT_EQ(rows[1].what, "distillation teacher: zoo model trained first in this run");
+  EXPECT_EQ(rows[1].file, "zoo:teacher");
 }
 
 }  // namespace

@@ -52,6 +52,32 @@ void read_started_event(ReportRun& run) {
 
 }  // namespace
 
+std::vector<ArtifactRow> artifact_rows(const std::vector<ArtifactRecord>& artifacts) {
+  std::vector<ArtifactRow> rows;
+  std::map<std::string, size_t> row_of;  // path (or "checkpoint") -> its row
+  std::map<std::string, int> writes;
+  for (const ArtifactRecord& a : artifacts) {
+    const std::string key = a.kind.rfind("checkpoint", 0) == 0 ? std::string("\x01checkpoint") : a.path;
+    ++writes[key];
+    const auto it = row_of.find(key);
+    if (it == row_of.end()) {
+      row_of[key] = rows.size();
+      rows.push_back({a, ""});
+    } else {
+      rows[it->second].record = a;
+    }
+  }
+  for (const auto& [key, row] : row_of) {
+    const int n = writes[key];
+    if (n < 2)
+      continue;
+    rows[row].note = key == "\x01checkpoint" ? "the newest of " + std::to_string(n) +
+                                                   " checkpoints written (older ones deleted as checkpoint.keep says)"
+                                             : "written " + std::to_string(n) + " times: the last write";
+  }
+  return rows;
+}
+
 std::vector<std::string> resolve_report_runs(const Store& store, const std::vector<std::string>& run_refs) {
   if (run_refs.empty())
     throw ConfigError("a report needs at least one run: give a run id, a unique id prefix or a run name");
@@ -89,7 +115,7 @@ ReportData collect_report_data(const Store& store, const std::vector<std::string
       run.cost_usd = cost->last;
     for (const MetricSummary& s : run.summaries) {
       all_metrics.push_back(s.metric);
-      if (s.count >= 2) {
+      if (s.count >= 2 && s.min != s.max) {  // a constant (world size, optimizer bytes) needs no chart
         run.series[s.metric] = store.downsample(id, s.metric, kChartBuckets).points();
         charted.push_back(s.metric);
       }

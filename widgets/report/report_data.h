@@ -26,7 +26,8 @@ struct ReportRun {
   std::optional<double> usd_per_hour;  ///< the instance price the run was costed at
   std::optional<double> cost_usd;      ///< the last cost/usd sample
   std::string label;                   ///< legend / column name: the run name, plus the id when names repeat
-  /// Chart points of every metric with at least two samples (at most kChartBuckets buckets each).
+  /// Chart points of every metric with at least two samples that are not all equal (at most
+  /// kChartBuckets buckets each).
   std::map<std::string, std::vector<Point>> series;
 
   const MetricSummary* summary(const std::string& metric) const;
@@ -47,6 +48,17 @@ struct ReportData {
 
 /// Buckets per chart series (each keeps first/min/max/last, so spikes survive).
 constexpr int kChartBuckets = 1200;
+
+/// One row of the report's Artifacts table.
+struct ArtifactRow {
+  ArtifactRecord record;  ///< the last write of its path (or the newest checkpoint)
+  std::string note;       ///< "written 19 times: the last write", "the newest of 53 checkpoints ..."; "" otherwise
+};
+
+/// The artifacts as the report lists them, in recording order: a path written several times (a
+/// resumed run saves its model at every stop) once, as its last write; a run's checkpoint files
+/// as one row, the newest (older ones are deleted as checkpoint.keep says).
+std::vector<ArtifactRow> artifact_rows(const std::vector<ArtifactRecord>& artifacts);
 
 /// Resolves each reference (Store::resolve_run) to a run id. ConfigError for an empty list or a run
 /// given twice; DataError for an unknown or ambiguous reference.

@@ -1,6 +1,8 @@
 // Plain-text descriptions of stored events (see report_events.h).
 #include "widgets/report/report_events.h"
 
+#include <algorithm>
+
 #include "widgets/report/report_text.h"
 
 namespace lathe::report {
@@ -65,7 +67,7 @@ std::string describe_event(const EventRecord& e) {
                           labelled("test loss", num(f, "test_loss"))});
   if (e.kind == "artifact")
     return join_nonempty({str(f, "kind"), str(f, "path"), num(f, "bytes").empty() ? "" : num(f, "bytes") + " bytes"});
-  if (e.kind == "finished" || e.kind == "cancelled") {
+  if (e.kind == "finished" || e.kind == "cancelled" || e.kind == "interrupted") {
     std::string elapsed;
     if (f.is_object() && f.contains("elapsed_s") && f["elapsed_s"].is_number())
       elapsed = format_duration_s(f["elapsed_s"].get<double>());
@@ -99,6 +101,35 @@ std::string describe_event(const EventRecord& e) {
     out += (out.empty() ? "" : ", ") + it.key() + " " + value;
   }
   return clipped(out, 600);
+}
+
+std::string describe_checkpoints(const std::vector<const EventRecord*>& checkpoints) {
+  std::string first_step, last_step, triggers, newest;
+  double write_min = 0, write_max = 0;
+  bool any_write = false;
+  for (const EventRecord* e : checkpoints) {
+    const nlohmann::json& f = e->fields;
+    if (first_step.empty())
+      first_step = num(f, "step");
+    last_step = num(f, "step");
+    const std::string trigger = str(f, "trigger");
+    if (!trigger.empty() && triggers.find(trigger) == std::string::npos)
+      triggers += (triggers.empty() ? "" : "/") + trigger;
+    if (f.is_object() && f.contains("write_s") && f["write_s"].is_number()) {
+      const double w = f["write_s"].get<double>();
+      write_min = any_write ? std::min(write_min, w) : w;
+      write_max = any_write ? std::max(write_max, w) : w;
+      any_write = true;
+    }
+    if (!str(f, "path").empty())
+      newest = str(f, "path");
+  }
+  std::string writes;
+  if (any_write)
+    writes = "written in " + format_value(write_min) + (write_max > write_min ? "-" + format_value(write_max) : "") +
+             " s";
+  return join_nonempty({"steps " + first_step + " to " + last_step, labelled("trigger", triggers), writes,
+                        labelled("the last in", newest)});
 }
 
 bool is_error_event(const EventRecord& e) {

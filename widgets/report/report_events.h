@@ -11,6 +11,8 @@
 namespace lathe::report {
 
 std::string describe_event(const EventRecord& event);
+/// One line for consecutive checkpoint events: how many, their steps and triggers, the write times.
+std::string describe_checkpoints(const std::vector<const EventRecord*>& checkpoints);
 /// A failure or an error message (shown highlighted).
 bool is_error_event(const EventRecord& event);
 /// The error text of a failed run ("" when none).

@@ -3,6 +3,7 @@
 // artifacts are in report_html_sections.cpp.
 #include "widgets/report/report_html.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -10,6 +11,7 @@
 #include "widgets/report/report_charts.h"
 #include "widgets/report/report_events.h"
 #include "widgets/report/report_groups.h"
+#include "widgets/report/report_history.h"
 #include "widgets/report/report_html_parts.h"
 #include "widgets/report/report_stages.h"
 #include "widgets/report/report_text.h"
@@ -155,20 +157,25 @@ std::string status_badge(RunStatus status) {
 
 std::string time_or_dash(const std::optional<int64_t>& ms) { return ms ? format_local_time(*ms) : "-"; }
 
+/// Backend, device and how many ranks and threads ran on it ("cpu / Xeon, 2 data-parallel ranks x 1 thread").
 std::string backend_device(const ReportRun& r) {
-  if (r.record.backend.empty() && r.device.empty())
-    return "-";
-  if (r.device.empty())
-    return esc(r.record.backend);
-  return esc(r.record.backend) + " / " + esc(r.device);
+  std::string s = esc(r.record.backend);
+  if (!r.device.empty())
+    s += (s.empty() ? "" : " / ") + esc(r.device);
+  if (const std::string ranks = ranks_text(r); !ranks.empty())
+    s += (s.empty() ? "" : ", ") + esc(ranks);
+  return s.empty() ? "-" : s;
 }
 
+/// The instance and the price the run was costed at, with which price (spot or on-demand).
 std::string price_text(const ReportRun& r) {
   if (r.instance.empty())
     return "-";
   std::string s = esc(r.instance);
+  const std::string pricing = run_param(r, "cost.pricing");
   if (r.usd_per_hour)
-    s += " (" + esc(format_headline("cost/usd", *r.usd_per_hour)) + "/h)";
+    s += " (" + (pricing.empty() ? "" : esc(pricing) + " ") + esc(format_headline("cost/usd", *r.usd_per_hour)) +
+         "/h)";
   return s;
 }
 
@@ -188,13 +195,20 @@ const char* const kHeadline[] = {"test/accuracy",     "test/loss", "train/sample
 
 void write_cards(std::string& out, const ReportRun& run) {
   std::vector<std::pair<std::string, std::string>> cards;  // value, label
+  const RunHistory history = run_history(run);
   for (const char* m : kHeadline) {
     const MetricSummary* s = run.summary(m);
     if (!s)
       continue;
-    std::string label = std::string(m) + " (last)";
-    if (std::string(m) == "test/accuracy")
+    const std::string metric = m;
+    std::string label = metric + " (last)";
+    if (metric == "test/accuracy")
       label = "test/accuracy (last; best " + format_headline(m, s->best()) + ")";
+    // Samples/s and MFU are per logging window: the last window's, beside the training phase's mean.
+    if (metric == "train/samples_per_s" && history.samples_per_s_mean)
+      label = metric + " (last window; mean " + format_headline(m, *history.samples_per_s_mean) + ")";
+    if (metric == "device/mfu" && history.mfu_mean)
+      label = metric + " (last window; mean " + format_headline(m, *history.mfu_mean) + ")";
     cards.emplace_back(format_headline(m, s->last), label);
   }
   if (cards.empty())
@@ -224,10 +238,28 @@ void write_run_facts(std::string& out, const ReportRun& r) {
       {"Duration", esc(run_duration(r.record))},
       {"Backend / device", backend_device(r)},
       {"Instance", price_text(r)},
-      {"Cost", cost_text(r)},
+      {"Cost", cost_text(r) + (r.cost_usd ? " <span class=\"muted\">(the price x the run's wall time)</span>" : "")},
       {"Host", esc(r.record.host.empty() ? "-" : r.record.host)},
       {"Lathe version", esc(r.record.code_version.empty() ? "-" : r.record.code_version)},
   };
+  if (const std::string p = precision_text(r); !p.empty())
+    facts.push_back({"Precision", esc(p)});
+  const RunHistory history = run_history(r);
+  if (history.samples_per_s_mean) {
+    std::string mean = esc(format_headline("train/samples_per_s", *history.samples_per_s_mean));
+    if (history.mfu_mean)
+      mean += ", MFU " + esc(format_headline("device/mfu", *history.mfu_mean));
+    mean += " <span class=\"muted\">(the training phase";
+    if (history.segments.size() > 1)
+      mean += ", " + std::to_string(history.with_means) + " of " + std::to_string(history.segments.size()) +
+              " segments";
+    mean += ")</span>";
+    facts.push_back({"Training mean", mean});
+  }
+  if (const std::string peak = mfu_peak_text(r); !peak.empty())
+    facts.push_back({"MFU peak", esc(peak)});
+  if (history.resumes() > 0)
+    facts.push_back({"Resumed", esc(std::to_string(history.resumes()) + " time(s) from a checkpoint (Run history)")});
   if (!r.record.tags.empty() || !r.record.note.empty()) {
     facts.push_back({"Tags", esc(r.record.tags.empty() ? "-" : tags_text(r.record))});
     facts.push_back({"Note", esc(r.record.note.empty() ? "-" : r.record.note)});
@@ -255,8 +287,10 @@ void write_runs_table(std::string& out, const ReportData& data) {
           {false, false, false, false, true, false, false, true});
   for (size_t i = 0; i < data.runs.size(); ++i) {
     const ReportRun& r = data.runs[i];
+    const int resumes = run_history(r).resumes();
     t.row({html::run_label_cell(data, i), "<span class=\"key\">" + esc(r.record.id) + "</span>",
-           status_badge(r.record.status), esc(time_or_dash(r.record.started_ms)), esc(run_duration(r.record)),
+           status_badge(r.record.status) +
+               (resumes > 0 ? " <span class=\"muted\">resumed " + std::to_string(resumes) + "x</span>" : ""), esc(time_or_dash(r.record.started_ms)), esc(run_duration(r.record)),
            backend_device(r), price_text(r), cost_text(r)});
   }
   t.close();
@@ -307,7 +341,8 @@ int best_run(const ReportData& data, const std::string& metric, bool use_last) {
 /// The headline metrics, then every latency the runs measured (dense, pruned, f32, int8 ...).
 std::vector<std::string> glance_metrics(const ReportData& data) {
   std::vector<std::string> out(std::begin(kHeadline), std::end(kHeadline));
-  out.insert(out.end() - 1, widgets::kUsdPerRun);  // $ per run, then $ per accuracy point
+  out.insert(std::find(out.begin(), out.end(), std::string(widgets::kUsdPerAccuracyPoint)),
+             widgets::kUsdPerRun);  // $ per run, then $ per accuracy point
   for (const std::string& m : data.metrics)
     if (m.rfind("latency/", 0) == 0 && m.size() > 3 && m.compare(m.size() - 3, 3, "_ms") == 0)
       out.push_back(m);
@@ -336,8 +371,35 @@ void write_glance(std::string& out, const ReportData& data) {
     if (any)
       t.row(cells);
   }
+  // The training phase's means (over every segment of a resumed run): the rows above are the last
+  // logging window's, which a short or disturbed last window can move far.
+  std::vector<RunHistory> histories;
+  for (const ReportRun& r : data.runs)
+    histories.push_back(run_history(r));
+  const auto mean_row = [&](const std::string& label, std::optional<double> RunHistory::*field) {
+    std::vector<std::string> cells{"<span class=\"key\">" + esc(label) + "</span>"};
+    int best = -1, with = 0;
+    for (size_t i = 0; i < histories.size(); ++i)
+      if (const std::optional<double>& v = histories[i].*field) {
+        ++with;
+        if (best < 0 || *v > *(histories[static_cast<size_t>(best)].*field))
+          best = static_cast<int>(i);
+      }
+    if (with == 0)
+      return;
+    for (size_t i = 0; i < histories.size(); ++i) {
+      const std::optional<double>& v = histories[i].*field;
+      const std::string text = v ? esc(format_value(*v)) : "<span class=\"muted\">-</span>";
+      cells.push_back(with > 1 && static_cast<int>(i) == best ? "<b>" + text + "</b>" : text);
+    }
+    t.row(cells);
+  };
+  mean_row("train/samples_per_s (training mean)", &RunHistory::samples_per_s_mean);
+  mean_row("device/mfu (training mean)", &RunHistory::mfu_mean);
   t.close();
-  out += std::string("<p class=\"sub\">Bold: the best run for that metric. ") + kDirectionNote + "</p>\n";
+  out += std::string("<p class=\"sub\">Bold: the best run for that metric. Samples/s and MFU rows without "
+                     "\"mean\" are the last logging window's. ") +
+         kDirectionNote + "</p>\n";
 }
 
 // ---- metric summary ---------------------------------------------------------------------------
@@ -482,6 +544,7 @@ std::string build_report_html(const ReportData& data, const std::vector<ChartIma
     out += html::section("Run");
     write_run_facts(out, data.runs[0]);
     html::write_stage_results(out, data.runs[0]);
+    html::write_history(out, data.runs[0]);
   }
   write_groups(out, data);
   write_metric_summary(out, data);

@@ -128,17 +128,47 @@ void write_events(std::string& out, const ReportData& data) {
     headers.push_back("Run");
   headers.insert(headers.end(), {"Event", "Details"});
   Table t(out, headers, {});
+  auto time_cell = [](int64_t at_ms) {
+    return "<span style=\"white-space:nowrap\">" + esc(format_local_time(at_ms)) + "</span>";
+  };
+  // Checkpoints come in runs (every N steps, one per stop): each run of them is one row, and the
+  // checkpoint files' artifact events are left out (the checkpoint event names the folder).
+  std::vector<const EventRecord*> checkpoints;
+  size_t checkpoints_run = 0;
+  auto flush_checkpoints = [&] {
+    if (checkpoints.empty())
+      return;
+    std::vector<std::string> cells{time_cell(checkpoints.front()->at_ms)};
+    if (data.comparison())
+      cells.push_back(run_label_cell(data, checkpoints_run));
+    cells.push_back(checkpoints.size() == 1 ? "checkpoint" : "checkpoint &times;" + std::to_string(checkpoints.size()));
+    cells.push_back(esc(checkpoints.size() == 1 ? describe_event(*checkpoints.front())
+                                                : describe_checkpoints(checkpoints)));
+    t.row(cells);
+    checkpoints.clear();
+  };
   for (const Item& it : items) {
-    std::vector<std::string> cells{"<span style=\"white-space:nowrap\">" + esc(format_local_time(it.event->at_ms)) +
-                                   "</span>"};
+    const EventRecord& e = *it.event;
+    if (e.kind == "artifact" && e.fields.is_object() && e.fields.contains("kind") && e.fields["kind"].is_string() &&
+        e.fields["kind"].get<std::string>().rfind("checkpoint", 0) == 0)
+      continue;
+    if (e.kind == "checkpoint") {
+      if (!checkpoints.empty() && checkpoints_run != it.run)
+        flush_checkpoints();
+      checkpoints_run = it.run;
+      checkpoints.push_back(&e);
+      continue;
+    }
+    flush_checkpoints();
+    std::vector<std::string> cells{time_cell(e.at_ms)};
     if (data.comparison())
       cells.push_back(run_label_cell(data, it.run));
-    const bool error = is_error_event(*it.event);
-    cells.push_back(error ? "<b class=\"error\">" + esc(it.event->kind) + "</b>" : esc(it.event->kind));
-    cells.push_back(error ? "<span class=\"error\">" + esc(describe_event(*it.event)) + "</span>"
-                          : esc(describe_event(*it.event)));
+    const bool error = is_error_event(e);
+    cells.push_back(error ? "<b class=\"error\">" + esc(e.kind) + "</b>" : esc(e.kind));
+    cells.push_back(error ? "<span class=\"error\">" + esc(describe_event(e)) + "</span>" : esc(describe_event(e)));
     t.row(cells, error ? kErrorTint : "");
   }
+  flush_checkpoints();
 }
 
 void write_provenance(std::string& out, const ReportData& data) {
@@ -178,15 +208,15 @@ void write_artifacts(std::string& out, const ReportData& data) {
   numeric[headers.size() - 2] = true;
   Table t(out, headers, numeric);
   for (size_t i = 0; i < data.runs.size(); ++i)
-    for (const ArtifactRecord& a : data.runs[i].artifacts) {
+    for (const ArtifactRow& a : artifact_rows(data.runs[i].artifacts)) {
       std::vector<std::string> cells;
       if (data.comparison())
         cells.push_back(run_label_cell(data, i));
-      cells.push_back(esc(a.kind));
-      cells.push_back("<span class=\"mono\">" + esc(a.path) + "</span>");
-      cells.push_back(a.bytes < 0 ? "<span class=\"error\">missing</span>"
-                                  : esc(format_value(static_cast<double>(a.bytes))));
-      cells.push_back("<span class=\"mono\">" + esc(a.sha256.empty() ? "-" : a.sha256) + "</span>");
+      cells.push_back(esc(a.record.kind) + (a.note.empty() ? "" : "<br><span class=\"muted\">" + esc(a.note) + "</span>"));
+      cells.push_back("<span class=\"mono\">" + esc(a.record.path) + "</span>");
+      cells.push_back(a.record.bytes < 0 ? "<span class=\"error\">missing</span>"
+                                         : esc(format_value(static_cast<double>(a.record.bytes))));
+      cells.push_back("<span class=\"mono\">" + esc(a.record.sha256.empty() ? "-" : a.record.sha256) + "</span>");
       t.row(cells);
     }
 }

@@ -44,6 +44,13 @@ void speedup_over(StageRow& row, const StageRow& base, std::string baseline) {
     row.speedup_b256 = *base.b256_ms / *row.b256_ms;
 }
 
+bool any_latency(const std::vector<StageRow>& rows) {
+  for (const StageRow& r : rows)
+    if (r.b1_ms || r.b256_ms)
+      return true;
+  return false;
+}
+
 }  // namespace
 
 std::vector<StageRow> stage_rows(const ReportRun& run) {
@@ -73,12 +80,21 @@ std::vector<StageRow> stage_rows(const ReportRun& run) {
     rows.push_back(f32);
     rows.push_back(int8);
   }
+  const std::optional<double> teacher_accuracy = last(run, "distill/teacher_accuracy");
   if (rows.empty()) {
     StageRow trained;
-    trained.model = "trained";
+    trained.model = teacher_accuracy ? "student (distilled)" : "trained";
     trained.accuracy = last(run, "test/accuracy");
     trained.bytes = last(run, "model/bytes");
     rows.push_back(trained);
+  }
+  // Distillation: the teacher's test accuracy (measured in the run or taken from its cache; the
+  // distill event says which), first, as the student's reference.
+  if (teacher_accuracy) {
+    StageRow teacher;
+    teacher.model = "distillation teacher";
+    teacher.accuracy = teacher_accuracy;
+    rows.insert(rows.begin(), teacher);
   }
   return rows;
 }
@@ -142,10 +158,25 @@ void write_stage_results(std::string& out, const ReportRun& run) {
     out +=
         "<p class=\"sub\"><span class=\"error\">*</span> contended: other processes used more than 20% of the CPUs "
         "while this was timed; the figure and the speedups built on it are not trustworthy.</p>\n";
-  out +=
-      "<p class=\"sub\">Latency: median wall time of an evaluation-mode forward pass at batch 1 and 256, measured in "
-      "this run (&plusmn;: half the 10-90th percentile spread of the repetitions); speedup: the baseline's latency "
-      "over this model's.</p>\n";
+  // Where the latencies were timed: each latency event names its device (the INT8 kernels' ISA too).
+  std::string devices;
+  for (const EventRecord& e : run.events)
+    if (e.kind == "latency" && e.fields.is_object() && e.fields.contains("device") && e.fields["device"].is_string()) {
+      const std::string d = e.fields["device"].get<std::string>();
+      if (devices.find(d) == std::string::npos)
+        devices += (devices.empty() ? "" : "; ") + d;
+    }
+  std::string threads;
+  for (const EventRecord& e : run.events)
+    if (e.kind == "started" && e.fields.is_object() && e.fields.contains("threads") && e.fields["threads"].is_number())
+      threads = format_value(e.fields["threads"].get<double>());
+  if (any_latency(rows))
+    out += "<p class=\"sub\">Latency: median wall time of an evaluation-mode forward pass at batch 1 and 256, measured "
+           "in this run" +
+           (devices.empty() ? std::string() : " on " + esc(devices)) +
+           (threads.empty() ? std::string() : ", " + esc(threads) + (threads == "1" ? " thread" : " threads")) +
+           " (&plusmn;: half the 10-90th percentile spread of the repetitions); speedup: the baseline's latency "
+           "over this model's.</p>\n";
 }
 
 }  // namespace html

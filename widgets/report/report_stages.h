@@ -14,7 +14,7 @@
 namespace lathe::report {
 
 struct StageRow {
-  std::string model;     ///< "dense", "pruned", "f32 (before INT8)", "INT8", "trained"
+  std::string model;     ///< "dense", "pruned", "f32 (before INT8)", "INT8", "trained", "distillation teacher"
   std::string baseline;  ///< the row its speedup is over ("" for a baseline)
   std::optional<double> accuracy, bytes, b1_ms, b256_ms, b256_samples_per_s, speedup_b1, speedup_b256;
   std::optional<double> b1_spread_pct, b256_spread_pct;  ///< (p90 - p10) / median of the repetitions
@@ -26,7 +26,8 @@ struct StageRow {
   bool speedup_contended = false;
 };
 
-/// The stage rows of a run, in pipeline order; one "trained" row when no compression stage ran.
+/// The stage rows of a run, in pipeline order; one "trained" row when no compression stage ran
+/// ("student (distilled)" after a "distillation teacher" row for a distilled run).
 std::vector<StageRow> stage_rows(const ReportRun& run);
 
 namespace html {

@@ -243,9 +243,11 @@ void CompareView::fillConfig() {
     differing.insert(row.key);
   // Where each model came from and went, as rows beside the config (provenance.from, provenance.to.N).
   for (size_t i = 0; i < n && i < m_data.provenance.size(); ++i) {
-    int k = 0;
+    int k = 0, sources = 0;  // a distilled run has two sources: the model and its teacher
     for (const ProvenanceRow& p : m_data.provenance[i]) {
-      const std::string key = p.incoming ? "provenance.from" : "provenance.to." + std::to_string(++k);
+      const std::string key = !p.incoming     ? "provenance.to." + std::to_string(++k)
+                              : sources++ == 0 ? std::string("provenance.from")
+                                               : "provenance.from." + std::to_string(sources);
       auto& row = rows[key];
       row.resize(n, QString("(absent)"));
       row[i] = QString::fromStdString(p.what + (p.file.empty() ? "" : ": " + p.file) +

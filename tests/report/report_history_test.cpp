@@ -1,0 +1,226 @@
+// What the report says about how a run was run: a resumed run's segments (how each ended, the
+// step it reached or a lower bound for a killed one) and its training-phase means over them; a
+// simulated spot run's figures with the on-demand cost labelled a projection; the ranks, ZeRO-1,
+// precision and the MFU peak (value, data type, per rank, how) in the run facts; a model file
+// rewritten at every stop listed once as its last write; checkpoint events and files folded;
+// constant metrics not charted; the glance table's $ rows in order and the training means beside
+// the last window's samples/s and MFU.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "report_test_util.h"
+#include "widgets/report/report_data.h"
+#include "widgets/report/report_history.h"
+#include "widgets/report/report_html.h"
+
+namespace lathe::report {
+namespace {
+
+nlohmann::json end_metrics(double seconds, double sps, double mfu) {
+  return {{"train/seconds", seconds}, {"train/samples_per_s_mean", sps}, {"device/mfu_mean", mfu}};
+}
+
+/// A run killed once (its writer gone: a status event only) and resumed, then interrupted by a
+/// spot notice and resumed again; model.safetensors written at both stops and at the end, five
+/// checkpoints (their files recorded as artifacts).
+std::string seed_resumed(const std::string& db, const std::string& dir) {
+  RunWriter w(db);
+  RunInfo info;
+  info.name = "resumed";
+  info.config = {{"train", {{"precision", "fp32"}}}, {"cost", {{"pricing", "spot"}}}};
+  const std::string id = w.begin_run(info);
+  w.event("started", {{"threads", 1},
+                      {"device", "Xeon"},
+                      {"instance", "g4dn.xlarge"},
+                      {"price_usd_per_hour", 0.16},
+                      {"peak_flops_per_s", 2.027e11},
+                      {"peak_flops_dtype", "f32"},
+                      {"peak_flops_how", "measured: oneDNN SGEMM"}});
+  for (int step = 10; step <= 50; step += 10) {
+    w.event("checkpoint",
+            {{"step", step}, {"trigger", "steps"}, {"write_s", 0.05}, {"path", dir + "/ckpt/" + std::to_string(step)}});
+  }
+  w.event("status", {{"from", "running"}, {"to", "interrupted"}, {"reason", "writer process 7 on vm is gone"}});
+  w.event("resumed", {{"from_step", 30}, {"checkpoint", dir + "/ckpt/30"}});
+  w.event("spot/notice", {{"step", 40}});
+  w.event("interrupted", {{"steps", 40}, {"elapsed_s", 1.0}, {"metrics", end_metrics(1.0, 100, 0.2)}});
+  w.event("resumed", {{"from_step", 40}, {"checkpoint", dir + "/ckpt/40"}});
+  w.event("finished", {{"steps", 60}, {"elapsed_s", 3.0}, {"metrics", end_metrics(3.0, 200, 0.4)}});
+  // The writer hashes each file when it records it: flush after each write so that each record
+  // holds the content it had then.
+  const auto write_file = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path, std::ios::binary) << text;
+  };
+  for (const char* content : {"first write", "second write", "last write"}) {
+    write_file(dir + "/model.safetensors", content);
+    w.artifact("model", dir + "/model.safetensors");
+    w.flush();
+  }
+  for (int step = 10; step <= 50; step += 10) {
+    write_file(dir + "/ckpt/" + std::to_string(step) + "/t.safetensors", "checkpoint " + std::to_string(step));
+    w.artifact("checkpoint", dir + "/ckpt/" + std::to_string(step) + "/t.safetensors");
+  }
+  // The supervisor's figures, written after the run ended.
+  for (const auto& [metric, v] : std::vector<std::pair<std::string, double>>{{"spot/interruptions", 1},
+                                                                             {"spot/kills", 0},
+                                                                             {"spot/restarts", 1},
+                                                                             {"spot/steps_redone", 0},
+                                                                             {"spot/seconds_redone", 0},
+                                                                             {"spot/restart_wait_s", 5},
+                                                                             {"spot/restart_setup_s", 2},
+                                                                             {"spot/wall_s", 20},
+                                                                             {"cost/usd", 0.001653},
+                                                                             {"cost/usd_on_demand", 0.001649}})
+    w.sample(metric, 60, 1, v);
+  w.sample("train/samples_per_s", 10, 1, 50);
+  w.sample("train/samples_per_s", 60, 1, 90);
+  w.sample("device/mfu", 10, 1, 0.1);
+  w.sample("device/mfu", 60, 1, 0.3);
+  w.sample("mem/optimizer_bytes", 10, 1, 4096);  // constant: no chart
+  w.sample("mem/optimizer_bytes", 60, 1, 4096);
+  w.event("spot/summary", {{"interruptions", 1}, {"on_demand_equivalent_s", 13.0}, {"wall_s", 20.0}});
+  w.finish(RunStatus::finished);
+  return id;
+}
+
+TEST(ReportHistory, AResumedRunIsItsSegmentsWithMeansOverThem) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  const std::string id = seed_resumed(dir.file("lathe.db"), dir.path().string());
+  Store store = Store::open(dir.file("lathe.db"));
+  const ReportData data = collect_report_data(store, {id});
+  const RunHistory h = run_history(data.runs[0]);
+  ASSERT_EQ(h.segments.size(), 3u);
+  EXPECT_EQ(h.segments[0].ended, "interrupted: writer process 7 on vm is gone");
+  EXPECT_FALSE(h.segments[0].reached_step);  // killed: its last step is not in the store
+  EXPECT_EQ(h.segments[1].from_step, 30);
+  EXPECT_EQ(h.segments[1].ended, "interrupted: spot notice");
+  EXPECT_EQ(*h.segments[1].reached_step, 40);
+  EXPECT_EQ(h.segments[2].ended, "finished");
+  // Over the two segments that logged means: (100 x 1 + 200 x 3) / 4 samples/s, MFU (0.2 + 1.2) / 4.
+  EXPECT_EQ(h.with_means, 2);
+  EXPECT_DOUBLE_EQ(*h.samples_per_s_mean, 175.0);
+  EXPECT_DOUBLE_EQ(*h.mfu_mean, 0.35);
+
+  const std::string html = build_report_html(data, {}, HtmlFlavor::print);
+  EXPECT_NE(html.find("Run history"), std::string::npos);
+  EXPECT_NE(html.find("&ge; 30"), std::string::npos);  // the killed segment reached at least the next one's checkpoint
+  EXPECT_NE(html.find("2 time(s) from a checkpoint"), std::string::npos);
+  EXPECT_NE(html.find("175 /s, MFU 35.00%"), std::string::npos);
+  EXPECT_NE(html.find("2 of 3 segments"), std::string::npos);
+  EXPECT_NE(html.find("samples_per_s (last window; mean 175 /s)"), std::string::npos);
+  EXPECT_NE(html.find("g4dn.xlarge (spot $0.1600/h)"), std::string::npos);
+}
+
+TEST(ReportHistory, ASpotRunSaysWhatWasMeasuredAndWhatIsProjected) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  const std::string id = seed_resumed(dir.file("lathe.db"), dir.path().string());
+  Store store = Store::open(dir.file("lathe.db"));
+  const ReportData data = collect_report_data(store, {id});
+  const std::optional<SpotFigures> spot = spot_figures(data.runs[0]);
+  ASSERT_TRUE(spot);
+  EXPECT_DOUBLE_EQ(spot->on_demand_equivalent_s, 13.0);
+  EXPECT_DOUBLE_EQ(*spot->cost_on_demand_usd, 0.001649);
+  const std::string html = build_report_html(data, {}, HtmlFlavor::print);
+  EXPECT_NE(html.find("Spot (simulated)"), std::string::npos);
+  EXPECT_NE(html.find("Cost as run: g4dn.xlarge's spot price x the wall time"), std::string::npos)
+      << html.substr(html.find("Cost as run"), 300);
+  EXPECT_NE(html.find("$0.001653"), std::string::npos);
+  EXPECT_NE(html.find("Projected: the same work on-demand"), std::string::npos);
+  EXPECT_NE(html.find("$0.001649"), std::string::npos);
+  EXPECT_NE(html.find("+0.2%"), std::string::npos);
+  EXPECT_NE(html.find("2.0 s"), std::string::npos);  // set-up after restarts
+}
+
+TEST(ReportHistory, ArtifactsAndCheckpointsAreListedOnceAsTheyAreNow) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  const std::string id = seed_resumed(dir.file("lathe.db"), dir.path().string());
+  Store store = Store::open(dir.file("lathe.db"));
+  const ReportData data = collect_report_data(store, {id});
+  const std::vector<ArtifactRecord>& stored = data.runs[0].artifacts;
+  ASSERT_EQ(stored.size(), 8u);  // 3 model writes, 5 checkpoints
+  const std::vector<ArtifactRow> rows = artifact_rows(stored);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].record.kind, "model");
+  EXPECT_EQ(rows[0].record.sha256, stored[2].sha256);  // the file holds the last write
+  EXPECT_NE(stored[0].sha256, stored[2].sha256);
+  EXPECT_EQ(rows[0].note, "written 3 times: the last write");
+  EXPECT_EQ(rows[1].record.sha256, stored[7].sha256);  // the newest checkpoint
+  EXPECT_NE(rows[1].note.find("the newest of 5 checkpoints"), std::string::npos);
+
+  const std::string html = build_report_html(data, {}, HtmlFlavor::print);
+  EXPECT_NE(html.find(stored[2].sha256), std::string::npos);
+  EXPECT_EQ(html.find(stored[0].sha256), std::string::npos);  // an overwritten file's sha256 is nowhere
+  EXPECT_EQ(html.find(stored[1].sha256), std::string::npos);
+  EXPECT_EQ(html.find(stored[3].sha256), std::string::npos);  // nor an old checkpoint's
+  EXPECT_NE(html.find("weights (model), the last of 3 writes"), std::string::npos);  // provenance
+  // The five checkpoint events are one row; their files' artifact events are not listed.
+  EXPECT_NE(html.find("checkpoint &times;5"), std::string::npos);
+  EXPECT_NE(html.find("steps 10 to 50"), std::string::npos);
+  EXPECT_EQ(html.find("10/t.safetensors"), std::string::npos);
+  // A constant metric is in the summary table but gets no chart.
+  EXPECT_TRUE(std::find(data.charted.begin(), data.charted.end(), "mem/optimizer_bytes") == data.charted.end());
+  EXPECT_TRUE(std::find(data.charted.begin(), data.charted.end(), "device/mfu") != data.charted.end());
+}
+
+/// A 2-rank ZeRO-1 run and a bf16 run, as their started and precision events and metrics say.
+TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  RunWriter w(dir.file("lathe.db"));
+  RunInfo dp;
+  dp.name = "dp2";
+  dp.config = {{"compute", {{"devices", 2}, {"shard_optimizer", true}}}, {"train", {{"precision", "fp32"}}}};
+  const std::string dp_id = w.begin_run(dp);
+  w.event("started", {{"threads", 1},
+                      {"world_size", 2},
+                      {"peak_flops_per_s", 2.027e11},
+                      {"peak_flops_dtype", "f32"},
+                      {"peak_flops_how", "measured: oneDNN SGEMM 1536^3 f32 on 1 thread(s)"}});
+  w.event("note", {{"kind", "mfu_peak_raised"}, {"peak_flops_per_s", 2.027e11}, {"achieved_flops_per_s", 2.5e11}});
+  w.sample("dist/world_size", 1, 1, 2);
+  w.sample("cost/usd", 1, 1, 0.5);
+  w.sample("test/accuracy", 1, 1, 0.8);
+  w.finish(RunStatus::finished);
+  RunWriter w2(dir.file("lathe.db"));
+  RunInfo bf;
+  bf.name = "bf16";
+  bf.config = {{"train", {{"precision", "bf16"}}}};
+  const std::string bf_id = w2.begin_run(bf);
+  w2.event("started", {{"threads", 2}, {"peak_flops_per_s", 6.7e11}, {"peak_flops_dtype", "bf16"}});
+  w2.event("precision", {{"precision", "bf16"}, {"linear", "native"}, {"note", "native bf16 kernels on Xeon"}});
+  w2.sample("cost/usd", 1, 1, 0.25);
+  w2.sample("test/accuracy", 1, 1, 0.7);
+  w2.finish(RunStatus::finished);
+
+  Store store = Store::open(dir.file("lathe.db"));
+  const std::string dp_html = build_report_html(collect_report_data(store, {dp_id}), {}, HtmlFlavor::print);
+  EXPECT_NE(dp_html.find("2 data-parallel ranks x 1 thread, optimizer state sharded (ZeRO-1)"), std::string::npos)
+      << dp_html.substr(dp_html.find("Backend"), 400);
+  EXPECT_NE(dp_html.find("202.7 GFLOP/s f32 per rank (measured: oneDNN SGEMM"), std::string::npos);
+  EXPECT_NE(dp_html.find("raised to 250.0 GFLOP/s"), std::string::npos);
+  const std::string bf_html = build_report_html(collect_report_data(store, {bf_id}), {}, HtmlFlavor::print);
+  EXPECT_NE(bf_html.find("bf16: native bf16 kernels on Xeon"), std::string::npos);
+  EXPECT_NE(bf_html.find("670.0 GFLOP/s bf16"), std::string::npos);
+  EXPECT_NE(bf_html.find("2 threads"), std::string::npos);
+  EXPECT_EQ(bf_html.find("Run history"), std::string::npos);  // one segment: no history section
+
+  // In a comparison the Runs table says the ranks, and the glance table keeps $ per run before $ per
+  // accuracy point, ahead of the dist/* rows.
+  const std::string cmp = build_report_html(collect_report_data(store, {dp_id, bf_id}), {}, HtmlFlavor::print);
+  EXPECT_NE(cmp.find("2 data-parallel ranks"), std::string::npos);
+  const size_t per_run = cmp.find(">cost/usd_per_run<"), per_point = cmp.find(">cost/usd_per_accuracy_point<"),
+               world = cmp.find(">dist/world_size<");
+  ASSERT_NE(per_run, std::string::npos);
+  ASSERT_NE(per_point, std::string::npos);
+  ASSERT_NE(world, std::string::npos);
+  EXPECT_LT(per_run, per_point);
+  EXPECT_LT(per_point, world);
+}
+
+}  // namespace
+}  // namespace lathe::report
