@@ -174,6 +174,7 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   RunWriter w(dir.file("lathe.db"));
   RunInfo dp;
   dp.name = "dp2";
+  dp.backend = "cpu";
   dp.config = {{"compute", {{"devices", 2}, {"shard_optimizer", true}}}, {"train", {{"precision", "fp32"}}}};
   const std::string dp_id = w.begin_run(dp);
   w.event("started", {{"threads", 1},
@@ -183,6 +184,7 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
                       {"peak_flops_how", "measured: oneDNN SGEMM 1536^3 f32 on 1 thread(s)"}});
   w.event("note", {{"kind", "mfu_peak_raised"}, {"peak_flops_per_s", 2.027e11}, {"achieved_flops_per_s", 2.5e11}});
   w.sample("dist/world_size", 1, 1, 2);
+  w.sample("device/util", 1, 1, 0.5);
   w.sample("cost/usd", 1, 1, 0.5);
   w.sample("test/accuracy", 1, 1, 0.8);
   w.finish(RunStatus::finished);
@@ -203,6 +205,8 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
       << dp_html.substr(dp_html.find("Backend"), 400);
   EXPECT_NE(dp_html.find("202.7 GFLOP/s f32 per rank (measured: oneDNN SGEMM"), std::string::npos);
   EXPECT_NE(dp_html.find("raised to 250.0 GFLOP/s"), std::string::npos);
+  // device/util on a CPU is a share of the whole machine, which its name does not say.
+  EXPECT_NE(dp_html.find("device/util on a CPU: this process's CPU time over all the machine"), std::string::npos);
   const std::string bf_html = build_report_html(collect_report_data(store, {bf_id}), {}, HtmlFlavor::print);
   EXPECT_NE(bf_html.find("bf16: native bf16 kernels on Xeon"), std::string::npos);
   EXPECT_NE(bf_html.find("670.0 GFLOP/s bf16"), std::string::npos);

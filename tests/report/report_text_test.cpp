@@ -37,6 +37,9 @@ TEST(ReportText, HeadlineNumbers) {
   EXPECT_EQ(format_headline("model/bytes", 3 * 1024.0 * 1024.0), "3.00 MiB");
   EXPECT_EQ(format_headline("cost/usd", 0.00123), "$0.0012");
   EXPECT_EQ(format_headline("cost/usd", 123.456), "$123.46");
+  // Below a cent, two significant digits: a cheap run's $ per accuracy point is not "$0.0000".
+  EXPECT_EQ(format_headline("cost/usd_per_accuracy_point", 1.889e-05), "$0.000019");
+  EXPECT_EQ(format_headline("cost/usd", 0.0), "$0.0000");
   EXPECT_EQ(format_headline("train/samples_per_s", 12345.6), "12,346 /s");
   EXPECT_EQ(format_headline("test/loss", 0.41234), "0.4123");
 }

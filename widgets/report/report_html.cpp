@@ -412,6 +412,16 @@ std::string stat_cells(const MetricSummary& s, bool bold_best) {
          td(esc(std::to_string(s.count)));
 }
 
+/// What device/util measures on a CPU, which its name does not say (a 1-thread run on 2 cores
+/// reads at most 0.5 while each rank's dist/rank<i>/util reads 1).
+std::string cpu_util_note(const ReportData& data) {
+  for (const ReportRun& r : data.runs)
+    if (r.record.backend == "cpu" && r.summary("device/util"))
+      return " device/util on a CPU: this process's CPU time over all the machine's usable cores, not over its own "
+             "threads; dist/rank&lt;i&gt;/util: each rank's over its own threads.";
+  return "";
+}
+
 void write_metric_summary(std::string& out, const ReportData& data) {
   out += html::section("Metric summary");
   if (data.metrics.empty()) {
@@ -427,6 +437,9 @@ void write_metric_summary(std::string& out, const ReportData& data) {
       const MetricSummary* s = data.runs[0].summary(m);
       t.raw_row("<tr" + t.stripe() + "><td class=\"key\">" + esc(m) + "</td>" + stat_cells(*s, false) + "</tr>\n");
     }
+    t.close();
+    if (const std::string note = cpu_util_note(data); !note.empty())
+      out += "<p class=\"sub\">" + note.substr(1) + "</p>\n";
     return;
   }
   std::vector<std::string> headers{"Metric", "Run"};
@@ -452,7 +465,7 @@ void write_metric_summary(std::string& out, const ReportData& data) {
   }
   t.close();
   out += std::string("<p class=\"sub\">Best: the minimum or the maximum, by the metric's direction. ") + kDirectionNote;
-  out += data.comparison() ? " Bold: the best run.</p>\n" : "</p>\n";
+  out += " Bold: the best run." + cpu_util_note(data) + "</p>\n";
 }
 
 // ---- charts -----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Number, duration and escaping helpers of the report writers (see report_text.h).
 #include "widgets/report/report_text.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -68,7 +69,11 @@ std::string format_headline(std::string_view metric, double value) {
     return buf;
   }
   if (metric.rfind("cost/", 0) == 0 || ends_with(metric, "usd")) {
-    std::snprintf(buf, sizeof(buf), std::fabs(value) >= 100 ? "$%.2f" : "$%.4f", value);
+    // Two significant digits at least: $ per accuracy point of a cheap run is often below $0.0001.
+    int decimals = std::fabs(value) >= 100 ? 2 : 4;
+    if (value != 0 && std::fabs(value) < 0.01)
+      decimals = std::max(4, 1 - static_cast<int>(std::floor(std::log10(std::fabs(value)))));
+    std::snprintf(buf, sizeof(buf), "$%.*f", std::min(decimals, 12), value);
     return buf;
   }
   if (ends_with(metric, "_per_s"))

@@ -16,7 +16,8 @@ namespace lathe::report {
 /// ("1,234,567"); scientific beyond ("1.235e+18").
 std::string format_value(double value);
 /// A value for the headline cards: accuracies as percentages ("85.12%"), bytes in KiB/MiB/GiB,
-/// dollars with a "$", rates with "/s"; other metrics as format_value.
+/// dollars with a "$" (4 decimals, or 2 significant digits below a cent: "$0.000019"), rates with
+/// "/s"; other metrics as format_value.
 std::string format_headline(std::string_view metric, double value);
 /// Seconds as "m:ss" or "h:mm:ss" ("-" for negative or non-finite).
 std::string format_duration_s(double seconds);
