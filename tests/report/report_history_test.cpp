@@ -226,5 +226,40 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   EXPECT_LT(per_point, world);
 }
 
+// A data-parallel run's per-rank series share one chart per figure, a line per rank in rank order
+// (rank 10 after rank 2), instead of a chart per rank and figure.
+TEST(ReportCharts, EveryRanksSeriesOfAFigureShareOneChart) {
+  const std::vector<ChartGroup> groups =
+      chart_groups({"train/loss", "dist/rank0/util", "dist/rank10/util", "dist/rank2/util", "dist/rank1/util",
+                    "dist/rank0/samples_per_s", "dist/rankx/odd", "dist/comm_s"});
+  ASSERT_EQ(groups.size(), 5u);
+  EXPECT_EQ(groups[0].title, "train/loss");
+  EXPECT_EQ(groups[1].title, "dist/rank*/util");
+  EXPECT_EQ(groups[1].metrics,
+            (std::vector<std::string>{"dist/rank0/util", "dist/rank1/util", "dist/rank2/util", "dist/rank10/util"}));
+  EXPECT_EQ(groups[1].parts, (std::vector<std::string>{"rank 0", "rank 1", "rank 2", "rank 10"}));
+  EXPECT_EQ(groups[2].title, "dist/rank*/samples_per_s");
+  EXPECT_EQ(groups[3].title, "dist/rankx/odd");  // not a rank number: a chart of its own
+  EXPECT_EQ(groups[4].title, "dist/comm_s");
+
+  test::ensure_qapp();
+  test::TempDir dir;
+  RunWriter w(dir.file("lathe.db"));
+  RunInfo info;
+  info.name = "dp2";
+  const std::string id = w.begin_run(info);
+  for (int step = 1; step <= 3; ++step) {
+    w.sample("dist/rank0/samples_per_s", step, step, 100.0 * step);
+    w.sample("dist/rank1/samples_per_s", step, step, 90.0 * step);
+  }
+  w.finish(RunStatus::finished);
+  Store store = Store::open(dir.file("lathe.db"));
+  const ReportData data = collect_report_data(store, {id});
+  const std::vector<ChartImage> charts = render_report_charts(data, HtmlFlavor::standalone);
+  ASSERT_EQ(charts.size(), 1u);
+  EXPECT_EQ(charts[0].metric, "dist/rank*/samples_per_s");
+  EXPECT_FALSE(charts[0].png.isEmpty());
+}
+
 }  // namespace
 }  // namespace lathe::report

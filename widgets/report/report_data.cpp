@@ -52,6 +52,38 @@ void read_started_event(ReportRun& run) {
 
 }  // namespace
 
+std::vector<ChartGroup> chart_groups(const std::vector<std::string>& charted) {
+  std::vector<ChartGroup> groups;
+  std::map<std::string, size_t> group_of;  // "dist/rank*/<rest>" -> its chart
+  std::map<std::string, std::vector<std::pair<long, std::string>>> ranks;
+  for (const std::string& m : charted) {
+    const std::string prefix = "dist/rank";
+    const size_t slash = m.find('/', prefix.size());
+    const bool per_rank = m.rfind(prefix, 0) == 0 && slash != std::string::npos && slash > prefix.size() &&
+                          std::all_of(m.begin() + static_cast<long>(prefix.size()), m.begin() + static_cast<long>(slash),
+                                      [](char c) { return c >= '0' && c <= '9'; });
+    if (!per_rank) {
+      groups.push_back({m, {m}, {""}});
+      continue;
+    }
+    const std::string title = prefix + "*" + m.substr(slash);
+    if (!group_of.count(title)) {
+      group_of[title] = groups.size();
+      groups.push_back({title, {}, {}});
+    }
+    ranks[title].emplace_back(std::stol(m.substr(prefix.size(), slash - prefix.size())), m);
+  }
+  for (auto& [title, list] : ranks) {
+    std::sort(list.begin(), list.end());
+    ChartGroup& g = groups[group_of[title]];
+    for (const auto& [rank, metric] : list) {
+      g.metrics.push_back(metric);
+      g.parts.push_back("rank " + std::to_string(rank));
+    }
+  }
+  return groups;
+}
+
 std::vector<ArtifactRow> artifact_rows(const std::vector<ArtifactRecord>& artifacts) {
   std::vector<ArtifactRow> rows;
   std::map<std::string, size_t> row_of;  // path (or "checkpoint") -> its row

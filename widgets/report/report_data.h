@@ -46,6 +46,16 @@ struct ReportData {
   bool comparison() const { return runs.size() > 1; }
 };
 
+/// One report chart: its title and the metrics drawn in it. Every rank's series of a
+/// data-parallel metric (dist/rank0/util, dist/rank1/util, ...) share one chart,
+/// "dist/rank*/util", a line per rank; any other metric is a chart of its own.
+struct ChartGroup {
+  std::string title;
+  std::vector<std::string> metrics;  ///< ranks in rank order
+  std::vector<std::string> parts;    ///< per metric: "rank 0", ... ("" for a metric of its own)
+};
+std::vector<ChartGroup> chart_groups(const std::vector<std::string>& charted);
+
 /// Buckets per chart series (each keeps first/min/max/last, so spikes survive).
 constexpr int kChartBuckets = 1200;
 

@@ -514,15 +514,22 @@ std::vector<ChartImage> render_report_charts(const ReportData& data, HtmlFlavor 
   const int width = print ? 335 : 530, height = print ? 205 : 290;
   const double scale = print ? 3.0 : 2.0;
   std::vector<ChartImage> charts;
-  for (const std::string& metric : data.charted) {
+  for (const ChartGroup& group : chart_groups(data.charted)) {
     ChartSpec spec;
-    spec.title = metric;
-    spec.legend = data.comparison();
-    for (size_t i = 0; i < data.runs.size(); ++i) {
-      auto it = data.runs[i].series.find(metric);
-      if (it != data.runs[i].series.end())
-        spec.lines.push_back({data.runs[i].label, run_color(i), &it->second});
-    }
+    spec.title = group.title;
+    spec.legend = data.comparison() || group.metrics.size() > 1;
+    for (size_t i = 0; i < data.runs.size(); ++i)
+      for (size_t k = 0; k < group.metrics.size(); ++k) {
+        auto it = data.runs[i].series.find(group.metrics[k]);
+        if (it == data.runs[i].series.end())
+          continue;
+        // One run: a color per rank; a comparison: the run's color for its first rank, then the next ones.
+        const std::string label = group.parts[k].empty()      ? data.runs[i].label
+                                  : data.comparison()         ? data.runs[i].label + " " + group.parts[k]
+                                                              : group.parts[k];
+        spec.lines.push_back({label, run_color(data.comparison() ? i + k * data.runs.size() : k), &it->second});
+      }
+    const std::string metric = group.title;
     // A comparison chart is taller when its legend needs more than one row (1-3 entries a row, by
     // the longest run label: labels wrap to more rows, never cut).
     std::vector<std::string> labels;
