@@ -261,5 +261,31 @@ TEST(ReportCharts, EveryRanksSeriesOfAFigureShareOneChart) {
   EXPECT_FALSE(charts[0].png.isEmpty());
 }
 
+// Chart markers: where a training stage starts (not the stepless prune / benchmark phases, not a
+// phase re-entered by a resume) and each resume while there are at most five.
+TEST(ReportCharts, MarkersAreTrainingStagesAndAFewResumes) {
+  const auto ev = [](const std::string& kind, nlohmann::json f) {
+    EventRecord e;
+    e.kind = kind;
+    e.fields = std::move(f);
+    return e;
+  };
+  ReportRun run;
+  run.events = {ev("phase", {{"phase", "train"}, {"first_step", 0}, {"steps", 32}}),
+                ev("phase", {{"phase", "prune"}, {"first_step", 32}, {"steps", 0}}),
+                ev("phase", {{"phase", "finetune"}, {"first_step", 32}, {"steps", 16}}),
+                ev("phase", {{"phase", "qat"}, {"first_step", 32}, {"steps", 8}}),
+                ev("resumed", {{"from_step", 40}}),
+                ev("phase", {{"phase", "finetune"}, {"first_step", 32}, {"steps", 16}, {"start", {{"epoch", 0}}}}),
+                ev("phase", {{"phase", "benchmark"}, {"first_step", 48}, {"steps", 0}})};
+  const std::vector<std::pair<double, std::string>> markers = chart_markers(run);
+  ASSERT_EQ(markers.size(), 2u);
+  EXPECT_EQ(markers[0], std::make_pair(32.0, std::string("finetune, qat")));
+  EXPECT_EQ(markers[1], std::make_pair(40.0, std::string("resumed")));
+  for (int i = 0; i < 5; ++i)
+    run.events.push_back(ev("resumed", {{"from_step", 41 + i}}));
+  EXPECT_EQ(chart_markers(run).size(), 1u);  // six resumes: the Run history table has them
+}
+
 }  // namespace
 }  // namespace lathe::report

@@ -177,6 +177,23 @@ QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double
     plot.xAxis->setRange(x_lo - pad, x_hi + pad);
   }
   plot.yAxis->setRange(value_range(spec));
+  for (const ChartMarker& m : spec.markers) {
+    if (!(m.step > plot.xAxis->range().lower && m.step < plot.xAxis->range().upper))
+      continue;
+    auto* line = new QCPItemStraightLine(&plot);
+    line->point1->setCoords(m.step, 0);
+    line->point2->setCoords(m.step, 1);
+    line->setPen(QPen(QColor(0x8a, 0x96, 0xa3), 1, Qt::DashLine));
+    auto* text = new QCPItemText(&plot);
+    text->position->setTypeX(QCPItemPosition::ptPlotCoords);
+    text->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    text->position->setCoords(m.step, 0.0);
+    text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    text->setPadding(QMargins(3, 1, 0, 0));
+    text->setFont(QFont("DejaVu Sans", 7));
+    text->setColor(QColor(0x5b, 0x67, 0x75));
+    text->setText(QString::fromStdString(m.label));
+  }
 
   if (spec.legend) {
     plot.legend->setVisible(true);

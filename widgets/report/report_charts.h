@@ -20,11 +20,18 @@ struct ChartLine {
   const std::vector<Point>* band_hi = nullptr;
 };
 
+/// A vertical dashed line at a step with a label at its top (a stage's start, a resume).
+struct ChartMarker {
+  double step = 0;
+  std::string label;
+};
+
 struct ChartSpec {
   std::string title;  ///< the metric name
   std::string x_label = "step";
   std::vector<ChartLine> lines;
   bool legend = false;  ///< a legend row under the plot (comparisons)
+  std::vector<ChartMarker> markers;  ///< drawn where they fall inside the x range
 };
 
 /// The color of the index-th run (Tableau 10, repeating), also used for the runs' swatches.

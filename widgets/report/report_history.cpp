@@ -2,6 +2,7 @@
 // and Spot sections (see report_history.h).
 #include "widgets/report/report_history.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -200,6 +201,38 @@ std::string mfu_peak_text(const ReportRun& run) {
   if (raised > *peak)
     s += "; raised to " + gflops(raised) + " during the run, which achieved that";
   return s;
+}
+
+std::vector<std::pair<double, std::string>> chart_markers(const ReportRun& run) {
+  std::vector<std::pair<double, std::string>> out;
+  const auto add = [&](double step, const std::string& label) {
+    for (auto& m : out)
+      if (m.first == step) {  // one marker per step, its labels joined
+        if (m.second.find(label) == std::string::npos)
+          m.second += ", " + label;
+        return;
+      }
+    out.emplace_back(step, label);
+  };
+  std::vector<double> resumes;
+  for (const EventRecord& e : run.events) {
+    if (e.kind == "phase") {
+      const auto first = number(e.fields, "first_step"), steps = number(e.fields, "steps");
+      const nlohmann::json& start = e.fields.is_object() && e.fields.contains("start") ? e.fields["start"] : nlohmann::json();
+      // A training phase (it takes steps) that starts after step 0, and not the same phase again
+      // after a resume (which says where it starts within the phase).
+      if (first && steps && *first > 0 && *steps > 0 && start.is_null())
+        add(*first, text(e.fields, "phase"));
+    } else if (e.kind == "resumed") {
+      if (const auto from = number(e.fields, "from_step"))
+        resumes.push_back(*from);
+    }
+  }
+  if (resumes.size() <= 5)
+    for (double step : resumes)
+      add(step, "resumed");
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 namespace html {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "widgets/report/report_data.h"
@@ -53,6 +54,11 @@ std::string precision_text(const ReportRun& run);
 /// What device/mfu divides by: "202.7 GFLOP/s f32 per rank (measured: ...)", and whether the run
 /// raised it; "" when the started event has no peak.
 std::string mfu_peak_text(const ReportRun& run);
+
+/// The markers of a run's charts: the start of each training phase after the first (teacher ->
+/// train, train -> finetune / qat) by its phase name, and each resume when there are at most
+/// five (a spot run's many resumes are in the Run history table instead).
+std::vector<std::pair<double, std::string>> chart_markers(const ReportRun& run);
 
 namespace html {
 /// "Run history" (only for a run with more than one segment) and "Spot" (only for a spot run).

@@ -496,6 +496,8 @@ void write_charts(std::string& out, const ReportData& data, const std::vector<Ch
         " of the members present at that step.";
   else if (data.comparison())
     out += " Colors as in the Runs table.";
+  else if (!chart_markers(data.runs[0]).empty())
+    out += " Dashed lines: where a training stage starts (named) or the run resumed from a checkpoint.";
   out += "</p>\n";
 }
 
@@ -529,6 +531,9 @@ std::vector<ChartImage> render_report_charts(const ReportData& data, HtmlFlavor 
                                                               : group.parts[k];
         spec.lines.push_back({label, run_color(data.comparison() ? i + k * data.runs.size() : k), &it->second});
       }
+    if (!data.comparison())  // a comparison's runs have their stages at different steps
+      for (const auto& [step, label] : chart_markers(data.runs[0]))
+        spec.markers.push_back({step, label});
     const std::string metric = group.title;
     // A comparison chart is taller when its legend needs more than one row (1-3 entries a row, by
     // the longest run label: labels wrap to more rows, never cut).
