@@ -261,6 +261,38 @@ TEST(ReportCharts, EveryRanksSeriesOfAFigureShareOneChart) {
   EXPECT_FALSE(charts[0].png.isEmpty());
 }
 
+// A spot run whose notices were too short for a checkpoint: several segments resume from the same
+// one; the supervisor's interruptions, in order, say which segments were killed and how far each got.
+TEST(ReportHistory, KilledSegmentsResumingFromOneCheckpointAreEachMatched) {
+  const auto ev = [](const std::string& kind, nlohmann::json f) {
+    EventRecord e;
+    e.kind = kind;
+    e.fields = std::move(f);
+    return e;
+  };
+  ReportRun run;
+  run.record.status = RunStatus::finished;
+  run.events = {ev("started", {}),
+                ev("status", {{"to", "interrupted"}, {"reason", "writer process 1 on vm is gone"}}),
+                ev("resumed", {{"from_step", 250}}),
+                ev("status", {{"to", "interrupted"}, {"reason", "writer process 2 on vm is gone"}}),
+                ev("resumed", {{"from_step", 250}}),
+                ev("status", {{"to", "interrupted"}, {"reason", "writer process 3 on vm is gone"}}),
+                ev("resumed", {{"from_step", 275}}),
+                ev("finished", {{"steps", 300}}),
+                ev("spot/interruption", {{"killed", true}, {"step_reached", 260}, {"resumed_from", 250}}),
+                ev("spot/interruption", {{"killed", true}, {"step_reached", 250}, {"resumed_from", 250}}),
+                ev("spot/interruption", {{"killed", true}, {"step_reached", 280}, {"resumed_from", 275}})};
+  const RunHistory h = run_history(run);
+  ASSERT_EQ(h.segments.size(), 4u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(h.segments[i].ended, "killed after the spot notice") << i;
+  EXPECT_EQ(*h.segments[0].reached_step, 260);
+  EXPECT_EQ(*h.segments[1].reached_step, 250);
+  EXPECT_EQ(*h.segments[2].reached_step, 280);
+  EXPECT_EQ(h.segments[3].ended, "finished");
+}
+
 // Chart markers: where a training stage starts (not the stepless prune / benchmark phases, not a
 // phase re-entered by a resume) and each resume while there are at most five.
 TEST(ReportCharts, MarkersAreTrainingStagesAndAFewResumes) {

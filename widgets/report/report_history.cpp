@@ -54,7 +54,8 @@ std::string run_param(const ReportRun& run, const std::string& key) {
 
 RunHistory run_history(const ReportRun& run) {
   RunHistory h;
-  bool noticed = false;  // a spot notice in the open segment
+  bool noticed = false;     // a spot notice in the open segment
+  size_t interruption = 0;  // the supervisor's interruptions, in order, are the segment boundaries
   auto open = [&]() -> RunSegment* { return h.segments.empty() ? nullptr : &h.segments.back(); };
   for (const EventRecord& e : run.events) {
     const nlohmann::json& f = e.fields;
@@ -93,9 +94,11 @@ RunHistory run_history(const ReportRun& run) {
     } else if (e.kind == "spot/interruption") {
       // The supervisor's record, written at the end: the step the interrupted segment reached and
       // whether the machine was killed before the checkpoint was taken.
+      // In order: several segments may resume from the same checkpoint (killed before the next).
       const auto from = number(f, "resumed_from");
-      for (size_t i = 1; from && i < h.segments.size(); ++i)
+      for (size_t i = interruption + 1; from && i < h.segments.size(); ++i)
         if (h.segments[i].from_step == static_cast<int64_t>(*from)) {
+          interruption = i;
           RunSegment& prev = h.segments[i - 1];
           if (const auto reached = number(f, "step_reached"); reached && *reached >= 0)
             prev.reached_step = static_cast<int64_t>(*reached);
