@@ -259,11 +259,13 @@ void write_history(std::string& out, const ReportRun& run) {
         std::snprintf(buf, sizeof buf, "%.1f s", secs);
         wall = secs < 60 ? buf : format_duration_s(secs);
       }
-      // A killed segment's last step is not in the store; the next segment's checkpoint is a lower bound.
+      // A killed segment's last step is not in the store (the supervisor's is its last logged step);
+      // the checkpoint the next segment resumed from is a lower bound.
       std::string reached = "<span class=\"muted\">-</span>";
-      if (s.reached_step)
+      const bool next = i + 1 < h.segments.size();
+      if (s.reached_step && (!next || *s.reached_step >= h.segments[i + 1].from_step))
         reached = esc(std::to_string(*s.reached_step));
-      else if (i + 1 < h.segments.size())
+      else if (next)
         reached = "&ge; " + esc(std::to_string(h.segments[i + 1].from_step));
       t.row({std::to_string(i + 1), esc(format_local_time(s.start_ms)), esc(std::to_string(s.from_step)), reached,
              esc(s.ended),
