@@ -185,6 +185,7 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   w.event("note", {{"kind", "mfu_peak_raised"}, {"peak_flops_per_s", 2.027e11}, {"achieved_flops_per_s", 2.5e11}});
   w.sample("dist/world_size", 1, 1, 2);
   w.sample("device/util", 1, 1, 0.5);
+  w.sample("device/mfu", 1, 1, 0.3);
   w.sample("cost/usd", 1, 1, 0.5);
   w.sample("test/accuracy", 1, 1, 0.8);
   w.finish(RunStatus::finished);
@@ -196,6 +197,7 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   w2.event("started", {{"threads", 2}, {"peak_flops_per_s", 6.7e11}, {"peak_flops_dtype", "bf16"}});
   w2.event("precision", {{"precision", "bf16"}, {"linear", "native"}, {"note", "native bf16 kernels on Xeon"}});
   w2.sample("cost/usd", 1, 1, 0.25);
+  w2.sample("device/mfu", 1, 1, 0.2);
   w2.sample("test/accuracy", 1, 1, 0.7);
   w2.finish(RunStatus::finished);
 
@@ -217,6 +219,8 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   // accuracy point, ahead of the dist/* rows.
   const std::string cmp = build_report_html(collect_report_data(store, {dp_id, bf_id}), {}, HtmlFlavor::print);
   EXPECT_NE(cmp.find("2 data-parallel ranks"), std::string::npos);
+  // An f32 peak's MFU beside a bf16 peak's: the glance table says they are not one scale.
+  EXPECT_NE(cmp.find("of different data types (dp2: f32, bf16: bf16): not comparable"), std::string::npos);
   const size_t per_run = cmp.find(">cost/usd_per_run<"), per_point = cmp.find(">cost/usd_per_accuracy_point<"),
                world = cmp.find(">dist/world_size<");
   ASSERT_NE(per_run, std::string::npos);

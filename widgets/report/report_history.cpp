@@ -183,6 +183,11 @@ std::string precision_text(const ReportRun& run) {
   return p;
 }
 
+std::string mfu_peak_dtype(const ReportRun& run) {
+  const EventRecord* started = first_event(run, "started");
+  return started ? text(started->fields, "peak_flops_dtype") : "";
+}
+
 std::string mfu_peak_text(const ReportRun& run) {
   const EventRecord* started = first_event(run, "started");
   if (!started)

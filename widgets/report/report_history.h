@@ -54,6 +54,8 @@ std::string precision_text(const ReportRun& run);
 /// What device/mfu divides by: "202.7 GFLOP/s f32 per rank (measured: ...)", and whether the run
 /// raised it; "" when the started event has no peak.
 std::string mfu_peak_text(const ReportRun& run);
+/// The data type of the peak device/mfu divides by ("f32", "bf16"; "" when the started event has none).
+std::string mfu_peak_dtype(const ReportRun& run);
 
 /// The markers of a run's charts: the start of each training phase after the first (teacher ->
 /// train, train -> finetune / qat) by its phase name, and each resume when there are at most

@@ -397,6 +397,21 @@ void write_glance(std::string& out, const ReportData& data) {
   mean_row("train/samples_per_s (training mean)", &RunHistory::samples_per_s_mean);
   mean_row("device/mfu (training mean)", &RunHistory::mfu_mean);
   t.close();
+  // MFU over a bf16 peak and over an f32 peak are not the same scale.
+  std::string dtypes, first_dtype;
+  bool mixed = false;
+  for (const ReportRun& r : data.runs) {
+    const std::string d = mfu_peak_dtype(r);
+    if (d.empty() || !r.summary("device/mfu"))
+      continue;
+    mixed = mixed || (!first_dtype.empty() && d != first_dtype);
+    if (first_dtype.empty())
+      first_dtype = d;
+    dtypes += (dtypes.empty() ? "" : ", ") + esc(r.label) + ": " + esc(d);
+  }
+  if (mixed)
+    out += "<p class=\"sub error\">device/mfu is over each run's own peak, of different data types (" + dtypes +
+           "): not comparable across them.</p>\n";
   out += std::string("<p class=\"sub\">Bold: the best run for that metric. Samples/s and MFU rows without "
                      "\"mean\" are the last logging window's. ") +
          kDirectionNote + "</p>\n";
