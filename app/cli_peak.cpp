@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "engine/store/sqlite_util.h"
 #include "engine/store/store.h"

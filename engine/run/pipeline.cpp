@@ -370,8 +370,8 @@ class TrainLoop {
       const int world = m_ctx.comm->world_size();
       const double achieved = sps * m_train_flops / world;
       if (achieved > m_ctx.peak_flops_per_s) {
-        sink.event("note", {{"text", "device/mfu: the run achieved " + std::to_string(achieved / 1e9) +
-                                         " GFLOP/s" + (world > 1 ? " per rank" : "") + ", above the peak of " +
+        sink.event("note", {{"text", "device/mfu: the run achieved " + std::to_string(achieved / 1e9) + " GFLOP/s" +
+                                         (world > 1 ? " per rank" : "") + ", above the peak of " +
                                          std::to_string(m_ctx.peak_flops_per_s / 1e9) +
                                          " GFLOP/s measured at the start (under load?): the peak is raised to it"},
                             {"kind", "mfu_peak_raised"},

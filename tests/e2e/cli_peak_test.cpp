@@ -43,7 +43,6 @@ void seed_run(const std::string& db, const std::string& cpu, int threads, double
   w.finish(lathe::RunStatus::finished);
 }
 
-
 }  // namespace
 
 TEST_F(Cli, MfuPeakIsAtLeastTheBestRecordedForThisCpuAndThreadCount) {
@@ -99,10 +98,10 @@ TEST_F(Cli, MfuPeakFloorLeavesOutBf16PeaksAndOldNotesOfSeveralRanks) {
     return 0.0;
   };
   const std::string cpu = lathe::cpu_model_name();
-  seed_run(db(), cpu, 1, 4e14);                          // the f32 floor
-  seed_run(db(), cpu, 1, 9e15, 0, "bf16");               // a bf16 peak: not an f32 floor
-  seed_run(db(), cpu, 1, 4e14, 8e15, "f32", 2);          // 2 ranks, old note: both ranks' rate
+  seed_run(db(), cpu, 1, 4e14);                  // the f32 floor
+  seed_run(db(), cpu, 1, 9e15, 0, "bf16");       // a bf16 peak: not an f32 floor
+  seed_run(db(), cpu, 1, 4e14, 8e15, "f32", 2);  // 2 ranks, old note: both ranks' rate
   EXPECT_DOUBLE_EQ(floored_peak("f32-after-bf16"), 4e14);
-  seed_run(db(), cpu, 1, 4e14, 6e14, "f32", 2, 2);       // 2 ranks, new note: one rank's rate
+  seed_run(db(), cpu, 1, 4e14, 6e14, "f32", 2, 2);  // 2 ranks, new note: one rank's rate
   EXPECT_DOUBLE_EQ(floored_peak("after-new-note"), 6e14);
 }

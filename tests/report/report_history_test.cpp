@@ -156,7 +156,7 @@ TEST(ReportHistory, ArtifactsAndCheckpointsAreListedOnceAsTheyAreNow) {
   EXPECT_NE(html.find(stored[2].sha256), std::string::npos);
   EXPECT_EQ(html.find(stored[0].sha256), std::string::npos);  // an overwritten file's sha256 is nowhere
   EXPECT_EQ(html.find(stored[1].sha256), std::string::npos);
-  EXPECT_EQ(html.find(stored[3].sha256), std::string::npos);  // nor an old checkpoint's
+  EXPECT_EQ(html.find(stored[3].sha256), std::string::npos);                         // nor an old checkpoint's
   EXPECT_NE(html.find("weights (model), the last of 3 writes"), std::string::npos);  // provenance
   // The five checkpoint events are one row; their files' artifact events are not listed.
   EXPECT_NE(html.find("checkpoint &times;5"), std::string::npos);

@@ -70,8 +70,8 @@ TEST(Provenance, AFileWrittenSeveralTimesIsOneRowWithItsLastWrite) {
 }
 
 TEST(Provenance, ADistillationTeacherIsASource) {
-  const std::vector<EventRecord> events{event(
-      "distill", {{"teacher", "zoo:teacher"}, {"teacher_origin", "zoo model trained first in this run"}})};
+  const std::vector<EventRecord> events{
+      event("distill", {{"teacher", "zoo:teacher"}, {"teacher_origin", "zoo model trained first in this run"}})};
   const std::vector<ProvenanceRow> rows = run_provenance(events, {}, {{"model.zoo", "student"}});
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].what, "zoo model student (initialised by the run)");

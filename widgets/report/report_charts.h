@@ -30,7 +30,7 @@ struct ChartSpec {
   std::string title;  ///< the metric name
   std::string x_label = "step";
   std::vector<ChartLine> lines;
-  bool legend = false;  ///< a legend row under the plot (comparisons)
+  bool legend = false;               ///< a legend row under the plot (comparisons)
   std::vector<ChartMarker> markers;  ///< drawn where they fall inside the x range
 };
 

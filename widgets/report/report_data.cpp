@@ -59,9 +59,10 @@ std::vector<ChartGroup> chart_groups(const std::vector<std::string>& charted) {
   for (const std::string& m : charted) {
     const std::string prefix = "dist/rank";
     const size_t slash = m.find('/', prefix.size());
-    const bool per_rank = m.rfind(prefix, 0) == 0 && slash != std::string::npos && slash > prefix.size() &&
-                          std::all_of(m.begin() + static_cast<long>(prefix.size()), m.begin() + static_cast<long>(slash),
-                                      [](char c) { return c >= '0' && c <= '9'; });
+    const bool per_rank =
+        m.rfind(prefix, 0) == 0 && slash != std::string::npos && slash > prefix.size() &&
+        std::all_of(m.begin() + static_cast<long>(prefix.size()), m.begin() + static_cast<long>(slash),
+                    [](char c) { return c >= '0' && c <= '9'; });
     if (!per_rank) {
       groups.push_back({m, {m}, {""}});
       continue;

@@ -126,8 +126,8 @@ std::string describe_checkpoints(const std::vector<const EventRecord*>& checkpoi
   }
   std::string writes;
   if (any_write)
-    writes = "written in " + format_value(write_min) + (write_max > write_min ? "-" + format_value(write_max) : "") +
-             " s";
+    writes =
+        "written in " + format_value(write_min) + (write_max > write_min ? "-" + format_value(write_max) : "") + " s";
   return join_nonempty({"steps " + first_step + " to " + last_step, labelled("trigger", triggers), writes,
                         labelled("the last in", newest)});
 }

@@ -72,9 +72,9 @@ RunHistory run_history(const ReportRun& run) {
       noticed = false;
     } else if (e.kind == "spot/notice") {
       noticed = true;
-    } else if (RunSegment* s = open(); s && !s->end_ms &&
-                                       (e.kind == "finished" || e.kind == "interrupted" || e.kind == "cancelled" ||
-                                        e.kind == "failed")) {
+    } else if (RunSegment* s = open();
+               s && !s->end_ms &&
+               (e.kind == "finished" || e.kind == "interrupted" || e.kind == "cancelled" || e.kind == "failed")) {
       s->end_ms = e.at_ms;
       s->ended = e.kind == "interrupted" && noticed ? "interrupted: spot notice" : e.kind;
       if (const auto steps = number(f, "steps"))
@@ -148,9 +148,9 @@ std::optional<SpotFigures> spot_figures(const ReportRun& run) {
   s.restart_wait_s = pick("spot/restart_wait_s", "restart_wait_s");
   s.restart_setup_s = pick("spot/restart_setup_s", "restart_setup_s");
   s.wall_s = pick("spot/wall_s", "wall_s");
-  s.on_demand_equivalent_s = number(f, "on_demand_equivalent_s")
-                                 .value_or(std::max(0.0, s.wall_s - s.restart_wait_s - s.restart_setup_s -
-                                                             s.seconds_redone));
+  s.on_demand_equivalent_s =
+      number(f, "on_demand_equivalent_s")
+          .value_or(std::max(0.0, s.wall_s - s.restart_wait_s - s.restart_setup_s - s.seconds_redone));
   s.cost_spot_usd = last(run, "cost/usd");
   s.cost_on_demand_usd = last(run, "cost/usd_on_demand");
   return s;
@@ -226,7 +226,8 @@ std::vector<std::pair<double, std::string>> chart_markers(const ReportRun& run) 
   for (const EventRecord& e : run.events) {
     if (e.kind == "phase") {
       const auto first = number(e.fields, "first_step"), steps = number(e.fields, "steps");
-      const nlohmann::json& start = e.fields.is_object() && e.fields.contains("start") ? e.fields["start"] : nlohmann::json();
+      const nlohmann::json& start =
+          e.fields.is_object() && e.fields.contains("start") ? e.fields["start"] : nlohmann::json();
       // A training phase (it takes steps) that starts after step 0, and not the same phase again
       // after a resume (which says where it starts within the phase).
       if (first && steps && *first > 0 && *steps > 0 && start.is_null())
@@ -249,8 +250,8 @@ void write_history(std::string& out, const ReportRun& run) {
   const RunHistory h = run_history(run);
   if (h.segments.size() > 1) {
     out += section("Run history");
-    out += "<p class=\"sub\">Trained in " + std::to_string(h.segments.size()) + " segments: " +
-           std::to_string(h.resumes()) +
+    out += "<p class=\"sub\">Trained in " + std::to_string(h.segments.size()) +
+           " segments: " + std::to_string(h.resumes()) +
            " resume(s) from a checkpoint. Steps go on across segments; steps between a segment's last "
            "checkpoint and its end are trained again by the next one.</p>\n";
     Table t(out, {"#", "Started", "From step", "Reached step", "Ended", "Wall", "Train samples/s (mean)"},
@@ -273,8 +274,8 @@ void write_history(std::string& out, const ReportRun& run) {
       else if (next)
         reached = "&ge; " + esc(std::to_string(h.segments[i + 1].from_step));
       t.row({std::to_string(i + 1), esc(format_local_time(s.start_ms)), esc(std::to_string(s.from_step)), reached,
-             esc(s.ended),
-             esc(wall), s.samples_per_s_mean ? esc(format_value(*s.samples_per_s_mean)) : "<span class=\"muted\">-</span>"});
+             esc(s.ended), esc(wall),
+             s.samples_per_s_mean ? esc(format_value(*s.samples_per_s_mean)) : "<span class=\"muted\">-</span>"});
     }
   }
   const std::optional<SpotFigures> spot = spot_figures(run);
@@ -294,9 +295,11 @@ void write_history(std::string& out, const ReportRun& run) {
   };
   t.row({"Interruptions (notices)", esc(format_value(spot->interruptions))});
   t.row({"Killed before their checkpoint", esc(format_value(spot->kills))});
-  t.row({"Restarts; waiting for instances", esc(format_value(spot->restarts)) + "; " + esc(secs(spot->restart_wait_s))});
+  t.row(
+      {"Restarts; waiting for instances", esc(format_value(spot->restarts)) + "; " + esc(secs(spot->restart_wait_s))});
   t.row({"Set-up after restarts (measured)", esc(secs(spot->restart_setup_s))});
-  t.row({"Work redone (measured)", esc(format_value(spot->steps_redone)) + " steps, " + esc(secs(spot->seconds_redone))});
+  t.row(
+      {"Work redone (measured)", esc(format_value(spot->steps_redone)) + " steps, " + esc(secs(spot->seconds_redone))});
   t.row({"Wall time, all segments and waits (measured)", esc(secs(spot->wall_s))});
   t.row({"Of which the work itself (the on-demand equivalent)", esc(secs(spot->on_demand_equivalent_s))});
   const std::string instance = run.instance.empty() ? "the instance" : run.instance;
@@ -307,8 +310,9 @@ void write_history(std::string& out, const ReportRun& run) {
   };
   const std::string pricing = run_param(run, "cost.pricing");
   if (spot->cost_spot_usd)
-    t.row({"Cost as run: " + esc(instance) + "'s " + esc(pricing.empty() ? "" : pricing + " ") + "price x the wall time",
-           esc(dollars(*spot->cost_spot_usd))});
+    t.row(
+        {"Cost as run: " + esc(instance) + "'s " + esc(pricing.empty() ? "" : pricing + " ") + "price x the wall time",
+         esc(dollars(*spot->cost_spot_usd))});
   if (spot->cost_on_demand_usd)
     t.row({"Projected: the same work on-demand (on-demand price x the work's time)",
            esc(dollars(*spot->cost_on_demand_usd))});

@@ -174,8 +174,7 @@ std::string price_text(const ReportRun& r) {
   std::string s = esc(r.instance);
   const std::string pricing = run_param(r, "cost.pricing");
   if (r.usd_per_hour)
-    s += " (" + (pricing.empty() ? "" : esc(pricing) + " ") + esc(format_headline("cost/usd", *r.usd_per_hour)) +
-         "/h)";
+    s += " (" + (pricing.empty() ? "" : esc(pricing) + " ") + esc(format_headline("cost/usd", *r.usd_per_hour)) + "/h)";
   return s;
 }
 
@@ -251,8 +250,8 @@ void write_run_facts(std::string& out, const ReportRun& r) {
       mean += ", MFU " + esc(format_headline("device/mfu", *history.mfu_mean));
     mean += " <span class=\"muted\">(the training phase";
     if (history.segments.size() > 1)
-      mean += ", " + std::to_string(history.with_means) + " of " + std::to_string(history.segments.size()) +
-              " segments";
+      mean +=
+          ", " + std::to_string(history.with_means) + " of " + std::to_string(history.segments.size()) + " segments";
     mean += ")</span>";
     facts.push_back({"Training mean", mean});
   }
@@ -290,8 +289,9 @@ void write_runs_table(std::string& out, const ReportData& data) {
     const int resumes = run_history(r).resumes();
     t.row({html::run_label_cell(data, i), "<span class=\"key\">" + esc(r.record.id) + "</span>",
            status_badge(r.record.status) +
-               (resumes > 0 ? " <span class=\"muted\">resumed " + std::to_string(resumes) + "x</span>" : ""), esc(time_or_dash(r.record.started_ms)), esc(run_duration(r.record)),
-           backend_device(r), price_text(r), cost_text(r)});
+               (resumes > 0 ? " <span class=\"muted\">resumed " + std::to_string(resumes) + "x</span>" : ""),
+           esc(time_or_dash(r.record.started_ms)), esc(run_duration(r.record)), backend_device(r), price_text(r),
+           cost_text(r)});
   }
   t.close();
   for (size_t i = 0; i < data.runs.size(); ++i) {  // what was written about the runs
@@ -412,8 +412,9 @@ void write_glance(std::string& out, const ReportData& data) {
   if (mixed)
     out += "<p class=\"sub error\">device/mfu is over each run's own peak, of different data types (" + dtypes +
            "): not comparable across them.</p>\n";
-  out += std::string("<p class=\"sub\">Bold: the best run for that metric. Samples/s and MFU rows without "
-                     "\"mean\" are the last logging window's. ") +
+  out += std::string(
+             "<p class=\"sub\">Bold: the best run for that metric. Samples/s and MFU rows without "
+             "\"mean\" are the last logging window's. ") +
          kDirectionNote + "</p>\n";
 }
 
@@ -541,9 +542,9 @@ std::vector<ChartImage> render_report_charts(const ReportData& data, HtmlFlavor 
         if (it == data.runs[i].series.end())
           continue;
         // One run: a color per rank; a comparison: the run's color for its first rank, then the next ones.
-        const std::string label = group.parts[k].empty()      ? data.runs[i].label
-                                  : data.comparison()         ? data.runs[i].label + " " + group.parts[k]
-                                                              : group.parts[k];
+        const std::string label = group.parts[k].empty() ? data.runs[i].label
+                                  : data.comparison()    ? data.runs[i].label + " " + group.parts[k]
+                                                         : group.parts[k];
         spec.lines.push_back({label, run_color(data.comparison() ? i + k * data.runs.size() : k), &it->second});
       }
     if (!data.comparison())  // a comparison's runs have their stages at different steps

@@ -142,8 +142,8 @@ void write_events(std::string& out, const ReportData& data) {
     if (data.comparison())
       cells.push_back(run_label_cell(data, checkpoints_run));
     cells.push_back(checkpoints.size() == 1 ? "checkpoint" : "checkpoint &times;" + std::to_string(checkpoints.size()));
-    cells.push_back(esc(checkpoints.size() == 1 ? describe_event(*checkpoints.front())
-                                                : describe_checkpoints(checkpoints)));
+    cells.push_back(
+        esc(checkpoints.size() == 1 ? describe_event(*checkpoints.front()) : describe_checkpoints(checkpoints)));
     t.row(cells);
     checkpoints.clear();
   };
@@ -212,7 +212,8 @@ void write_artifacts(std::string& out, const ReportData& data) {
       std::vector<std::string> cells;
       if (data.comparison())
         cells.push_back(run_label_cell(data, i));
-      cells.push_back(esc(a.record.kind) + (a.note.empty() ? "" : "<br><span class=\"muted\">" + esc(a.note) + "</span>"));
+      cells.push_back(esc(a.record.kind) +
+                      (a.note.empty() ? "" : "<br><span class=\"muted\">" + esc(a.note) + "</span>"));
       cells.push_back("<span class=\"mono\">" + esc(a.record.path) + "</span>");
       cells.push_back(a.record.bytes < 0 ? "<span class=\"error\">missing</span>"
                                          : esc(format_value(static_cast<double>(a.record.bytes))));

@@ -171,12 +171,13 @@ void write_stage_results(std::string& out, const ReportRun& run) {
     if (e.kind == "started" && e.fields.is_object() && e.fields.contains("threads") && e.fields["threads"].is_number())
       threads = format_value(e.fields["threads"].get<double>());
   if (any_latency(rows))
-    out += "<p class=\"sub\">Latency: median wall time of an evaluation-mode forward pass at batch 1 and 256, measured "
-           "in this run" +
-           (devices.empty() ? std::string() : " on " + esc(devices)) +
-           (threads.empty() ? std::string() : ", " + esc(threads) + (threads == "1" ? " thread" : " threads")) +
-           " (&plusmn;: half the 10-90th percentile spread of the repetitions); speedup: the baseline's latency "
-           "over this model's.</p>\n";
+    out +=
+        "<p class=\"sub\">Latency: median wall time of an evaluation-mode forward pass at batch 1 and 256, measured "
+        "in this run" +
+        (devices.empty() ? std::string() : " on " + esc(devices)) +
+        (threads.empty() ? std::string() : ", " + esc(threads) + (threads == "1" ? " thread" : " threads")) +
+        " (&plusmn;: half the 10-90th percentile spread of the repetitions); speedup: the baseline's latency "
+        "over this model's.</p>\n";
 }
 
 }  // namespace html

@@ -245,7 +245,7 @@ void CompareView::fillConfig() {
   for (size_t i = 0; i < n && i < m_data.provenance.size(); ++i) {
     int k = 0, sources = 0;  // a distilled run has two sources: the model and its teacher
     for (const ProvenanceRow& p : m_data.provenance[i]) {
-      const std::string key = !p.incoming     ? "provenance.to." + std::to_string(++k)
+      const std::string key = !p.incoming      ? "provenance.to." + std::to_string(++k)
                               : sources++ == 0 ? std::string("provenance.from")
                                                : "provenance.from." + std::to_string(sources);
       auto& row = rows[key];
