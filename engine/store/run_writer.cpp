@@ -266,6 +266,10 @@ void RunWriter::event(const std::string& kind, const nlohmann::json& fields) {
     m_recovery_file.clear();  // what is dropped from now on is lost: keep it in memory instead
   m_queue.events.push_back({unix_ms(), kind, fields});
   ++m_seq;
+  // Events are few and each one matters (a phase, a checkpoint, the recovery file's name), and
+  // none is in metrics.jsonl for repair to bring back: committed at once, not at the next tick,
+  // so that a kill -9 loses at most the events of the last commit's milliseconds.
+  m_wake.notify_one();
 }
 
 void RunWriter::artifact(const std::string& kind, const std::string& path, std::optional<int64_t> step) {
@@ -361,7 +365,10 @@ void RunWriter::thread_main() {
         m_wake.wait_for(lock, std::chrono::milliseconds(pause_ms), [&] { return m_stop && !stop_seen; });
       else
         m_wake.wait_for(lock, std::chrono::milliseconds(tick_ms),
-                        [&] { return m_stop || m_flush_requested || m_queue.rows() >= m_opt.batch_rows; });
+                        [&] {
+                          return m_stop || m_flush_requested || !m_queue.events.empty() ||
+                                 m_queue.rows() >= m_opt.batch_rows;
+                        });
       // Bounded memory while the store is locked: samples that are in the recovery file can go
       // (the store is then behind; repair re-imports them); without one, producers wait.
       const bool full = pending.rows() >= m_opt.max_queued_rows;

@@ -1,8 +1,10 @@
 // RunWriter: the one writer of a run, and a MetricsSink so the trainer writes to it like any sink.
 // sample() / event() / telemetry() only append to an in-memory queue (no I/O on the training
 // thread); a background thread commits the queue every ~250 ms or every 4096 rows in one
-// transaction that also updates metric_summary, the sample_blocks pyramid and the heartbeat. A
-// reader therefore sees whole batches, and a kill -9 loses at most the batch not yet committed.
+// transaction that also updates metric_summary, the sample_blocks pyramid and the heartbeat; an
+// event is committed at once (with the samples queued before it). A reader therefore sees whole
+// batches, and a kill -9 loses at most the samples not yet committed (metrics.jsonl has them:
+// repair) and the events of the last few milliseconds.
 //
 // Lifecycle: construct (opens its own connection), then begin_run() for a new run or resume() to
 // take over an existing one (interrupted, cancelled, failed, queued...), then sample away, then

@@ -253,6 +253,32 @@ TEST(RunWriter, CommitsOnTheTimerAndOnTheRowCount) {
   }
 }
 
+// An event is committed at once, with the samples queued before it, not at the next tick: events
+// are not in metrics.jsonl, so a kill -9 before the tick lost them for good (a resumed distillation
+// run's store had no phase event of its teacher).
+TEST(RunWriter, AnEventIsCommittedAtOnce) {
+  StoreDir dir;
+  Store reader = Store::open(dir.db());
+  WriterOptions o;
+  o.commit_interval_ms = 600'000;  // neither timer fires during the test
+  o.heartbeat_interval_ms = 600'000;
+  RunWriter w(dir.db(), o);
+  w.begin_run(info("ev"));
+  w.sample("m", 1, 0, 1.0);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(reader.series("ev", "m").size(), 0u);  // a sample waits for the tick
+  w.event("phase", {{"phase", "teacher"}});
+  const auto has_phase = [&] {
+    for (const EventRecord& e : reader.events("ev"))
+      if (e.kind == "phase")
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(eventually(has_phase, 2000ms));
+  EXPECT_EQ(reader.series("ev", "m").size(), 1u);  // committed with the event
+  w.finish(RunStatus::finished);
+}
+
 TEST(RunWriter, HeartbeatsWhileIdle) {
   StoreDir dir;
   WriterOptions o;
