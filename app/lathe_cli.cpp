@@ -170,8 +170,11 @@ class ProgressBar {
       std::fflush(stderr);
     } else if (p.evaluations != m_evaluations_printed) {  // one line per evaluation
       m_evaluations_printed = p.evaluations;
-      std::fprintf(stderr, "epoch %d/%d  train loss %.4f  acc %.2f%%  test acc %.2f%%  %.0f samples/s  elapsed %s\n",
-                   p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, 100 * p.test_accuracy, p.samples_per_s,
+      char test[32] = "-";  // an evaluation of another phase's model (a zoo teacher's) has none
+      if (p.test_accuracy >= 0)
+        std::snprintf(test, sizeof(test), "%.2f%%", 100 * p.test_accuracy);
+      std::fprintf(stderr, "epoch %d/%d  train loss %.4f  acc %.2f%%  test acc %s  %.0f samples/s  elapsed %s\n",
+                   p.epoch, p.epochs, p.train_loss, 100 * p.train_accuracy, test, p.samples_per_s,
                    format_duration(p.elapsed_s).c_str());
     }
   }
@@ -339,12 +342,14 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
       std::snprintf(buf, sizeof buf, format, scale * it->second);
       return buf;
     };
+    // A resumed run's process timed only its own part: say so rather than pass it off as the run's.
+    const std::string since = s.resumed_from_step < 0 ? "" : " (since its resume at step " + std::to_string(s.resumed_from_step) + ")";
     std::fprintf(stderr,
-                 "lathe: %s run %s in %s on %s (%s)\n"
+                 "lathe: %s run %s in %s%s on %s (%s)\n"
                  "  test accuracy %s  test loss %s  train samples/s %s (mean; last window %s)  MFU %s (mean)"
                  "  model %s bytes  cost %s\n"
                  "  %s\n  recorded in %s\n",
-                 s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), s.backend.c_str(),
+                 s.status.c_str(), s.run_id.c_str(), format_duration(s.elapsed_s).c_str(), since.c_str(), s.backend.c_str(),
                  s.device.c_str(), metric("test/accuracy", "%.2f%%", 100).c_str(),
                  metric("test/loss", "%.4f", 1).c_str(), metric("train/samples_per_s_mean", "%.0f", 1).c_str(),
                  metric("train/samples_per_s", "%.0f", 1).c_str(), metric("device/mfu_mean", "%.1f%%", 100).c_str(),

@@ -311,6 +311,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   ResumedAt resumed_at;
   if (resume_from) {
     resumed_at = resume_training(ctx, *resume_from, phase, setup.stages);
+    summary.resumed_from_step = ctx.step;
     resume_from.reset();  // its tensors are loaded: not held for the rest of the run
   }
   CheckpointScheduler checkpoints(ctx, ckpt_dir, options.stop_reason, setup.stages);

@@ -66,8 +66,9 @@ struct RunSummary {
   std::string status;  // "finished", "cancelled" or "interrupted" (a spot notice)
   std::string backend, device;
   std::map<std::string, double> final_metrics;  // last value of each metric
-  double elapsed_s = 0;
+  double elapsed_s = 0;  ///< of this process: since its resume, for a resumed run
   int64_t steps = 0;
+  int64_t resumed_from_step = -1;  ///< a resumed run: the step it continued from (0: started over)
 };
 
 /// Runs the whole experiment. Throws ConfigError / DataError before anything is written when the

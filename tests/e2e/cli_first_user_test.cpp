@@ -402,6 +402,9 @@ TEST_F(CliFirstUser, RepeatedResumesOfATwoRankRunKeepOneResumeFolder) {
   }
   const CmdResult last = run_cmd("--db " + db() + " resume " + id);
   ASSERT_EQ(last.code, 0) << last.out;
+  // Its time is the resumed process's, said as such (before: "finished run ID in 0:01").
+  EXPECT_NE(last.out.find("in "), std::string::npos);
+  EXPECT_NE(last.out.find(" (since its resume at step "), std::string::npos) << last.out;
   EXPECT_EQ(resume_folders(ranks_dir), 1);  // before: 3, one more per resume
   EXPECT_TRUE(fs::exists(ranks_dir / "rank1.log"));  // the first attempt's worker log stays
   for (const auto& e : fs::directory_iterator(ranks_dir))

@@ -530,6 +530,8 @@ void distill_resume_takes_the_trained_teacher(const std::filesystem::path& dir, 
   const CmdResult ref =
       test::run_cmd("--db " + ref_db + " run " + cfg + " --set output.dir=" + (dir / "ref").string() + common);
   ASSERT_EQ(ref.code, 0) << ref.out;
+  // The teacher's evaluations print no student test accuracy (before: "test acc -100.00%").
+  EXPECT_EQ(ref.out.find("-100.00%"), std::string::npos) << ref.out;
 
   const SignalledRun k =
       signal_when("--db " + db + " run " + cfg + " --json --set output.dir=" + (dir / "runs").string() + common, sig,
