@@ -10,6 +10,9 @@
 //   fp16, bf16  the same buckets in 16 bits through shared memory (rounded into the slots, summed in
 //               f32, the mean rounded once)
 //   fp16-tcp, bf16-tcp  the same 16-bit buckets over Gloo's loopback tcp (f32 sums on each hop)
+//   arena       f32 through shared memory as the training loop sends it: planned by grad_ready_hook,
+//               so the gradient lives in the shared gradient arena and is averaged in place (no
+//               copies into the slots and back; shm_grad_arena.h)
 //   overlap     the payload as 8 parameters (8 buckets) whose gradients a simulated backward pass
 //               (8 sleeps adding up to the f32 time) hands over one by one; the time is that of the
 //               whole step (backward + all_reduce_gradients), the ratio against backward + blocking
@@ -161,6 +164,13 @@ void run_rank(int rank, int world, const std::string& folder, double scale) {
     const double t_block = time_mode(*blk, eight, step_reps, false, backward_s);
     auto ovl = make("ovl", static_cast<double>(bytes) / 8, Compression::none);
     const double t_over = time_mode(*ovl, eight, step_reps, true, backward_s);
+    // The arena: one plan (collective), then every call finds the gradient at its place.
+    lathe::Param q{"w", lathe::Tensor::zeros({n}, lathe::DType::f32), lathe::Tensor::zeros({n}, lathe::DType::f32)};
+    q.grad.fill(rank + 1.0);
+    std::vector<lathe::NamedParam> planned = {{"0.w", &q}};
+    auto arena = make("arena", static_cast<double>(bytes), Compression::none);
+    arena->grad_ready_hook(planned);
+    const double tarena = time_mode(*arena, planned, reps, false, 0);
     if (rank == 0) {
       auto row = [&](const char* mode, int r, double t, double ratio) {
         const double algbw = bytes / t / 1e9;
@@ -168,6 +178,7 @@ void run_rank(int rank, int world, const std::string& folder, double scale) {
         std::printf("%10zu %-8s %6d %12.4f %10.3f %10.3f %7.3f\n", bytes, mode, r, t * 1e3, algbw, busbw, ratio);
       };
       row("f32", reps, t32, 1.0);
+      row("arena", reps, tarena, tarena / t32);
       row("tcp", reps, ttcp, ttcp / t32);
       row("fp16", reps, t16, t16 / t32);
       row("bf16", reps, tb16, tb16 / t32);

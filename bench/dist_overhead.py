@@ -13,6 +13,10 @@ of that run is printed beside). Targets (issue 15): >= 0.90 on the cnn, >= 0.85 
 default (shared-memory) path. With --shard-optimizer each round also runs the 2 ranks with ZeRO-1
 (compute.shard_optimizer=true) and prints its throughput against the plain 2-rank run and each
 rank's dist/rank<i>/optimizer_bytes against the unsharded mem/optimizer_bytes.
+Beside samples/s, each run's CPU time per step: the CPU the run's processes spent in its logging
+windows after the first (all ranks: dist/rank<i>/util x threads, or one rank's device/util x cores,
+times the window's wall time), divided by the window's steps, median over windows; on a machine
+that other work shares, this moves less than samples/s does.
 Measured on this machine's CPU; no projection.
 System python3 and its json module only.
 
@@ -34,7 +38,8 @@ TARGET = {"cnn": 0.90, "mlp": 0.85}
 
 
 def metrics_of(out_dir):
-    """name -> [values] from the one run folder under out_dir (rank 0's)."""
+    """name -> [values] from the one run folder under out_dir (rank 0's); name + "@" -> [(step,
+    wall_ms, value)]."""
     runs = [d for d in glob.glob(os.path.join(out_dir, "*")) if os.path.isdir(d) and not d.endswith(".ranks")]
     if len(runs) != 1:
         raise SystemExit(f"expected one run folder in {out_dir}, found {runs}")
@@ -44,7 +49,29 @@ def metrics_of(out_dir):
             j = json.loads(line)
             if "metric" in j and isinstance(j.get("value"), (int, float)):
                 values.setdefault(j["metric"], []).append(j["value"])
+                values.setdefault(j["metric"] + "@", []).append((j.get("step"), j.get("wall_ms"), j["value"]))
     return values
+
+
+def cpu_ms_per_step(m, devices):
+    """Median over the logging windows after the first of the run's CPU milliseconds per step (all
+    ranks), from the busy shares: a rank's dist/rank<i>/util is of its own train.threads, one rank's
+    device/util of all the cores it may use. None when the run logged neither."""
+    threads = 2 // devices
+    if devices > 1:
+        shares = [m.get(f"dist/rank{r}/util@") for r in range(devices)]
+        if any(s is None for s in shares):
+            return None
+        points = [(p[0], p[1], sum(s[i][2] for s in shares) * threads) for i, p in enumerate(shares[0])]
+    else:
+        if "device/util@" not in m:
+            return None
+        cores = len(os.sched_getaffinity(0))
+        points = [(st, ms, v * cores) for st, ms, v in m["device/util@"]]
+    per_step = [busy * (ms - ms0) / (st - st0) for (st0, ms0, _), (st, ms, busy) in zip(points, points[1:])
+                if st > st0 and ms is not None and ms0 is not None]
+    per_step = per_step[1:] or per_step
+    return statistics.median(per_step) if per_step else None
 
 
 def run(cli, work, model, subset, devices, extra=(), tcp=False, spin=False):
@@ -67,6 +94,7 @@ def run(cli, work, model, subset, devices, extra=(), tcp=False, spin=False):
         raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
     m = metrics_of(out)
     sps = m["train/samples_per_s"][1:] or m["train/samples_per_s"]
+    m["cpu_ms_per_step"] = cpu_ms_per_step(m, devices)
     return statistics.median(sps), m
 
 
@@ -84,14 +112,17 @@ def main():
     try:
         for model in a.models.split(","):
             ratios, tcp_ratios, one_sps, two_sps, fractions, zero_ratios = [], [], [], [], [], []
-            fp16_ratios = []
+            fp16_ratios, cpu1, cpu2 = [], [], []
             bytes32 = bytes16 = None
             for rnd in range(a.rounds):
                 # The 1-rank baseline at its best: under lathe-cli's bounded OpenMP spin and under
                 # libgomp's default (2 threads; the 2 ranks have 1 thread each, no barriers).
-                s1 = max(run(a.cli, work, model, a.train_subset, 1)[0],
-                         run(a.cli, work, model, a.train_subset, 1, spin=True)[0])
+                one = [run(a.cli, work, model, a.train_subset, 1), run(a.cli, work, model, a.train_subset, 1, spin=True)]
+                s1, m1 = max(one, key=lambda r: r[0])
                 s2, m2 = run(a.cli, work, model, a.train_subset, 2)
+                if m1["cpu_ms_per_step"] is not None and m2["cpu_ms_per_step"] is not None:
+                    cpu1.append(m1["cpu_ms_per_step"])
+                    cpu2.append(m2["cpu_ms_per_step"])
                 st, _ = run(a.cli, work, model, a.train_subset, 2, tcp=True)
                 s16, m16 = run(a.cli, work, model, a.train_subset, 2, ["compute.grad_compression=fp16"])
                 fp16_ratios.append(s16 / s2)
@@ -104,7 +135,9 @@ def main():
                 bytes32 = m2["dist/bytes_per_step"][-1]
                 print(f"{model} round {rnd + 1}: 1x2 threads {s1:.0f} samples/s, 2x1 thread {s2:.0f} samples/s "
                       f"(tcp {st:.0f}, fp16 {s16:.0f}), ratio {s2 / s1:.3f} (tcp {st / s1:.3f}), "
-                      f"comm_fraction {fractions[-1]:.3f}", flush=True)
+                      f"comm_fraction {fractions[-1]:.3f}" +
+                      (f", CPU {cpu1[-1]:.2f} / {cpu2[-1]:.2f} ms per step (1 / 2 ranks)" if len(cpu2) == rnd + 1 else ""),
+                      flush=True)
                 if a.shard_optimizer:
                     sz, mz = run(a.cli, work, model, a.train_subset, 2, ["compute.shard_optimizer=true"])
                     zero_ratios.append(sz / s2)
@@ -119,7 +152,9 @@ def main():
                   f"{statistics.median(two_sps):.0f} samples/s: ratio {ratio:.3f} (target >= {TARGET[model]:.2f}: "
                   f"{'met' if ok else 'NOT met'}; loopback tcp {statistics.median(tcp_ratios):.3f}); dist/comm_fraction {statistics.median(fractions):.3f}; "
                   f"dist/bytes_per_step f32 {bytes32:.0f}, fp16 {bytes16:.0f} ({bytes16 / bytes32:.3f}x); fp16 2-rank "
-                  f"samples/s {statistics.median(fp16_ratios):.3f}x the f32 2-rank run's (median over rounds)")
+                  f"samples/s {statistics.median(fp16_ratios):.3f}x the f32 2-rank run's (median over rounds)" +
+                  (f"; CPU per step 1 rank x 2 threads {statistics.median(cpu1):.2f} ms, 2 ranks x 1 thread "
+                   f"{statistics.median(cpu2):.2f} ms" if cpu2 else ""))
             if zero_ratios:
                 print(f"{model}: ZeRO-1 on 2 ranks at {statistics.median(zero_ratios):.3f}x the plain 2-rank samples/s "
                       f"(median over rounds)")

@@ -45,7 +45,25 @@ Storage::Storage(size_t bytes, Device device) : m_bytes(bytes), m_device(device)
   m_data = allocator_for(device).allocate(bytes);
 }
 
-Storage::~Storage() { allocator_for(m_device).deallocate(m_data, m_bytes); }
+Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
+    : m_data(data), m_bytes(bytes), m_device(Device::cpu()), m_owner(std::move(owner)) {
+  LATHE_CHECK(m_owner != nullptr, "a Storage over outside memory needs its owner");
+}
+
+Storage::~Storage() {
+  if (!m_owner)
+    allocator_for(m_device).deallocate(m_data, m_bytes);
+}
+
+Tensor Tensor::over(void* data, const Tensor& like, std::shared_ptr<void> owner) {
+  LATHE_CHECK(like.defined() && like.is_dense(), "Tensor::over needs a dense layout, got ", like.describe());
+  Tensor t;
+  t.m_shape = like.m_shape;
+  t.m_strides = like.m_strides;
+  t.m_dtype = like.m_dtype;
+  t.m_storage = std::make_shared<Storage>(data, std::max<size_t>(like.nbytes(), 1), std::move(owner));
+  return t;
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
   for (int64_t d : shape)

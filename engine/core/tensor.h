@@ -21,10 +21,12 @@ std::string shape_str(const Shape& shape);
 
 enum class MemoryFormat : uint8_t { contiguous, channels_last };
 
-/// Owns one allocation; freed when the last tensor viewing it goes away.
+/// Owns one allocation; freed when the last tensor viewing it goes away. Or, host memory someone
+/// else provides (a shared-memory segment): `owner` is held until the last tensor viewing it goes.
 class Storage {
  public:
   Storage(size_t bytes, Device device);
+  Storage(void* data, size_t bytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -37,6 +39,7 @@ class Storage {
   void* m_data = nullptr;
   size_t m_bytes = 0;
   Device m_device;
+  std::shared_ptr<void> m_owner;  ///< set: the memory is not the allocator's
 };
 
 class Tensor {
@@ -46,6 +49,9 @@ class Tensor {
   /// Uninitialised memory. `channels_last` applies to 4-D shapes only.
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu(),
                       MemoryFormat format = MemoryFormat::contiguous);
+  /// A host tensor over `data`, laid out as `like` (shape, strides, dtype; dense), which `owner`
+  /// keeps valid while any tensor views it. `data` holds like.nbytes() bytes.
+  static Tensor over(void* data, const Tensor& like, std::shared_ptr<void> owner);
   /// Zero-filled host tensor (device tensors are zeroed by their backend).
   static Tensor zeros(const Shape& shape, DType dtype, MemoryFormat format = MemoryFormat::contiguous);
 

@@ -26,6 +26,7 @@
 #include "engine/dist/grad_buckets.h"
 #include "engine/dist/rendezvous.h"
 #include "engine/dist/shm_allreduce.h"
+#include "engine/dist/shm_grad_arena.h"
 
 namespace lathe::dist {
 
@@ -58,12 +59,41 @@ ShmAllReduce::Format shm_format(GlooOptions::Compression c) {
   return ShmAllReduce::Format::f32;
 }
 
-// Averages one bucket's pieces over the ranks, in place in the gradients: through shared memory
-// straight from and back into them (the mean computed there, in `format`), else copied into
-// `bucket`, summed by tcp_sum(bucket, elements) and divided on the way back.
+// Where the gradients lie in every rank's region of the gradient arena (ShmGradArena), when the
+// communicator placed them there.
+struct ArenaPlace {
+  ShmGradArena* arena = nullptr;
+  const std::vector<int64_t>* offsets = nullptr;  // per gradient of the stream
+};
+
+// Averages one bucket's pieces over the ranks, in place in the gradients: in the gradient arena
+// where they lie (a piece found elsewhere is copied to its place and back), else through the
+// shared-memory slots straight from and back into them (the mean computed there, in `format`), else
+// copied into `bucket`, summed by tcp_sum(bucket, elements) and divided on the way back.
 template <class TcpSum>
 void average_bucket(const std::vector<Piece>& pieces, const Grads& grads, ShmAllReduce* shm,
-                    ShmAllReduce::Format format, float* bucket, float divisor, TcpSum tcp_sum) {
+                    ShmAllReduce::Format format, const ArenaPlace& place, float* bucket, float divisor,
+                    TcpSum tcp_sum) {
+  if (shm && place.arena) {
+    std::vector<ShmAllReduce::Region> regions;
+    std::vector<ShmAllReduce::Span> moved;  // pieces found elsewhere, and their places
+    std::vector<float*> places;
+    for (const Piece& pc : pieces) {
+      const int64_t at = (*place.offsets)[pc.grad] + pc.offset;
+      regions.push_back({at, pc.count});
+      float* src = grads[pc.grad].first + pc.offset;
+      float* dst = place.arena->mine() + at;
+      if (src != dst) {
+        std::memcpy(dst, src, pc.count * sizeof(float));
+        moved.push_back({src, pc.count});
+        places.push_back(dst);
+      }
+    }
+    shm->all_reduce_mean_mapped(place.arena->base(), place.arena->stride(), regions, divisor);
+    for (size_t k = 0; k < moved.size(); ++k)
+      std::memcpy(moved[k].data, places[k], moved[k].n * sizeof(float));
+    return;
+  }
   if (shm) {
     std::vector<ShmAllReduce::Span> spans;
     for (const Piece& pc : pieces)
@@ -96,6 +126,14 @@ struct GlooCommunicator::Impl {
   std::chrono::milliseconds timeout{0};
   int64_t broadcasts = 0;             // broadcast_bytes calls so far: each one's store key is new
   std::unique_ptr<ShmAllReduce> shm;  // ranks on one machine: gradients, votes and sums, broadcasts
+  std::string shm_name;               // its name (the gradient arenas' names derive from it)
+  // The gradient arena of the current plan (f32 through shared memory): every rank's gradients in
+  // one segment, each at arena_offsets[i] of its rank's region (i in the stream's order), for
+  // gradients of arena_sizes; kept mapped while the plan lasts, so that no new allocation can take
+  // its addresses.
+  std::shared_ptr<ShmGradArena> arena;
+  std::vector<int64_t> arena_offsets, arena_sizes;
+  int arenas = 0;  // opened so far: each one's name and token are new
 
   // --- overlap: the plan for one parameter list, and the communication thread.
   std::vector<const Param*> plan_params;  // in the caller's order
@@ -239,13 +277,74 @@ void GlooCommunicator::open_shared_memory(const std::string& run_id) {
   all_reduce_sum(&mapped, 1);
   if (m_rank == 0 && !offer.empty())
     ShmAllReduce::unlink(offer.substr(0, offer.find(' ')));
-  if (mapped < m_world_size)
+  if (mapped < m_world_size) {
     m_impl->shm.reset();
-  else
+  } else {
     m_impl->shm->watch_peers();  // every rank wrote its pid before the barrier
+    m_impl->shm_name = offer.substr(0, offer.find(' '));
+  }
+}
+
+bool GlooCommunicator::open_grad_arena(const std::vector<int64_t>& sizes) {
+  // Collective (every rank plans the same gradients at the same step). Like the slots' segment:
+  // rank 0 creates it and stamps a token, the others map it and check the token, and only when
+  // every rank has it is it used; rank 0 then removes the name.
+  Impl& im = *m_impl;
+  im.arena.reset();
+  im.arena_offsets.clear();
+  im.arena_sizes.clear();
+  const ShmGradArena::Layout layout = ShmGradArena::layout(sizes);
+  const double bytes = static_cast<double>(layout.region_elements) * sizeof(float) * m_world_size;
+  if (!im.shm || m_compression != GlooOptions::Compression::none || sizes.empty() || bytes > kGradArenaMaxBytes)
+    return false;
+  const int serial = ++im.arenas;
+  const std::string name = im.shm_name + "-g" + std::to_string(serial);
+  const uint64_t token = im.shm->token() ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(serial));
+  std::shared_ptr<ShmGradArena> arena;
+  double created = 0;
+  if (m_rank == 0) {
+    try {
+      ShmGradArena::create(name, m_world_size, layout.region_elements);
+      arena = std::make_shared<ShmGradArena>(name, 0, m_world_size, layout.region_elements);
+      arena->set_token(token);
+      created = 1;
+    } catch (const std::exception&) {
+      arena.reset();  // /dev/shm too small: the slots it is
+      ShmGradArena::unlink(name);
+    }
+  }
+  double mapped = 0;
+  try {
+    all_reduce_sum(&created, 1);  // rank 0's token is written before anyone reads it
+    if (created > 0) {
+      try {
+        if (m_rank != 0)
+          arena = std::make_shared<ShmGradArena>(name, m_rank, m_world_size, layout.region_elements);
+        if (arena->token() == token)
+          mapped = 1;
+      } catch (const std::exception&) {
+        arena.reset();
+      }
+      all_reduce_sum(&mapped, 1);
+    }
+  } catch (...) {  // a peer gone: its error, and no name left behind
+    if (m_rank == 0)
+      ShmGradArena::unlink(name);
+    throw;
+  }
+  if (m_rank == 0 && created > 0)
+    ShmGradArena::unlink(name);
+  if (created == 0 || mapped < m_world_size)
+    return false;
+  im.arena = std::move(arena);
+  im.arena_offsets = layout.offsets;
+  im.arena_sizes = sizes;
+  return true;
 }
 
 bool GlooCommunicator::uses_shared_memory() const { return m_impl->shm != nullptr; }
+
+bool GlooCommunicator::uses_gradient_arena() const { return m_impl->arena != nullptr; }
 
 GlooCommunicator::~GlooCommunicator() {
   if (m_impl && m_impl->thread.joinable()) {
@@ -335,7 +434,27 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
           --im.buckets[b].waiting_for;
       }
     im.cv.notify_all();
-    im.cv.wait(lock, [&] { return im.next == im.buckets.size() || im.error; });
+    // The thread sends every bucket but the last, which holds the first gradients the backward pass
+    // computes, so is ready only when it ends: it goes from here, with no hand-over to the thread
+    // and back.
+    if (!im.buckets.empty()) {
+      const size_t last = im.buckets.size() - 1;
+      im.cv.wait(lock, [&] { return im.next == last || im.error; });
+      if (!im.error) {
+        lock.unlock();
+        try {
+          PlannedBucket& b = im.buckets[last];
+          average_bucket(b.pieces, im.grads, im.shm.get(), shm_format(m_compression),
+                         ArenaPlace{im.arena.get(), &im.arena_offsets}, b.data.data(), static_cast<float>(m_world_size),
+                         [&](float* data, int64_t n) { reduce_bucket(data, b.wire.data(), n); });
+          lock.lock();
+        } catch (...) {
+          lock.lock();
+          im.error = std::current_exception();
+        }
+        ++im.next;
+      }
+    }
     // Reset for the next step.
     for (auto& b : im.buckets)
       b.waiting_for = 0;
@@ -361,11 +480,15 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
   if (!im.shm && m_compression != GlooOptions::Compression::none)
     m_bucket16.resize(static_cast<size_t>(m_bucket_elements));
   const float divisor = static_cast<float>(m_world_size);
+  // Gradients of the arena's sizes (the same on every rank, one model) take the arena's protocol,
+  // copied to their places and back where they are elsewhere, so that every rank takes the same.
+  const std::vector<int64_t> sizes = sizes_of(grads);
+  const ArenaPlace place = sizes == im.arena_sizes ? ArenaPlace{im.arena.get(), &im.arena_offsets} : ArenaPlace{};
   // The gradients as one stream cut into buckets: a bucket may hold many parameters, or part of one.
-  for (const GradBucket& b : plan_grad_buckets(sizes_of(grads), m_bucket_elements).buckets) {
+  for (const GradBucket& b : plan_grad_buckets(sizes, m_bucket_elements).buckets) {
     ++m_last_buckets;
     m_bytes_last_step += b.elements * wire_bytes;
-    average_bucket(b.pieces, grads, im.shm.get(), shm_format(m_compression), m_bucket.data(), divisor,
+    average_bucket(b.pieces, grads, im.shm.get(), shm_format(m_compression), place, m_bucket.data(), divisor,
                    [&](float* data, int64_t n) { reduce_bucket(data, m_bucket16.data(), n); });
   }
 }
@@ -392,10 +515,22 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
   im.buckets.clear();
   im.buckets_of.clear();
   im.seen.clear();
-  std::vector<const Param*> owner;  // of grads[i]
+  std::vector<Param*> owner;  // of grads[i]
   for (auto it = params.rbegin(); it != params.rend(); ++it)
     if (it->param->grad.defined())
       owner.push_back(it->param);
+  // Through shared memory in f32, the gradients move into the arena (values kept), where the
+  // backward pass then writes them and the all-reduce finds them.
+  if (open_grad_arena(sizes_of(im.grads))) {
+    const ShmGradArena& arena = *im.arena;
+    for (size_t gi = 0; gi < owner.size(); ++gi) {
+      Tensor& grad = owner[gi]->grad;
+      Tensor placed = Tensor::over(arena.mine() + im.arena_offsets[gi], grad, arena.owner());
+      std::memcpy(placed.raw(), grad.raw(), grad.nbytes());
+      grad = std::move(placed);
+    }
+    im.grads = reverse_grads(params);
+  }
   BucketPlan plan = plan_grad_buckets(sizes_of(im.grads), m_bucket_elements);
   for (size_t gi = 0; gi < owner.size(); ++gi)
     im.buckets_of[owner[gi]] = std::move(plan.buckets_of[gi]);
@@ -419,8 +554,8 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
       const float divisor = static_cast<float>(m_world_size);
       std::unique_lock lock(s.mutex);
       for (;;) {
-        s.cv.wait(lock, [&] {
-          return s.stop || (!s.error && s.next < s.buckets.size() && s.buckets[s.next].waiting_for == 0);
+        s.cv.wait(lock, [&] {  // every bucket but the last (all_reduce_gradients sends that one)
+          return s.stop || (!s.error && s.next + 1 < s.buckets.size() && s.buckets[s.next].waiting_for == 0);
         });
         if (s.stop)
           return;
@@ -428,7 +563,8 @@ std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::v
         ++s.started;
         lock.unlock();
         try {
-          average_bucket(b.pieces, s.grads, s.shm.get(), shm_format(m_compression), b.data.data(), divisor,
+          average_bucket(b.pieces, s.grads, s.shm.get(), shm_format(m_compression),
+                         ArenaPlace{s.arena.get(), &s.arena_offsets}, b.data.data(), divisor,
                          [&](float* data, int64_t n) { reduce_bucket(data, b.wire.data(), n); });
           lock.lock();
         } catch (...) {

@@ -6,8 +6,13 @@
 // Speed features: buckets may travel as fp16/bf16 (half the bytes; over tcp partial sums in f32 on
 // each hop, rounded to 16 bits for the next; through shared memory each rank's values rounded to 16
 // bits, summed in f32 in rank order, divided and rounded once, ShmAllReduce::all_reduce_mean), and
-// with overlap (grad_ready_hook) a communication thread all-reduces each bucket as soon as the
-// backward pass has produced all its gradients.
+// with overlap (grad_ready_hook) a communication thread all-reduces each bucket but the last as soon
+// as the backward pass has produced all its gradients (the last, ready only when the backward pass
+// ends, goes from all_reduce_gradients itself, with no hand-over to the thread and back).
+// Ranks that share memory in f32: the plan moves the gradients into a shared-memory gradient arena
+// (shm_grad_arena.h), where the backward pass writes them and every rank's owner of an element
+// writes the mean into every rank's copy (ShmAllReduce::all_reduce_mean_mapped): no copies in and
+// out, two synchronisations per bucket.
 #pragma once
 
 #include <functional>
@@ -68,6 +73,10 @@ class GlooCommunicator final : public Communicator {
   /// thread once every gradient in it is ready (buckets in order, the same on every rank);
   /// all_reduce_gradients waits for them (and sends the rest). The averages are bit-identical to the
   /// blocking path. A call with other params rebuilds the plan. One rank: empty (nothing to send).
+  /// Through shared memory in f32 a new plan is collective (every rank plans the same parameters
+  /// at the same step, as the training loop does) and replaces each Param::grad by a tensor of the
+  /// same layout and values in the gradient arena; a gradient replaced afterwards is copied to its
+  /// place in the arena and back at each reduction.
   std::function<void(const Param*)> grad_ready_hook(const std::vector<NamedParam>& params) override;
   /// bucket_mb MiB (what the NCCL communicator wrapping this one cuts its buckets by).
   int64_t bucket_bytes() const override { return m_bucket_elements * static_cast<int64_t>(sizeof(float)); }
@@ -81,6 +90,11 @@ class GlooCommunicator final : public Communicator {
   int last_bucket_count() const { return m_last_buckets; }
   /// Whether the gradient buckets go through shared memory (every rank on this machine).
   bool uses_shared_memory() const;
+  /// Whether the planned gradients live in the shared-memory gradient arena (shm_grad_arena.h).
+  bool uses_gradient_arena() const;
+  /// The largest gradient arena (all ranks' regions together) the plan puts the gradients in; a
+  /// larger model's gradients go through the slots in chunks.
+  static constexpr double kGradArenaMaxBytes = 1024.0 * 1024 * 1024;
 
  private:
   struct Impl;
@@ -101,6 +115,9 @@ class GlooCommunicator final : public Communicator {
   void reduce_bucket(float* data, uint16_t* wire, int64_t filled);
   /// Collective, at the end of the constructor: the shared-memory path when every rank can map it.
   void open_shared_memory(const std::string& run_id);
+  /// Collective, when grad_ready_hook plans gradients of `sizes` (stream order) with shared memory in
+  /// f32: maps a gradient arena for them on every rank, or none (false) where any rank cannot.
+  bool open_grad_arena(const std::vector<int64_t>& sizes);
 };
 
 }  // namespace lathe::dist

@@ -55,11 +55,19 @@ std::string shm_error(const std::string& what, const std::string& name) {
 
 }  // namespace
 
+// A rank's values of a one-synchronisation sum, on cache lines of its own.
+struct alignas(kLine) SmallValues {
+  double v[ShmAllReduce::kSmallValues];
+};
+
 struct ShmAllReduce::Header {
   Counter token;
   Counter pid[kMaxRanks];      ///< each rank's process id, to tell a dead peer from a slow one
   Counter arrived[kMaxRanks];  ///< the generation whose data a rank has put in its slot
   Counter done[kMaxRanks];     ///< the generation whose share of the sum a rank has written
+  /// Small sums, area (generation & 1): a rank writes area g & 1 at generation g once every rank
+  /// has arrived at g - 1, which each does after it has read generation g - 2's values.
+  SmallValues small[2][kMaxRanks];
 };
 
 int64_t ShmAllReduce::segment_bytes(int world_size, int64_t chunk_elements) {
@@ -199,6 +207,29 @@ void sum_share(const T* slots, int64_t cap, int world, T* out, int64_t lo, int64
       out[i] /= divisor;
 }
 
+// The mean of `world` copies of n floats (copy k at first + k * stride), written into every copy:
+// the arithmetic of sum_share (rank order, then one division), in blocks that stay in L1.
+void mean_into_every_copy(float* first, int64_t stride, int world, int64_t n, float divisor) {
+  constexpr int64_t kBlock = 1024;
+  float acc[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    const float* src = first + b;
+    for (int64_t i = 0; i < m; ++i)
+      acc[i] = src[i];
+    for (int k = 1; k < world; ++k) {
+      src = first + k * stride + b;
+      for (int64_t i = 0; i < m; ++i)
+        acc[i] += src[i];
+    }
+    if (divisor != 1.0f)
+      for (int64_t i = 0; i < m; ++i)
+        acc[i] /= divisor;
+    for (int k = 0; k < world; ++k)
+      std::memcpy(first + k * stride + b, acc, m * sizeof(float));
+  }
+}
+
 // The 16-bit formats' conversions: the project's own (dtype.h, half_arrays.h), as the tcp path's.
 void widen(ShmAllReduce::Format f, const uint16_t* src, float* dst, int64_t n) {
   if (f == ShmAllReduce::Format::fp16) {
@@ -241,6 +272,21 @@ void mean_share16(ShmAllReduce::Format f, const uint16_t* slots, int64_t cap, in
 }  // namespace
 
 void ShmAllReduce::all_reduce_sum(double* data, int64_t n) {
+  if (n <= kSmallValues) {
+    const OneAtATime guard(m_busy, m_rank);
+    ++m_generation;
+    auto& area = m_header->small[m_generation & 1];  // kMaxRanks ranks' values
+    std::memcpy(area[m_rank].v, data, n * sizeof(double));
+    m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
+    wait_all(false, "bring its values");
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = area[0].v[i];
+      for (int k = 1; k < m_world; ++k)
+        sum += area[k].v[i];
+      data[i] = sum;
+    }
+    return;
+  }
   reduce<double>(
       n, "bring its values",
       [&](int64_t start, int64_t len, double* slot) { std::memcpy(slot, data + start, len * sizeof(double)); },
@@ -301,6 +347,32 @@ void ShmAllReduce::gather(const std::vector<Span>& spans, const std::vector<int>
         std::memcpy(p, result + at, n * sizeof(float));
     });
   }
+}
+
+void ShmAllReduce::all_reduce_mean_mapped(float* base, int64_t stride, const std::vector<Region>& regions,
+                                          float divisor) {
+  const OneAtATime guard(m_busy, m_rank);
+  int64_t total = 0;
+  for (const Region& r : regions)
+    total += r.n;
+  ++m_generation;
+  m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
+  wait_all(false, "bring its gradients");
+  // This rank's share of the regions' concatenation, cut at cache lines (16 floats) so that no two
+  // ranks write one line of a copy.
+  const int64_t share = ((total + m_world - 1) / m_world + 15) / 16 * 16;
+  const int64_t lo = std::min(total, share * m_rank), hi = std::min(total, lo + share);
+  int64_t at = 0;  // where the current region begins in the concatenation
+  for (const Region& r : regions) {
+    const int64_t a = std::max(lo, at), b = std::min(hi, at + r.n);
+    if (a < b)
+      mean_into_every_copy(base + r.offset + (a - at), stride, m_world, b - a, divisor);
+    at += r.n;
+    if (at >= hi)
+      break;
+  }
+  m_header->done[m_rank].value.store(m_generation, std::memory_order_release);
+  wait_all(true, "finish its share of the sum");
 }
 
 void ShmAllReduce::broadcast(const std::vector<Span>& spans, int root) {

@@ -41,8 +41,12 @@ class ShmAllReduce {
 
   /// Replaces data[0..n) with its sum over the ranks (every rank calls it with the same n): the
   /// training loop's per-step votes and metric sums, kept off the tcp transport, whose every small
-  /// message wakes a thread on each rank.
+  /// message wakes a thread on each rank. Up to kSmallValues values take one synchronisation: each
+  /// rank writes them into its place in one of two areas (by the generation's parity), announces
+  /// them, waits for the others and sums every rank's values itself, in rank order (the same bits
+  /// everywhere); more go in chunks (a share summed by each rank, then copied out).
   void all_reduce_sum(double* data, int64_t n);
+  static constexpr int64_t kSmallValues = 32;
   /// Pieces of f32 memory taken as one array, in order.
   struct Span {
     float* data;
@@ -64,6 +68,18 @@ class ShmAllReduce {
   /// f32_to_f16 / f32_to_bf16 of engine/core/dtype.h (nearest even; NaN stays NaN, fp16 beyond
   /// 65504 becomes inf); only 16-bit values pass through the segment.
   void all_reduce_mean(const std::vector<Span>& spans, float divisor, Format format = Format::f32);
+  /// A run of `n` elements at `offset` in every rank's region of a segment all ranks map.
+  struct Region {
+    int64_t offset, n;
+  };
+  /// The f32 mean over the ranks of data that already lies in memory every rank maps (the gradient
+  /// arena, ShmGradArena): rank k's copy of the regions starts at base + k * stride (base: this
+  /// process's address of rank 0's). One synchronisation when every rank's data is there, one when
+  /// the means are: in between each rank takes a 1/N share of the regions' elements, sums the N
+  /// copies in rank order, divides once and writes the mean into every rank's copy. The same
+  /// arithmetic as all_reduce_mean (the same bits), without its copies in and out and with two
+  /// synchronisations per call instead of two per chunk.
+  void all_reduce_mean_mapped(float* base, int64_t stride, const std::vector<Region>& regions, float divisor);
   /// Elements of a chunk in `format` (f32: chunk_elements rounded up to even; 16 bits: twice that).
   int64_t chunk_elements(Format format) const { return format == Format::f32 ? m_chunk : 2 * m_chunk; }
 

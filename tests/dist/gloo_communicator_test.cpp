@@ -1,7 +1,8 @@
 // GlooCommunicator across 2 and 3 forked processes meeting in a FileStore folder: the gradient mean
 // (buckets smaller than one parameter and larger than all; f32, and fp16/bf16 through shared
 // memory), broadcast, sums, barrier, two runs in one folder, the error for a rank that never joins,
-// and no process left behind.
+// and no process left behind. The gradient arena: planned gradients moved into shared memory and
+// averaged there, a gradient replaced after the plan still averaged (copied in and back).
 #include "engine/dist/gloo_communicator.h"
 
 #include <gtest/gtest.h>
@@ -180,6 +181,80 @@ TEST_F(GlooCommunicatorTest, SharedMemoryAndTcpBothGiveTheExactMean) {
         for (int64_t i = 0; i < n; ++i)
           if (p.grad.data<float>()[i] != static_cast<float>(i % 1001) * 1.5f)
             require(false, "element " + std::to_string(i) + " = " + std::to_string(p.grad.data<float>()[i]));
+      },
+      60);
+  expect_all_ok(results);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    EXPECT_EQ(e.path().filename().string().rfind("lathe-" + tag, 0), std::string::npos) << e.path() << " left behind";
+}
+
+namespace {
+
+// Whether [p, p + bytes) lies in one of this process's mappings of a /dev/shm file whose name starts
+// with `prefix` (/proc/self/maps; an unlinked one reads "/dev/shm/<name> (deleted)").
+bool in_shared_memory(const void* p, size_t bytes, const std::string& prefix) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(maps, line)) {
+    if (line.find("/dev/shm/" + prefix) == std::string::npos)
+      continue;
+    const uintptr_t lo = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+    const uintptr_t hi = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+    if (lo <= at && at + bytes <= hi)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// f32 through shared memory, the overlap plan moves every gradient into the gradient arena (the
+// backward pass writes them there and the all-reduce averages them in place): each one then lies in
+// the segment's mapping, keeps its values, and ends as the rank-order mean. A gradient replaced by
+// a fresh tensor after the plan is copied to its place and back: still the exact mean, in the
+// replacement. 16-bit buckets keep the slots (no arena). No segment is left in /dev/shm.
+TEST_F(GlooCommunicatorTest, PlannedGradientsLiveInTheSharedArenaAndAReplacedOneIsStillAveraged) {
+  const std::string tag = "arena-" + std::to_string(getpid()) + "-";
+  auto opts = options(tag + "f32"), fp16_opts = options(tag + "fp16");
+  fp16_opts.compression = GlooOptions::Compression::fp16;
+  const std::vector<int64_t> sizes = {GlooCommunicator::kSharedMemoryChunk + 17, 3, 1000};
+  auto value = [](int r, size_t k, int64_t i, int round) {
+    return static_cast<float>(std::sin(0.37 * r + 1.3 * static_cast<double>(k) + 0.011 * static_cast<double>(i)) * 3.7 *
+                              (round + 1));
+  };
+  auto results = run_processes(
+      2,
+      [&](int r) {
+        GlooCommunicator comm(r, 2, opts);
+        FlatParams params(sizes);
+        std::vector<Param>& storage = params.storage;
+        auto check = [&](int round, const std::string& what) {
+          for (size_t k = 0; k < storage.size(); ++k)
+            for (int64_t i = 0; i < sizes[k]; ++i)
+              if (storage[k].grad.data<float>()[i] != (value(0, k, i, round) + value(1, k, i, round)) / 2.0f)
+                require(false, what + ": param " + std::to_string(k) + "[" + std::to_string(i) +
+                                   "] is not the rank-order mean");
+        };
+        // The plan keeps the values it finds (set, then planned, then reduced, as average_gradients does).
+        params.average_gradients(comm, true, [&](size_t k, int64_t i) { return value(r, k, i, 0); });
+        require(comm.uses_gradient_arena(), "2 ranks sharing memory in f32 should use the gradient arena");
+        for (const Param& p : storage)
+          require(in_shared_memory(p.grad.raw(), p.grad.nbytes(), "lathe-" + tag + "f32"),
+                  "a planned gradient is not in the shared-memory segment");
+        check(0, "in the arena");
+        params.average_gradients(comm, true, [&](size_t k, int64_t i) { return value(r, k, i, 1); });
+        check(1, "in the arena, the plan reused");
+        storage[1].grad = Tensor::zeros({sizes[1]}, lathe::DType::f32);  // swapped out behind the plan's back
+        const void* replacement = storage[1].grad.raw();
+        params.average_gradients(comm, false, [&](size_t k, int64_t i) { return value(r, k, i, 2); });
+        require(storage[1].grad.raw() == replacement, "the replacement gradient was swapped for another");
+        require(!in_shared_memory(replacement, 12, "lathe-" + tag), "the replacement is in shared memory");
+        check(2, "a gradient replaced after the plan");
+        GlooCommunicator fp16(r, 2, fp16_opts);
+        FlatParams other(sizes);
+        other.average_gradients(fp16, true, [&](size_t k, int64_t i) { return value(r, k, i, 0); });
+        require(fp16.uses_shared_memory() && !fp16.uses_gradient_arena(), "fp16 buckets should keep the slots");
       },
       60);
   expect_all_ok(results);

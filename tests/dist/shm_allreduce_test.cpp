@@ -3,7 +3,9 @@
 // rank that never maps the segment is named at the timeout. The 16-bit mean (fp16 / bf16 gradient
 // compression) on 2 and 3 ranks as threads, in chunks of a few elements: bit for bit the documented
 // rule computed here with the scalar conversions, hand-computed values that only that rule gives,
-// and infinities and NaN.
+// and infinities and NaN. The mean in a gradient arena (ShmGradArena) every rank maps: the slots'
+// bits in every rank's copy, nothing outside the regions touched; and one-synchronisation small
+// sums between the other calls, exact over thousands of rounds.
 #include "engine/dist/shm_allreduce.h"
 
 #include <gtest/gtest.h>
@@ -21,8 +23,10 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
+#include "engine/dist/shm_grad_arena.h"
 
 using lathe::dist::ShmAllReduce;
+using lathe::dist::ShmGradArena;
 
 namespace {
 
@@ -192,5 +196,138 @@ TEST(ShmAllReduce, TwoCallsAtOnceOnOneRankAreRefused) {
     rank0.all_reduce_mean({{g, 4}}, 1.0f);
   } catch (const lathe::Error& e) {
     EXPECT_EQ(std::string(e.what()).find("at once"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+// Every rank's arena of a fresh segment for gradients of `sizes`, each mapped on its own (at its own
+// address, as in separate processes).
+std::vector<std::unique_ptr<ShmGradArena>> arenas_for(int world, const ShmGradArena::Layout& layout) {
+  static int serial = 0;
+  const std::string name = "/lathe-test-arena-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+  ShmGradArena::create(name, world, layout.region_elements);
+  std::vector<std::unique_ptr<ShmGradArena>> arenas;
+  for (int r = 0; r < world; ++r)
+    arenas.push_back(std::make_unique<ShmGradArena>(name, r, world, layout.region_elements));
+  ShmGradArena::unlink(name);
+  return arenas;
+}
+
+}  // namespace
+
+// A bucket of a reverse-order stream (a whole gradient, the tail of one, two more) in the arena, on 2
+// and 3 ranks: every rank's copy of every element in it ends with the bits the slots' path
+// (all_reduce_mean, chunks of 10 elements) gives for the same values, which are the rank-order sum
+// divided once; the gradients and elements outside the bucket keep their values.
+TEST(ShmAllReduce, MappedMeanWritesTheSlotsBitsIntoEveryRanksCopyAndNothingElse) {
+  const std::vector<int64_t> sizes = {37, 1, 20, 53, 3, 3000};
+  const ShmGradArena::Layout layout = ShmGradArena::layout(sizes);
+  const std::vector<int64_t>& at = layout.offsets;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    ASSERT_EQ(at[i] % 16, 0) << "gradient " << i << " is not on a cache line of its own";
+  const std::vector<ShmAllReduce::Region> bucket = {{at[5], 3000}, {at[0] + 4, 33}, {at[2], 20}, {at[3], 53}};
+  for (int world : {2, 3}) {
+    auto arenas = arenas_for(world, layout);
+    const int64_t region = layout.region_elements;
+    std::vector<std::vector<float>> before(static_cast<size_t>(world)), slots_path(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) {
+      float* mine = arenas[static_cast<size_t>(r)]->mine();
+      for (int64_t j = 0; j < region; ++j)
+        mine[j] = grad_value(r, 0, j);
+      before[static_cast<size_t>(r)].assign(mine, mine + region);
+      slots_path[static_cast<size_t>(r)] = before[static_cast<size_t>(r)];
+    }
+    auto errors = on_threads(world, 10, [&](int r, ShmAllReduce& comm) {
+      std::vector<ShmAllReduce::Span> spans;
+      for (const auto& piece : bucket)
+        spans.push_back({slots_path[static_cast<size_t>(r)].data() + piece.offset, piece.n});
+      comm.all_reduce_mean(spans, static_cast<float>(world));
+    });
+    for (const auto& e : errors)
+      ASSERT_EQ(e, "");
+    errors = on_threads(world, 10, [&](int r, ShmAllReduce& comm) {
+      const ShmGradArena& a = *arenas[static_cast<size_t>(r)];
+      comm.all_reduce_mean_mapped(a.base(), a.stride(), bucket, static_cast<float>(world));
+    });
+    for (const auto& e : errors)
+      ASSERT_EQ(e, "");
+    std::vector<char> in_bucket(static_cast<size_t>(region), 0);
+    for (const auto& piece : bucket)
+      for (int64_t j = piece.offset; j < piece.offset + piece.n; ++j)
+        in_bucket[static_cast<size_t>(j)] = 1;
+    int64_t mismatches = 0;
+    for (int r = 0; r < world; ++r) {
+      const float* mine = arenas[static_cast<size_t>(r)]->mine();
+      for (int64_t j = 0; j < region; ++j) {
+        float want = before[static_cast<size_t>(r)][static_cast<size_t>(j)];
+        if (in_bucket[static_cast<size_t>(j)]) {
+          want = grad_value(0, 0, j);
+          for (int k = 1; k < world; ++k)
+            want += grad_value(k, 0, j);
+          want /= static_cast<float>(world);
+          if (std::memcmp(&want, &slots_path[0][static_cast<size_t>(j)], sizeof want) != 0 && mismatches++ < 5)
+            ADD_FAILURE() << "the slots' path gives " << slots_path[0][static_cast<size_t>(j)] << " at " << j;
+        }
+        if (std::memcmp(&want, &mine[j], sizeof want) != 0 && mismatches++ < 5)
+          ADD_FAILURE() << world << " ranks: rank " << r << "'s element " << j << " is " << mine[j] << ", not " << want
+                        << (in_bucket[static_cast<size_t>(j)] ? " (the mean)" : " (outside the bucket)");
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << world << " ranks";
+  }
+}
+
+// Sums of up to kSmallValues doubles take one synchronisation, their values in one of two areas by
+// the generation's parity: a fast rank's next sum must not overwrite values a slow one still reads.
+// Thousands of rounds on 3 ranks, the small sums between chunked sums, slot means and arena means
+// (each of which moves the generation on by one or several), every result exact.
+TEST(ShmAllReduce, OneSynchronisationSumsStayExactBetweenTheOtherCollectives) {
+  const int world = 3;
+  const ShmGradArena::Layout layout = ShmGradArena::layout({40});
+  auto arenas = arenas_for(world, layout);
+  std::vector<std::string> wrong(static_cast<size_t>(world));
+  auto errors = on_threads(world, 10, [&](int r, ShmAllReduce& comm) {
+    auto fail = [&](const std::string& what) {
+      if (wrong[static_cast<size_t>(r)].empty())
+        wrong[static_cast<size_t>(r)] = what;
+    };
+    for (int it = 0; it < 4000; ++it) {
+      // Values whose sums are exact in double: integers.
+      double v[3] = {static_cast<double>(r + it), static_cast<double>(r * it), 1.0};
+      comm.all_reduce_sum(v, 3);
+      if (v[0] != 3.0 * it + 3 || v[1] != 3.0 * it || v[2] != 3)
+        fail("small sum of round " + std::to_string(it) + ": " + std::to_string(v[0]) + ", " + std::to_string(v[1]) +
+             ", " + std::to_string(v[2]));
+      if (it % 7 == 0) {  // 40 doubles in 8 chunks of 5
+        std::vector<double> big(40);
+        for (size_t i = 0; i < big.size(); ++i)
+          big[i] = static_cast<double>(r * 100 + static_cast<int>(i) + it);
+        comm.all_reduce_sum(big.data(), 40);
+        for (size_t i = 0; i < big.size(); ++i)
+          if (big[i] != 300.0 + 3.0 * (static_cast<double>(i) + it))
+            fail("chunked sum of round " + std::to_string(it));
+      }
+      if (it % 11 == 0) {  // 25 floats in 3 chunks of 10
+        std::vector<float> g(25, static_cast<float>(r + 1));
+        comm.all_reduce_mean({{g.data(), 25}}, 1.0f);
+        for (float x : g)
+          if (x != 6.0f)
+            fail("slot mean of round " + std::to_string(it));
+      }
+      if (it % 13 == 0) {
+        const ShmGradArena& a = *arenas[static_cast<size_t>(r)];
+        for (int j = 0; j < 40; ++j)
+          a.mine()[j] = static_cast<float>(r + j);
+        comm.all_reduce_mean_mapped(a.base(), a.stride(), {{0, 40}}, 1.0f);
+        for (int j = 0; j < 40; ++j)
+          if (a.mine()[j] != static_cast<float>(3 + 3 * j))
+            fail("arena mean of round " + std::to_string(it));
+      }
+    }
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(wrong[static_cast<size_t>(r)], "") << "rank " << r;
   }
 }
