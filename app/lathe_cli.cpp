@@ -353,7 +353,8 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
                  s.device.c_str(), metric("test/accuracy", "%.2f%%", 100).c_str(),
                  metric("test/loss", "%.4f", 1).c_str(), metric("train/samples_per_s_mean", "%.0f", 1).c_str(),
                  metric("train/samples_per_s", "%.0f", 1).c_str(), metric("device/mfu_mean", "%.1f%%", 100).c_str(),
-                 metric("model/bytes", "%.0f", 1).c_str(), metric("cost/usd", "$%.4f", 1).c_str(),
+                 metric("model/bytes", "%.0f", 1).c_str(),
+                 (metric("cost/usd", "$%.4f", 1) + (s.cost_projection.empty() ? "" : " (projected: " + s.cost_projection + ")")).c_str(),
                  s.run_dir.empty() ? "" : ("files in " + s.run_dir).c_str(),
                  worker ? "nothing (ranks > 0 leave the store to rank 0)" : db.c_str());
     if (!worker && !g_supervised && s.status != "finished") {  // what next: the work so far is in its checkpoint

@@ -174,6 +174,21 @@ int instances_needed(const InstancePrice& instance, int devices) {
   return (devices + instance.gpus - 1) / instance.gpus;
 }
 
+std::string cost_projection_reason(const InstancePrice& instance, const std::string& device_name, bool on_gpu) {
+  if (instance.gpus <= 0 || (instance.on_demand_usd_per_hour <= 0 && instance.spot_usd_per_hour <= 0))
+    return "";
+  // The model's short name: "NVIDIA A100-SXM4-40GB" -> "A100", "NVIDIA T4 16GB" -> "T4".
+  std::string model = instance.gpu_model;
+  if (model.rfind("NVIDIA ", 0) == 0)
+    model = model.substr(7);
+  model = model.substr(0, model.find_first_of(" -"));
+  if (on_gpu && !model.empty() && device_name.find(model) != std::string::npos)
+    return "";
+  return "timed on " + device_name + (on_gpu ? "" : " (CPU)") + ", priced at " + instance.name + "'s rate (" +
+         std::to_string(instance.gpus) + "x " + instance.gpu_model +
+         "): a projection of what this wall time would cost there, not a run on that instance";
+}
+
 double cost_usd(const InstancePrice& instance, bool spot, int devices, double elapsed_seconds) {
   LATHE_CHECK(elapsed_seconds >= 0 && std::isfinite(elapsed_seconds), "elapsed_seconds must be >= 0, got ",
               elapsed_seconds);

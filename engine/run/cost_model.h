@@ -69,4 +69,10 @@ double cost_usd(const InstancePrice& instance, bool spot, int devices, double el
 /// Instances needed for `devices` ranks (see cost_usd).
 int instances_needed(const InstancePrice& instance, int devices);
 
+/// A run's cost is its wall time here times the instance's price. When the instance is priced and
+/// has GPUs the run did not train on (a CPU run, or a GPU whose name lacks the instance's model,
+/// e.g. "H100" for "NVIDIA H100-SXM5-80GB"), that is a projection, not what the run cost: returns
+/// why, naming both; "" when the run's device is the instance's (or the instance has no price or GPUs).
+std::string cost_projection_reason(const InstancePrice& instance, const std::string& device_name, bool on_gpu);
+
 }  // namespace lathe

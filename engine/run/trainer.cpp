@@ -215,6 +215,7 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"price_usd_per_hour", s.instance->usd_per_hour(s.spot)},
                              {"price_source", s.spot ? s.instance->spot_source : s.instance->source},
                              {"price_date", s.instance->price_date},
+                             {"cost_projection", cost_projection_reason(*s.instance, be.device_name(), !be.device().is_cpu())},  // "" : measured
                              {"total_steps", planned_steps(plan)},
                              {"train_steps", ctx.total_steps},
                              {"plan", plan_json(plan)}});
@@ -259,6 +260,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
   summary.backend = be.name();
   summary.device = be.device_name();
+  summary.cost_projection = cost_projection_reason(*setup.instance, be.device_name(), !be.device().is_cpu());
   RunOutputs outputs;
   open_outputs(cfg, options, summary, outputs);
   SummarySink& sink = *outputs.sink;

@@ -69,6 +69,7 @@ struct RunSummary {
   double elapsed_s = 0;  ///< of this process: since its resume, for a resumed run
   int64_t steps = 0;
   int64_t resumed_from_step = -1;  ///< a resumed run: the step it continued from (0: started over)
+  std::string cost_projection;     ///< why cost/usd is a projection (cost_projection_reason); "" : it is not
 };
 
 /// Runs the whole experiment. Throws ConfigError / DataError before anything is written when the

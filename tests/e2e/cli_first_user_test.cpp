@@ -80,6 +80,22 @@ class CliFirstUser : public test::Cli {
   }
 };
 
+// A run on this CPU priced at a GPU instance's rate: its summary says the dollars are a projection,
+// and so does the started event the report and the live view read.
+TEST_F(CliFirstUser, ACostPricedAtAGpuInstanceIsSaidToBeAProjection) {
+  if (!test::have_fashion_mnist())
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const CmdResult r = run_cmd("--db " + db() + " run " + tiny_config() + " --set output.dir=" +
+                              (m_dir / "runs").string() + " --set cost.instance=g4dn.xlarge");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(projected: timed on "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(CPU), priced at g4dn.xlarge's rate (1x NVIDIA T4 16GB)"), std::string::npos) << r.out;
+  const CmdResult local = run_cmd("--db " + db() + " run " + tiny_config() + " --set output.dir=" +
+                                  (m_dir / "runs").string());
+  ASSERT_EQ(local.code, 0) << local.out;
+  EXPECT_EQ(local.out.find("projected"), std::string::npos) << local.out;
+}
+
 TEST_F(CliFirstUser, AMistypedCommandIsNamedWithTheClosestOne) {
   const CmdResult r = run_cmd("--db " + db() + " lst");
   EXPECT_EQ(r.code, 2) << r.out;

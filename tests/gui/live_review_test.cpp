@@ -99,6 +99,15 @@ TEST(GuiLiveReview, TheCostChartOfAnUnpricedInstanceSaysWhyItIsFlat) {
   EXPECT_EQ(cost->note(), "");
   panel.applyBatch(runBatch("unknown", RunStatus::running, {}));  // no started event yet: no claim
   EXPECT_EQ(cost->note(), "");
+  // Priced at an instance the run did not train on: the dollars are said to be a projection.
+  panel.applyBatch(runBatch("projected", RunStatus::finished,
+                            {event("started", {{"instance", "g4dn.xlarge"},
+                                               {"price_usd_per_hour", 0.526},
+                                               {"device", "Intel(R) Xeon(R) Processor"},
+                                               {"cost_projection", "timed on Intel(R) Xeon(R) Processor (CPU), ..."}})}));
+  EXPECT_TRUE(cost->note().startsWith("Projected")) << cost->note().toStdString();
+  EXPECT_TRUE(cost->note().contains("g4dn.xlarge")) << cost->note().toStdString();
+  EXPECT_TRUE(cost->note().contains("Intel(R) Xeon(R) Processor")) << cost->note().toStdString();
 }
 
 TEST(GuiLiveReview, AMetricAFinishedRunNeverLoggedIsNotLoggedNotPending) {

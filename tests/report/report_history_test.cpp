@@ -168,6 +168,38 @@ TEST(ReportHistory, ArtifactsAndCheckpointsAreListedOnceAsTheyAreNow) {
 }
 
 /// A 2-rank ZeRO-1 run and a bf16 run, as their started and precision events and metrics say.
+// Priced at an instance whose GPUs the run did not train on: the Cost row and the comparison's
+// Runs table say the dollars are a projection, and why (the started event's cost_projection).
+TEST(ReportHistory, ACostPricedAtAnotherDeviceIsMarkedProjected) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  RunWriter w(dir.file("lathe.db"));
+  RunInfo cpu;
+  cpu.name = "cpu-priced-as-t4";
+  const std::string id = w.begin_run(cpu);
+  w.event("started", {{"instance", "g4dn.xlarge"},
+                      {"price_usd_per_hour", 0.526},
+                      {"cost_projection", "timed on Xeon (CPU), priced at the g4dn.xlarge rate"}});
+  w.sample("cost/usd", 1, 1, 0.01);
+  w.finish(RunStatus::finished);
+  RunWriter w2(dir.file("lathe.db"));
+  RunInfo own;
+  own.name = "measured";
+  const std::string own_id = w2.begin_run(own);
+  w2.event("started", {{"instance", "g4dn.xlarge"}, {"price_usd_per_hour", 0.526}, {"cost_projection", ""}});
+  w2.sample("cost/usd", 1, 1, 0.02);
+  w2.finish(RunStatus::finished);
+
+  Store store = Store::open(dir.file("lathe.db"));
+  const std::string html = build_report_html(collect_report_data(store, {id}), {}, HtmlFlavor::print);
+  EXPECT_NE(html.find("<b>Projected</b>: timed on Xeon (CPU), priced at the g4dn.xlarge rate"), std::string::npos)
+      << html.substr(html.find("Cost"), 400);
+  const std::string measured = build_report_html(collect_report_data(store, {own_id}), {}, HtmlFlavor::print);
+  EXPECT_EQ(measured.find("<b>Projected</b>"), std::string::npos);  // (the store's path has the test's name)
+  const std::string cmp = build_report_html(collect_report_data(store, {id, own_id}), {}, HtmlFlavor::print);
+  EXPECT_NE(cmp.find(" (projected)"), std::string::npos);  // the Runs table's Cost cell
+}
+
 TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   test::ensure_qapp();
   test::TempDir dir;

@@ -81,6 +81,25 @@ TEST(CostModel, HandComputedDollars) {
   EXPECT_THROW(cost_usd(c.find("p3.2xlarge"), false, 1, -1), Error);
 }
 
+// A run's dollars are a projection when the priced instance's GPUs are not what it trained on.
+TEST(CostModel, APriceOfAnotherDeviceIsAProjectionThatNamesBoth) {
+  const PriceCatalog c = seeded();
+  const std::string cpu = cost_projection_reason(c.find("g4dn.xlarge"), "Intel(R) Xeon(R) Processor", false);
+  EXPECT_NE(cpu.find("Intel(R) Xeon(R) Processor (CPU)"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("g4dn.xlarge"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("NVIDIA T4 16GB"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("projection"), std::string::npos) << cpu;
+  // A GPU of the instance's model (device names as CUDA gives them) is what the price is for.
+  EXPECT_EQ(cost_projection_reason(c.find("p5.48xlarge"), "NVIDIA H100 80GB HBM3", true), "");
+  EXPECT_EQ(cost_projection_reason(c.find("p4d.24xlarge"), "NVIDIA A100-SXM4-40GB", true), "");
+  EXPECT_EQ(cost_projection_reason(c.find("g4dn.xlarge"), "Tesla T4", true), "");
+  // Another GPU model is a projection too: an H200 priced as a p5's H100.
+  EXPECT_NE(cost_projection_reason(c.find("p5.48xlarge"), "NVIDIA H200", true).find("NVIDIA H200"), std::string::npos);
+  EXPECT_NE(cost_projection_reason(c.find("p3.2xlarge"), "NVIDIA A100-SXM4-40GB", true), "");
+  // No price or no GPUs: nothing is projected (the local machine costs $0, as measured).
+  EXPECT_EQ(cost_projection_reason(c.find("local"), "Intel(R) Xeon(R) Processor", false), "");
+}
+
 TEST(PriceCatalog, UnknownInstanceListsTheNames) {
   const PriceCatalog c = seeded();
   try {

@@ -47,6 +47,8 @@ void read_started_event(ReportRun& run) {
       run.instance = e.fields["instance"].get<std::string>();
     if (e.fields.contains("price_usd_per_hour") && e.fields["price_usd_per_hour"].is_number())
       run.usd_per_hour = e.fields["price_usd_per_hour"].get<double>();
+    if (e.fields.contains("cost_projection") && e.fields["cost_projection"].is_string())
+      run.cost_projection = e.fields["cost_projection"].get<std::string>();
   }
 }
 

@@ -24,6 +24,7 @@ struct ReportRun {
   std::string device;                  ///< the devices, comma-separated
   std::string instance;                ///< from the "started" event; empty when unknown
   std::optional<double> usd_per_hour;  ///< the instance price the run was costed at
+  std::string cost_projection;         ///< why its cost is a projection ("started" event); "" : it is not
   std::optional<double> cost_usd;      ///< the last cost/usd sample
   std::string label;                   ///< legend / column name: the run name, plus the id when names repeat
   /// Chart points of every metric with at least two samples that are not all equal (at most

@@ -237,7 +237,8 @@ void write_run_facts(std::string& out, const ReportRun& r) {
       {"Duration", esc(run_duration(r.record))},
       {"Backend / device", backend_device(r)},
       {"Instance", price_text(r)},
-      {"Cost", cost_text(r) + (r.cost_usd ? " <span class=\"muted\">(the price x the run's wall time)</span>" : "")},
+      {"Cost", cost_text(r) + (r.cost_usd ? " <span class=\"muted\">(the price x the run's wall time)</span>" : "") +
+                   (r.cost_projection.empty() ? "" : " <b>Projected</b>: " + esc(r.cost_projection))},
       {"Host", esc(r.record.host.empty() ? "-" : r.record.host)},
       {"Lathe version", esc(r.record.code_version.empty() ? "-" : r.record.code_version)},
   };
@@ -291,7 +292,7 @@ void write_runs_table(std::string& out, const ReportData& data) {
            status_badge(r.record.status) +
                (resumes > 0 ? " <span class=\"muted\">resumed " + std::to_string(resumes) + "x</span>" : ""),
            esc(time_or_dash(r.record.started_ms)), esc(run_duration(r.record)), backend_device(r), price_text(r),
-           cost_text(r)});
+           cost_text(r) + (r.cost_projection.empty() ? "" : " (projected)")});
   }
   t.close();
   for (size_t i = 0; i < data.runs.size(); ++i) {  // what was written about the runs

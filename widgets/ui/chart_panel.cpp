@@ -38,6 +38,15 @@ QString unpricedNote(const nlohmann::json& started) {
       .arg(instance, source.isEmpty() ? QString() : " (" + source + ")");
 }
 
+/// Why the Cost chart's dollars are a projection: the run is timed on a device that is not the
+/// priced instance's (the started event's cost_projection, said in two short lines).
+QString projectionNote(const nlohmann::json& started) {
+  const QString instance = QString::fromStdString(started.value("instance", std::string()));
+  const QString device = QString::fromStdString(started.value("device", std::string()));
+  return QString("Projected: this run's wall time at %1's price;\nit ran on %2, not on that instance")
+      .arg(instance, device);
+}
+
 }  // namespace
 
 ChartPanel::ChartPanel(QWidget* parent) : QWidget(parent) {
@@ -465,8 +474,17 @@ void ChartPanel::applyBatch(const TailBatch& batch) {
       m_map.usdPerHour = e.fields.value("price_usd_per_hour", 0.0);
       m_map.priceKnown = e.fields.contains("price_usd_per_hour");
       remap = true;
-      if (LiveChart* cost = chartFor("cost/usd"))  // $0 all along: say why rather than draw a flat line
-        cost->setNote(m_map.priceKnown && m_map.usdPerHour <= 0 ? unpricedNote(e.fields) : QString());
+      // $0 all along: say why rather than draw a flat line; priced at an instance the run is not on:
+      // say that the dollars are a projection.
+      const std::string projection = e.fields.value("cost_projection", std::string());
+      if (LiveChart* cost = chartFor("cost/usd")) {
+        if (m_map.priceKnown && m_map.usdPerHour <= 0)
+          cost->setNote(unpricedNote(e.fields));
+        else if (!projection.empty())
+          cost->setNote(projectionNote(e.fields), /*topLeft=*/true);
+        else
+          cost->setNote(QString());
+      }
     } else if (e.kind == "status" && e.fields.is_object()) {  // failed with an error; resumed: it goes
       const std::string to = e.fields.value("to", std::string());
       if (to == "failed" && e.fields.contains("error") && e.fields["error"].is_string()) {

@@ -505,7 +505,10 @@ std::vector<std::pair<QString, QRectF>> LiveChart::drawnMarkerLabels() const {
   return out;
 }
 
-void LiveChart::setNote(const QString& text) {
+void LiveChart::setNote(const QString& text, bool topLeft) {
+  m_note->position->setCoords(topLeft ? 0.02 : 0.5, topLeft ? 0.04 : 0.65);
+  m_note->setPositionAlignment(topLeft ? Qt::AlignLeft | Qt::AlignTop : Qt::AlignCenter);
+  m_note->setTextAlignment(topLeft ? Qt::AlignLeft : Qt::AlignCenter);
   if (text == note())
     return;
   m_note->setText(text);

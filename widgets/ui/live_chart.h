@@ -79,8 +79,9 @@ class LiveChart : public QCustomPlot {
   /// The marker labels drawn at the last replot, with their rectangles in widget pixels: one per
   /// group of markers a few pixels apart ("spot notice x3, resumed x3", one line).
   std::vector<std::pair<QString, QRectF>> drawnMarkerLabels() const;
-  /// A note in the middle of the plot ("" hides it): why the chart is flat or empty.
-  void setNote(const QString& text);
+  /// A note in the middle of the plot ("" hides it): why the chart is flat or empty; or, with
+  /// `topLeft`, in the plot's top-left corner, clear of a curve that rises from the bottom left.
+  void setNote(const QString& text, bool topLeft = false);
   QString note() const { return m_note->visible() ? m_note->text() : QString(); }
   /// The run has ended: a metric with no sample is "(not logged by this run)", not "(no data yet)".
   void setRunEnded(bool ended);
