@@ -25,6 +25,7 @@
 #include "engine/nn/zoo.h"
 #include "engine/run/cost_model.h"
 #include "engine/run/data_setup.h"
+#include "engine/run/device_peaks.h"
 #include "engine/run/phase_plan.h"
 #include "engine/run/pipeline.h"
 #include "engine/run/run_dir.h"
@@ -79,7 +80,7 @@ struct RunSetup {
   bool spot = false;
   PeakFlops peak;
   std::optional<OnnxImport> onnx;              ///< model.zoo = onnx: the file's provenance and weights
-  DType peak_dtype = DType::f32;  // the data type the peak (and so device/mfu) is for
+  std::string peak_dtype = "f32";  // the data type the peak (and so device/mfu) is for: f32, tf32, bf16, f16
   std::vector<std::unique_ptr<Stage>> stages;  ///< the enabled stages, in pipeline order, prepared
 };
 
@@ -106,8 +107,8 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
     // natively (a bf16 run against the f32 peak would read above 1), else f32.
     const DType precision = compute_dtype(cfg.train.precision);
     const bool native_bf16 = precision == DType::bf16 && precision_path(be, precision)["linear"] == "native";
-    s.peak_dtype = native_bf16 ? DType::bf16 : DType::f32;
-    s.peak = cpu_peak_flops(s.threads, s.peak_dtype);
+    s.peak_dtype = native_bf16 ? "bf16" : "f32";
+    s.peak = cpu_peak_flops(s.threads, native_bf16 ? DType::bf16 : DType::f32);
     // The run store's records are f32 runs' peaks.
     const double floor = options.recorded_peak_flops && !native_bf16
                              ? options.recorded_peak_flops(be.device_name(), s.threads)
@@ -115,9 +116,18 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
     if (floor > s.peak.flops_per_s)
       s.peak = {floor, s.peak.how + "; using the best recorded in the run store for this CPU and thread count"};
   } else {
-    s.peak.flops_per_s = s.instance->peak_flops("fp32");
-    s.peak.how = s.peak.flops_per_s > 0 ? "datasheet (" + s.instance->peak_flops_source + ") for " + s.instance->name
-                                        : "unknown: cost.instance has no datasheet peak; device/mfu not reported";
+    // The device's own datasheet peak (resources/device_peaks.json, by its CUDA name) for the type
+    // its matmuls run at: bf16/f16 tensor cores where the backend has native kernels, else f32
+    // (emulation rounds values but computes in f32). TF32 stays off in training (CudaContext's
+    // default, for parity with the reference), so f32 runs are against the plain fp32 peak. Only a
+    // device the table does not know falls back to cost.instance's catalog peak.
+    const DType precision = compute_dtype(cfg.train.precision);
+    const bool native = precision != DType::f32 && precision_path(be, precision)["linear"] == "native";
+    const PeakChoice choice = choose_gpu_peak(DevicePeakTable::load(DevicePeakTable::default_path()),
+                                              be.device_name(), native ? precision : DType::f32,
+                                              /*tf32=*/false, *s.instance);
+    s.peak = choice.peak;
+    s.peak_dtype = choice.dtype;
   }
 
   // Each enabled stage checks its inputs (teacher files, N:M groups, backends) before anything is written.
@@ -210,7 +220,7 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"data", data_record(ctx.cfg.data, ctx.data)},
                              {"peak_flops_per_s", s.peak.flops_per_s},
                              {"peak_flops_how", s.peak.how},
-                             {"peak_flops_dtype", std::string(dtype_name(s.peak_dtype))},
+                             {"peak_flops_dtype", s.peak_dtype},
                              {"instance", s.instance->name},
                              {"price_usd_per_hour", s.instance->usd_per_hour(s.spot)},
                              {"price_source", s.spot ? s.instance->spot_source : s.instance->source},

@@ -1,0 +1,67 @@
+// The GPU datasheet table (resources/device_peaks.json): each device model's dense peak per data
+// type with its source, found by the CUDA device name, and the choice of the peak a GPU run's MFU is
+// measured against (the data type its matmuls run at; the price catalog's instance peak only for a
+// device the table does not know).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/core/dtype.h"
+#include "engine/run/cost_model.h"
+#include "engine/run/telemetry.h"
+
+namespace lathe {
+
+/// One device model's datasheet peaks.
+struct DevicePeaks {
+  std::string model;                    ///< "NVIDIA H200 SXM 141GB"
+  std::vector<std::string> cuda_names;  ///< the CUDA device names that are this model ("NVIDIA H200")
+  /// Dense peak ops/s of one device per data type: "fp32", "tf32", "bf16", "fp16", "int8".
+  std::map<std::string, double> peak_per_s;
+  std::string source;  ///< the datasheet, and how a figure was read from it
+
+  /// Peak ops/s at `key`, or 0 when the datasheet gives none.
+  double peak(const std::string& key) const;
+};
+
+class DevicePeakTable {
+ public:
+  /// Reads {"version": 1, "devices": [{"model", "cuda_names", "peak_tflops", "source"}, ...]}.
+  /// Throws DataError naming the file and the entry when something is missing or malformed (a CUDA
+  /// name listed twice, a peak key other than fp32/tf32/bf16/fp16/int8, a peak <= 0).
+  static DevicePeakTable load(const std::string& path);
+  /// $LATHE_DEVICE_PEAKS when set and non-empty, else LATHE_SOURCE_DIR "/resources/device_peaks.json".
+  static std::string default_path();
+
+  /// The entry whose cuda_names hold `cuda_name` (whole name, case-insensitive, surrounding spaces
+  /// ignored), or nullptr.
+  const DevicePeaks* find(const std::string& cuda_name) const;
+  const std::vector<DevicePeaks>& devices() const { return m_devices; }
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::vector<DevicePeaks> m_devices;
+  std::string m_path;
+};
+
+/// The table's key for a run computing at `compute`: f32 -> "fp32" ("tf32" when `tf32`), bf16 ->
+/// "bf16", f16 -> "fp16", s8 -> "int8". Throws for other types.
+std::string peak_key(DType compute, bool tf32);
+
+/// The peak a GPU run's device/mfu is against, and the data type it is for.
+struct PeakChoice {
+  PeakFlops peak;     ///< flops_per_s 0: unknown (device/mfu is not reported); `how` says why
+  std::string dtype;  ///< the started event's peak_flops_dtype: "f32", "tf32", "bf16", "f16", "s8"
+};
+
+/// A GPU run on `device_name` whose matmuls compute at `compute` (f32 when the backend emulates a
+/// lower precision: the arithmetic is then f32's; `tf32` when f32 GEMMs use TF32 tensor cores): the
+/// device's datasheet peak for that type from `table`; when the table does not know the device,
+/// `instance`'s catalog peak for the type (a price entry's GPU, which need not be this one: `how`
+/// says so); else unknown.
+PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& device_name, DType compute, bool tf32,
+                           const InstancePrice& instance);
+
+}  // namespace lathe
