@@ -262,6 +262,46 @@ TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   EXPECT_LT(per_point, world);
 }
 
+// A GPU run's peak is its device's datasheet figure for the run's data type, in TFLOP/s; a GPU the
+// datasheet table lacks (and an unpriced instance) has none, and the report says why there is no MFU.
+TEST(ReportHistory, AGpuRunsMfuPeakIsItsDatasheetsForItsDataType) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  RunWriter w(dir.file("lathe.db"));
+  RunInfo gpu;
+  gpu.name = "h200-bf16";
+  gpu.backend = "cuda";
+  gpu.config = {{"train", {{"precision", "bf16"}}}};
+  const std::string id = w.begin_run(gpu);
+  w.event("started", {{"device", "NVIDIA H200"},
+                      {"peak_flops_per_s", 989.5e12},
+                      {"peak_flops_dtype", "bf16"},
+                      {"peak_flops_how",
+                       "datasheet (NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column) for NVIDIA H200 SXM 141GB: "
+                       "bf16 dense 989.5 TFLOP/s"}});
+  w.sample("device/mfu", 1, 1, 0.01);
+  w.finish(RunStatus::finished);
+  RunWriter w2(dir.file("lathe.db"));
+  RunInfo nvl;
+  nvl.name = "unknown-gpu";
+  nvl.backend = "cuda";
+  const std::string nvl_id = w2.begin_run(nvl);
+  w2.event("started", {{"device", "NVIDIA H200 NVL"},
+                       {"peak_flops_per_s", 0},
+                       {"peak_flops_dtype", "f32"},
+                       {"peak_flops_how", "unknown: the device \"NVIDIA H200 NVL\" is not in device_peaks.json and "
+                                          "cost.instance local has no fp32 peak; device/mfu not reported"}});
+  w2.finish(RunStatus::finished);
+
+  Store store = Store::open(dir.file("lathe.db"));
+  const std::string html = build_report_html(collect_report_data(store, {id}), {}, HtmlFlavor::print);
+  EXPECT_NE(html.find("989.5 TFLOP/s bf16 (datasheet (NVIDIA H200 Tensor Core GPU datasheet"), std::string::npos)
+      << html.substr(html.find("MFU peak"), 400);
+  const std::string none = build_report_html(collect_report_data(store, {nvl_id}), {}, HtmlFlavor::print);
+  EXPECT_NE(none.find("none, unknown: the device &quot;NVIDIA H200 NVL&quot; is not in"), std::string::npos)
+      << none.substr(none.find("MFU peak"), 400);
+}
+
 // A data-parallel run's per-rank series share one chart per figure, a line per rank in rank order
 // (rank 10 after rank 2), instead of a chart per rank and figure.
 TEST(ReportCharts, EveryRanksSeriesOfAFigureShareOneChart) {

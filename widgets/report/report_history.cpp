@@ -37,9 +37,13 @@ const EventRecord* first_event(const ReportRun& run, const std::string& kind) {
   return nullptr;
 }
 
+/// "202.7 GFLOP/s"; from 1 TFLOP/s (a GPU's datasheet peak) "989.5 TFLOP/s".
 std::string gflops(double flops_per_s) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", flops_per_s / 1e9);
+  if (flops_per_s >= 1e12)
+    std::snprintf(buf, sizeof buf, "%.1f TFLOP/s", flops_per_s / 1e12);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", flops_per_s / 1e9);
   return buf;
 }
 
@@ -193,10 +197,10 @@ std::string mfu_peak_text(const ReportRun& run) {
   if (!started)
     return "";
   const auto peak = number(started->fields, "peak_flops_per_s");
-  if (!peak || *peak <= 0)
-    return "";
-  const std::string dtype = text(started->fields, "peak_flops_dtype");
   const std::string how = text(started->fields, "peak_flops_how");
+  if (!peak || *peak <= 0)  // no peak: say why there is no MFU (a GPU the datasheet table lacks)
+    return how.rfind("unknown", 0) == 0 ? "none, " + how : "";
+  const std::string dtype = text(started->fields, "peak_flops_dtype");
   std::string s = gflops(*peak) + (dtype.empty() ? "" : " " + dtype);
   if (last(run, "dist/world_size").value_or(1) > 1)
     s += " per rank";

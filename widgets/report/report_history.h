@@ -51,8 +51,9 @@ std::string run_param(const ReportRun& run, const std::string& key);
 std::string ranks_text(const ReportRun& run);
 /// "bf16: native bf16 kernels on ..." / "fp32"; "" when the config has no train.precision.
 std::string precision_text(const ReportRun& run);
-/// What device/mfu divides by: "202.7 GFLOP/s f32 per rank (measured: ...)", and whether the run
-/// raised it; "" when the started event has no peak.
+/// What device/mfu divides by: "202.7 GFLOP/s f32 per rank (measured: ...)" or, for a GPU, "989.5
+/// TFLOP/s bf16 (datasheet (...) ...)", and whether the run raised it; "none, unknown: ..." when the
+/// run had no peak and said why; "" when the started event has no peak and no reason.
 std::string mfu_peak_text(const ReportRun& run);
 /// The data type of the peak device/mfu divides by ("f32", "bf16"; "" when the started event has none).
 std::string mfu_peak_dtype(const ReportRun& run);
