@@ -3,7 +3,8 @@
 # for sm_90 (only test_gpu, gpu_bench, precision_train), `ctest -L gpu`, the GPU benchmarks, the card's
 # read-only queries. Every step has its own time budget; together they stay under 480 s, so the check
 # fits one 600 s command and can run twice in 15 minutes of device time. After each step it rewrites
-# $OUT/summary.txt (device, driver, CUDA runtime, cuDNN, NCCL, peak TFLOP/s measured, each step's
+# $OUT/summary.txt (device, driver, CUDA runtime, cuDNN, NCCL, peak TFLOP/s measured and its share of
+# the device's datasheet peak from resources/device_peaks.json, the datasheet entry, each step's
 # status, test counts), so a step that times out still leaves the summary; logs go to $OUT too (at
 # most 7 files: setup.log build.log ctest.log bench.log gpu_bench.csv nvidia-smi.log summary.txt).
 # Exit code: 0 when every step ran and no test failed.
@@ -65,7 +66,7 @@ for s in "${STEPS[@]}"; do STATUS[$s]="not run"; done
 budget_sum=0
 for s in "${STEPS[@]}"; do budget_sum=$((budget_sum + BUDGET[$s])); done
 
-device=""; driver=""; versions=""; peak=""
+device=""; driver=""; versions=""; peak=""; datasheet=""
 tests_passed=0; tests_failed=0; tests_skipped=0
 
 write_summary() {
@@ -77,6 +78,7 @@ write_summary() {
     echo "driver:   ${driver:-?}"
     echo "versions: ${versions:-?}"
     echo "peak:     ${peak:-? (not measured)}"
+    echo "datasheet: ${datasheet:-? (gpu_bench did not say)}"
     for s in "${STEPS[@]}"; do printf "step %-10s %s (budget %d s)\n" "$s" "${STATUS[$s]}" "${BUDGET[$s]}"; done
     # Worded so that a dry run's zeros cannot be read as a test runner's closing line.
     echo "gpu tests (passed / failed / skipped): $tests_passed / $tests_failed / $tests_skipped"
@@ -238,6 +240,7 @@ if [ -s "$BENCH_LOG" ]; then
   v=$(grep -m1 '^versions: ' "$BENCH_LOG" | cut -d' ' -f2-) && [ -n "$v" ] && versions=$v
   p=$(grep -m1 '^peak: ' "$BENCH_LOG" | cut -d' ' -f2-) && [ -n "$p" ] && peak=$p
   d=$(grep -m1 '^device: ' "$BENCH_LOG" | cut -d' ' -f2-) && [ -n "$d" ] && device=$d
+  d=$(grep -m1 '^datasheet: ' "$BENCH_LOG" | cut -d' ' -f2-) && [ -n "$d" ] && datasheet=$d
   write_summary
 fi
 
@@ -264,7 +267,7 @@ cat "$SUMMARY"
 if [ $DRY = 0 ] && [ -s "$LOGS/bench.log" ]; then
   # op, shape, mode, ms, rate for the headline rows.
   grep -E "^(sgemm|copy d2d|conv fwd|linear fwd)" "$LOGS/bench.log" | grep -vE " find " |
-    awk '{ printf "  %s\n", $0 }' | cut -c1-120
+    awk '{ printf "  %s\n", $0 }' | cut -c1-132
 fi
 echo "logs: $LOGS"
 if [ $DRY = 1 ]; then

@@ -5,7 +5,10 @@
 // milliseconds and achieved TFLOP/s (GB/s for the copy) with the device name. Exits 0 with
 // "no CUDA device: skipped" where there is none. Options: --reps N, --csv FILE; --versions prints
 // the CUDA runtime, driver, cuDNN and NCCL versions (and the device, if any) and exits, device or not.
-// The last line, "peak: ...", is the highest arithmetic rate measured (scripts/gpu-check.sh records it).
+// Each arithmetic row also says its share of the device's datasheet peak for the row's data type
+// (resources/device_peaks.json, the table training runs take their MFU peak from; a "datasheet: ..."
+// line names the entry, or says the device is not in it). The last line, "peak: ...", is the highest
+// arithmetic rate measured and its share of that datasheet peak (scripts/gpu-check.sh records both).
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <nccl.h>
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,7 @@
 #include "engine/backend/cuda/cuda_check.h"
 #include "engine/backend/cuda/cuda_context.h"
 #include "engine/core/rng.h"
+#include "engine/run/device_peaks.h"
 
 namespace {
 
@@ -164,6 +169,20 @@ void bench_copy(CudaBackend& be, int reps, std::vector<Row>& rows) {
   rows.push_back({"copy d2d", "1 GiB", "-", ms, 2.0 * n * 4 / (ms * 1e6), "GB/s"});
 }
 
+/// The datasheet key of a TFLOP/s row: "tf32" for the TF32 SGEMM, else "fp32" (every other row is f32).
+std::string row_key(const Row& r) { return r.mode == "tf32" ? "tf32" : "fp32"; }
+
+/// "  41.2%" of the datasheet peak for the row's type, or "      -" where there is none.
+std::string share_of(const lathe::DevicePeaks* sheet, const Row& r) {
+  const double peak = sheet && r.unit == "TFLOP/s" ? sheet->peak(row_key(r)) : 0;
+  char buf[32];
+  if (peak > 0)
+    std::snprintf(buf, sizeof buf, "%6.1f%%", 100.0 * r.rate * 1e12 / peak);
+  else
+    std::snprintf(buf, sizeof buf, "%7s", "-");
+  return buf;
+}
+
 /// "13.0" from 13000 (CUDA's encoding: 1000 * major + 10 * minor).
 std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
@@ -221,29 +240,60 @@ int main(int argc, char** argv) {
     const auto& props = be.context().properties();
     std::printf("device: %s (sm_%d%d, %d SMs, %.1f GiB)\n", be.device_name().c_str(), props.major, props.minor,
                 props.multiProcessorCount, props.totalGlobalMem / double(1 << 30));
+    // The datasheet the rows are read against (the table MFU uses); the bench runs without it.
+    std::optional<lathe::DevicePeakTable> table;
+    const lathe::DevicePeaks* sheet = nullptr;
+    try {
+      table.emplace(lathe::DevicePeakTable::load(lathe::DevicePeakTable::default_path()));
+      sheet = table->find(be.device_name());
+    } catch (const std::exception& e) {
+      std::printf("datasheet: unavailable (%s)\n", e.what());
+    }
+    if (sheet) {
+      std::string peaks;
+      for (const auto& [key, per_s] : sheet->peak_per_s) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%s%s %g", peaks.empty() ? "" : ", ", key.c_str(), per_s / 1e12);
+        peaks += buf;
+      }
+      std::printf("datasheet: %s, dense TFLOP/s: %s (%s)\n", sheet->model.c_str(), peaks.c_str(), sheet->source.c_str());
+    } else if (table) {
+      std::printf("datasheet: none for \"%s\" in %s (no share of peak)\n", be.device_name().c_str(),
+                  table->path().c_str());
+    }
     std::vector<Row> rows;
     bench_copy(be, reps, rows);
     bench_gemms(be, reps, rows);
     bench_convs(be, reps, rows);
-    std::printf("%-24s %-32s %-16s %10s %10s\n", "op", "shape", "mode", "ms", "rate");
+    std::printf("%-24s %-32s %-16s %10s %10s %-8s %s\n", "op", "shape", "mode", "ms", "rate", "", "of datasheet");
     for (const Row& r : rows)
-      std::printf("%-24s %-32s %-16s %10.4f %10.2f %s\n", r.name.c_str(), r.shape.c_str(), r.mode.c_str(), r.ms, r.rate,
-                  r.unit.c_str());
+      std::printf("%-24s %-32s %-16s %10.4f %10.2f %-8s %s\n", r.name.c_str(), r.shape.c_str(), r.mode.c_str(), r.ms,
+                  r.rate, r.unit.c_str(), share_of(sheet, r).c_str());
     const Row* peak = nullptr;
     for (const Row& r : rows)
       if (r.unit == "TFLOP/s" && (!peak || r.rate > peak->rate))
         peak = &r;
-    if (peak)
-      std::printf("peak: %.2f TFLOP/s (%s %s %s)\n", peak->rate, peak->name.c_str(), peak->shape.c_str(),
-                  peak->mode.c_str());
+    if (peak) {
+      std::string versus = "no datasheet peak for this device";
+      if (sheet && sheet->peak(row_key(*peak)) > 0) {
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%.1f%% of the datasheet %s peak %g TFLOP/s", 100.0 * peak->rate * 1e12 / sheet->peak(row_key(*peak)),
+                      row_key(*peak).c_str(), sheet->peak(row_key(*peak)) / 1e12);
+        versus = buf;
+      }
+      std::printf("peak: %.2f TFLOP/s (%s %s %s; %s)\n", peak->rate, peak->name.c_str(), peak->shape.c_str(),
+                  peak->mode.c_str(), versus.c_str());
+    }
     if (!csv.empty()) {
       FILE* f = std::fopen(csv.c_str(), "w");
       if (!f)
         throw lathe::Error("gpu_bench: cannot write " + csv);
-      std::fprintf(f, "device,op,shape,mode,ms,rate,unit\n");
-      for (const Row& r : rows)
-        std::fprintf(f, "\"%s\",%s,%s,%s,%.6f,%.4f,%s\n", be.device_name().c_str(), r.name.c_str(), r.shape.c_str(),
-                     r.mode.c_str(), r.ms, r.rate, r.unit.c_str());
+      std::fprintf(f, "device,op,shape,mode,ms,rate,unit,datasheet_peak_tflops\n");
+      for (const Row& r : rows) {
+        const double dpeak = sheet && r.unit == "TFLOP/s" ? sheet->peak(row_key(r)) / 1e12 : 0;
+        std::fprintf(f, "\"%s\",%s,%s,%s,%.6f,%.4f,%s,%g\n", be.device_name().c_str(), r.name.c_str(), r.shape.c_str(),
+                     r.mode.c_str(), r.ms, r.rate, r.unit.c_str(), dpeak);
+      }
       std::fclose(f);
     }
   } catch (const std::exception& e) {
