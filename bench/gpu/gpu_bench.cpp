@@ -256,7 +256,8 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof buf, "%s%s %g", peaks.empty() ? "" : ", ", key.c_str(), per_s / 1e12);
         peaks += buf;
       }
-      std::printf("datasheet: %s, dense TFLOP/s: %s (%s)\n", sheet->model.c_str(), peaks.c_str(), sheet->source.c_str());
+      std::printf("datasheet: %s, dense TFLOP/s: %s (%s)\n", sheet->model.c_str(), peaks.c_str(),
+                  sheet->source.c_str());
     } else if (table) {
       std::printf("datasheet: none for \"%s\" in %s (no share of peak)\n", be.device_name().c_str(),
                   table->path().c_str());
@@ -276,9 +277,11 @@ int main(int argc, char** argv) {
     if (peak) {
       std::string versus = "no datasheet peak for this device";
       if (sheet && sheet->peak(row_key(*peak)) > 0) {
+        const std::string key = row_key(*peak);
+        const double dpeak = sheet->peak(key);
         char buf[128];
-        std::snprintf(buf, sizeof buf, "%.1f%% of the datasheet %s peak %g TFLOP/s", 100.0 * peak->rate * 1e12 / sheet->peak(row_key(*peak)),
-                      row_key(*peak).c_str(), sheet->peak(row_key(*peak)) / 1e12);
+        std::snprintf(buf, sizeof buf, "%.1f%% of the datasheet %s peak %g TFLOP/s", 100.0 * peak->rate * 1e12 / dpeak,
+                      key.c_str(), dpeak / 1e12);
         versus = buf;
       }
       std::printf("peak: %.2f TFLOP/s (%s %s %s; %s)\n", peak->rate, peak->name.c_str(), peak->shape.c_str(),

@@ -19,23 +19,23 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kKeys[] = {"fp32", "tf32", "bf16", "fp16", "int8"};
+const char* const kPeakKeys[] = {"fp32", "tf32", "bf16", "fp16", "int8"};
 
-[[noreturn]] void bad_table(const std::string& path, const std::string& what) {
+[[noreturn]] void bad_peak_table(const std::string& path, const std::string& what) {
   throw DataError("device peak table " + path + ": " + what);
 }
 
-std::string require_string(const json& obj, const char* key, const std::string& path, const std::string& where) {
+std::string require_peak_text(const json& obj, const char* key, const std::string& path, const std::string& where) {
   if (!obj.contains(key))
-    bad_table(path, where + ": missing \"" + key + "\"");
+    bad_peak_table(path, where + ": missing \"" + key + "\"");
   const json& v = obj.at(key);
   if (!v.is_string() || v.get<std::string>().empty())
-    bad_table(path, where + ": \"" + key + "\" must be a non-empty string, got " + v.dump());
+    bad_peak_table(path, where + ": \"" + key + "\" must be a non-empty string, got " + v.dump());
   return v.get<std::string>();
 }
 
 /// Lower case, surrounding blanks removed: how CUDA names are compared.
-std::string normalized(const std::string& name) {
+std::string normalized_cuda_name(const std::string& name) {
   const auto first = name.find_first_not_of(" \t\r\n");
   if (first == std::string::npos)
     return "";
@@ -48,32 +48,34 @@ std::string normalized(const std::string& name) {
 DevicePeaks parse_device(const json& e, const std::string& path, size_t index) {
   std::string where = "devices[" + std::to_string(index) + "]";
   if (!e.is_object())
-    bad_table(path, where + ": expected an object");
+    bad_peak_table(path, where + ": expected an object");
   DevicePeaks d;
-  d.model = require_string(e, "model", path, where);
+  d.model = require_peak_text(e, "model", path, where);
   where += " (" + d.model + ")";
   if (!e.contains("cuda_names") || !e.at("cuda_names").is_array() || e.at("cuda_names").empty())
-    bad_table(path, where + ": \"cuda_names\" must be a non-empty list of CUDA device names (as nvidia-smi prints them)");
+    bad_peak_table(
+        path, where + ": \"cuda_names\" must be a non-empty list of CUDA device names (as nvidia-smi prints them)");
   for (const json& n : e.at("cuda_names")) {
-    if (!n.is_string() || normalized(n.get<std::string>()).empty())
-      bad_table(path, where + ": every cuda_names entry must be a non-empty string, got " + n.dump());
+    if (!n.is_string() || normalized_cuda_name(n.get<std::string>()).empty())
+      bad_peak_table(path, where + ": every cuda_names entry must be a non-empty string, got " + n.dump());
     d.cuda_names.push_back(n.get<std::string>());
   }
   if (!e.contains("peak_tflops") || !e.at("peak_tflops").is_object() || e.at("peak_tflops").empty())
-    bad_table(path, where + ": \"peak_tflops\" must be an object of data type -> dense TFLOP/s");
+    bad_peak_table(path, where + ": \"peak_tflops\" must be an object of data type -> dense TFLOP/s");
   for (const auto& item : e.at("peak_tflops").items()) {
     const std::string& key = item.key();
-    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
-      bad_table(path, where + ": peak_tflops." + key + ": unknown data type (allowed: fp32, tf32, bf16, fp16, int8)");
+    if (std::find(std::begin(kPeakKeys), std::end(kPeakKeys), key) == std::end(kPeakKeys))
+      bad_peak_table(path,
+                     where + ": peak_tflops." + key + ": unknown data type (allowed: fp32, tf32, bf16, fp16, int8)");
     if (!item.value().is_number() || item.value().get<double>() <= 0)
-      bad_table(path, where + ": peak_tflops." + key + " must be a number > 0, got " + item.value().dump());
+      bad_peak_table(path, where + ": peak_tflops." + key + " must be a number > 0, got " + item.value().dump());
     d.peak_per_s[key] = item.value().get<double>() * 1e12;
   }
-  d.source = require_string(e, "source", path, where);
+  d.source = require_peak_text(e, "source", path, where);
   return d;
 }
 
-std::string tflops(double per_s) {
+std::string tflops_text(double per_s) {
   std::ostringstream s;
   s << per_s / 1e12;
   return s.str();
@@ -94,23 +96,23 @@ DevicePeakTable DevicePeakTable::load(const std::string& path) {
   try {
     doc = json::parse(in);
   } catch (const json::parse_error& e) {
-    bad_table(path, std::string("not valid JSON: ") + e.what());
+    bad_peak_table(path, std::string("not valid JSON: ") + e.what());
   }
   if (!doc.is_object())
-    bad_table(path, "expected an object {\"version\": 1, \"devices\": [...]}");
+    bad_peak_table(path, "expected an object {\"version\": 1, \"devices\": [...]}");
   if (!doc.contains("version") || doc.at("version") != 1)
-    bad_table(path, "\"version\" must be 1");
+    bad_peak_table(path, "\"version\" must be 1");
   if (!doc.contains("devices") || !doc.at("devices").is_array())
-    bad_table(path, "\"devices\" must be a list");
+    bad_peak_table(path, "\"devices\" must be a list");
   DevicePeakTable table;
   table.m_path = path;
   std::set<std::string> seen;
   for (size_t i = 0; i < doc.at("devices").size(); ++i) {
     DevicePeaks d = parse_device(doc.at("devices")[i], path, i);
     for (const std::string& name : d.cuda_names)
-      if (!seen.insert(normalized(name)).second)
-        bad_table(path, "devices[" + std::to_string(i) + "] (" + d.model + "): the CUDA name \"" + name +
-                            "\" is listed twice");
+      if (!seen.insert(normalized_cuda_name(name)).second)
+        bad_peak_table(path, "devices[" + std::to_string(i) + "] (" + d.model + "): the CUDA name \"" + name +
+                                 "\" is listed twice");
     table.m_devices.push_back(std::move(d));
   }
   return table;
@@ -124,10 +126,10 @@ std::string DevicePeakTable::default_path() {
 }
 
 const DevicePeaks* DevicePeakTable::find(const std::string& cuda_name) const {
-  const std::string want = normalized(cuda_name);
+  const std::string want = normalized_cuda_name(cuda_name);
   for (const DevicePeaks& d : m_devices)
     for (const std::string& name : d.cuda_names)
-      if (normalized(name) == want)
+      if (normalized_cuda_name(name) == want)
         return &d;
   return nullptr;
 }
@@ -155,18 +157,18 @@ PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& devi
   c.dtype = compute == DType::f32 && tf32 ? "tf32" : std::string(dtype_name(compute));
   if (const DevicePeaks* d = table.find(device_name)) {
     c.peak.flops_per_s = d->peak(key);
-    c.peak.how = c.peak.flops_per_s > 0
-                     ? "datasheet (" + d->source + ") for " + d->model + ": " + key + " dense " + tflops(c.peak.flops_per_s) +
-                           " TFLOP/s"
-                     : "unknown: the datasheet of " + d->model + " gives no " + key + " peak (" + table.path() +
-                           "); device/mfu not reported";
+    c.peak.how = c.peak.flops_per_s > 0 ? "datasheet (" + d->source + ") for " + d->model + ": " + key + " dense " +
+                                              tflops_text(c.peak.flops_per_s) + " TFLOP/s"
+                                        : "unknown: the datasheet of " + d->model + " gives no " + key + " peak (" +
+                                              table.path() + "); device/mfu not reported";
     return c;
   }
   c.peak.flops_per_s = instance.peak_flops(key);
   if (c.peak.flops_per_s > 0) {
     c.peak.how = "datasheet (" + instance.peak_flops_source + ") for cost.instance " + instance.name + "'s " +
-                 instance.gpu_model + ": " + key + " dense " + tflops(c.peak.flops_per_s) + " TFLOP/s; the device \"" +
-                 device_name + "\" is not in " + table.path() + ", so this may be another GPU's peak";
+                 instance.gpu_model + ": " + key + " dense " + tflops_text(c.peak.flops_per_s) +
+                 " TFLOP/s; the device \"" + device_name + "\" is not in " + table.path() +
+                 ", so this may be another GPU's peak";
   } else {
     c.peak.how = "unknown: the device \"" + device_name + "\" is not in " + table.path() + " and cost.instance " +
                  instance.name + " has no " + key + " peak; device/mfu not reported";

@@ -33,7 +33,9 @@ const PriceCatalog& seeded_prices() {
   static const PriceCatalog c = PriceCatalog::load(LATHE_SOURCE_DIR "/resources/prices.json");
   return c;
 }
-bool contains_text(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool contains_text(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 TEST(DevicePeakTable, EveryEntryHasAnFp32PeakAndASource) {
   ASSERT_GE(seeded_peaks().devices().size(), 9u);
@@ -116,13 +118,15 @@ TEST(ChooseGpuPeak, TheRunsComputeTypePicksThePeak) {
 
 TEST(ChooseGpuPeak, TheDevicesDatasheetWinsOverThePricedInstance) {
   // An A100 PCIe run priced as a p5.48xlarge (8x H100): MFU against the A100, not the H100.
-  const PeakChoice c = choose_gpu_peak(seeded_peaks(), "NVIDIA A100-PCIE-40GB", DType::bf16, false, seeded_prices().find("p5.48xlarge"));
+  const PeakChoice c =
+      choose_gpu_peak(seeded_peaks(), "NVIDIA A100-PCIE-40GB", DType::bf16, false, seeded_prices().find("p5.48xlarge"));
   EXPECT_DOUBLE_EQ(c.peak.flops_per_s, 312e12);
   EXPECT_FALSE(contains_text(c.peak.how, "p5.48xlarge")) << c.peak.how;
 }
 
 TEST(ChooseGpuPeak, AnUnknownDeviceFallsBackToTheInstanceAndSaysSo) {
-  PeakChoice c = choose_gpu_peak(seeded_peaks(), "NVIDIA H200 NVL", DType::bf16, false, seeded_prices().find("p5.48xlarge"));
+  PeakChoice c =
+      choose_gpu_peak(seeded_peaks(), "NVIDIA H200 NVL", DType::bf16, false, seeded_prices().find("p5.48xlarge"));
   EXPECT_DOUBLE_EQ(c.peak.flops_per_s, seeded_prices().find("p5.48xlarge").peak_flops("bf16"));
   EXPECT_GT(c.peak.flops_per_s, 0);
   EXPECT_EQ(c.dtype, "bf16");
@@ -184,7 +188,8 @@ TEST(DevicePeakTable, MalformedTablesAreRejected) {
              "peak_tflops.bf16 must be a number > 0");
   expect_bad("text.json", table(R"({"model":"m","cuda_names":["A"],"peak_tflops":{"fp32":"67"},"source":"s"})"),
              "peak_tflops.fp32 must be a number > 0");
-  expect_bad("twice.json", table(ok + "," + R"({"model":"n","cuda_names":["card A"],"peak_tflops":{"fp32":2},"source":"s"})"),
+  expect_bad("twice.json",
+             table(ok + "," + R"({"model":"n","cuda_names":["card A"],"peak_tflops":{"fp32":2},"source":"s"})"),
              "\"card A\" is listed twice");
   expect_bad("missing.json", "", "not valid JSON");
   try {
