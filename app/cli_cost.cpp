@@ -56,7 +56,7 @@ int64_t checkpoint_bytes(double params, const json& cfg) {
 /// Captures the started event (peak FLOP/s) and the parameter count of a measuring run.
 struct MeasureSink final : MetricsSink {
   double params = 0, peak_flops = 0;
-  std::string peak_how;
+  std::string peak_how, peak_dtype;
   void sample(const std::string& metric, int64_t, double, double value) override {
     if (metric == "model/params")
       params = value;
@@ -65,6 +65,7 @@ struct MeasureSink final : MetricsSink {
     if (kind == "started") {
       peak_flops = fields.value("peak_flops_per_s", 0.0);
       peak_how = fields.value("peak_flops_how", "");
+      peak_dtype = fields.value("peak_flops_dtype", "");
     }
   }
 };
@@ -72,7 +73,8 @@ struct MeasureSink final : MetricsSink {
 struct Measured {
   double work_s = 0;
   std::string work_how;
-  double params = 0, peak_flops = 0;
+  double params = 0, peak_flops = 0;  ///< one rank's peak (its threads or its GPU)
+  std::string peak_dtype;             ///< of that peak: "f32", "tf32", "bf16", "f16" ("" : f32)
   std::string measured_on;  ///< the instance the step time was measured on ("local" here)
   json config;
 };
@@ -119,6 +121,7 @@ Measured measure_config(const std::string& path, const std::vector<std::string>&
   m.work_how = buf;
   m.params = sink.params;
   m.peak_flops = sink.peak_flops;
+  m.peak_dtype = sink.peak_dtype;
   m.measured_on = "local";
   m.config = cfg.raw;
   return m;
@@ -140,8 +143,10 @@ Measured measure_run(const std::string& db, const std::string& ref) {
     if (s.metric == "model/params")
       m.params = s.last;
   for (const EventRecord& e : store.events(id))
-    if (e.kind == "started")
+    if (e.kind == "started") {
       m.peak_flops = e.fields.value("peak_flops_per_s", 0.0);
+      m.peak_dtype = e.fields.value("peak_flops_dtype", std::string());
+    }
   m.config = json::parse(r.config_json, nullptr, false);
   if (m.config.is_discarded())
     m.config = json::object();
@@ -235,15 +240,25 @@ int cmd_cost(const std::string& db, const std::string& target, const std::vector
   in.work_s = m.work_s;
   in.work_how = m.work_how;
   bool projected = is_config;
-  // Another instance than the one measured: scale by the catalog's fp32 peak, and say so.
-  const double target_peak = in.instance->peak_flops("fp32");
+  // Another instance than the one measured: scale by the ratio of the two devices' peaks for the
+  // data type the run's matmuls ran at (a bf16 run's peak is its bf16 one), one rank's against one
+  // of the target's devices (the ranks split the work the same way there), and say so.
+  const std::string measured_type = m.peak_dtype == "bf16"   ? "bf16"
+                                    : m.peak_dtype == "f16"  ? "fp16"
+                                    : m.peak_dtype == "tf32" ? "tf32"
+                                                             : "fp32";
+  const double target_peak = in.instance->peak_flops(measured_type);
   if (name != m.measured_on && target_peak > 0 && m.peak_flops > 0) {
-    const double ratio = m.peak_flops / (target_peak * in.devices);
+    const double ratio = m.peak_flops / target_peak;
     in.work_s *= ratio;
     char buf[200];
-    std::snprintf(buf, sizeof(buf), "; projected to %s by the fp32 peak ratio %.3g (%.3g / %.3g TFLOP/s)", name.c_str(),
-                  ratio, m.peak_flops / 1e12, target_peak * in.devices / 1e12);
+    std::snprintf(buf, sizeof(buf), "; projected to %s by the %s peak ratio %.3g (%.3g / %.3g TFLOP/s per device)",
+                  name.c_str(), measured_type.c_str(), ratio, m.peak_flops / 1e12, target_peak / 1e12);
     in.work_how += buf;
+    projected = true;
+  } else if (name != m.measured_on && m.peak_flops > 0) {
+    in.work_how += "; not scaled to " + name + ": the catalog has no " + measured_type +
+                   " peak for its devices, so this is this machine's time priced at its rate";
     projected = true;
   }
   const fs::path folder = is_config ? fs::temp_directory_path() : fs::absolute(db).parent_path();

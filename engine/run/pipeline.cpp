@@ -373,7 +373,8 @@ class TrainLoop {
         sink.event("note", {{"text", "device/mfu: the run achieved " + std::to_string(achieved / 1e9) + " GFLOP/s" +
                                          (world > 1 ? " per rank" : "") + ", above the peak of " +
                                          std::to_string(m_ctx.peak_flops_per_s / 1e9) +
-                                         " GFLOP/s measured at the start (under load?): the peak is raised to it"},
+                                         " GFLOP/s taken at the start (a CPU peak measured under load, or a datasheet"
+                                         " figure under what this device did): the peak is raised to it"},
                             {"kind", "mfu_peak_raised"},
                             {"peak_flops_per_s", m_ctx.peak_flops_per_s},
                             {"achieved_flops_per_s", achieved},

@@ -57,6 +57,7 @@ TEST_F(Cli, CostOfAConfigFollowsFromItsMeasuredInputs) {
   ASSERT_EQ(p3.code, 0) << p3.out;
   const nlohmann::json q = last_json(p3.out);
   EXPECT_NE(q["work_how"].get<std::string>().find("projected to p3.2xlarge by the fp32 peak ratio"), std::string::npos);
+  EXPECT_NE(q["work_how"].get<std::string>().find("TFLOP/s per device)"), std::string::npos);
   EXPECT_NEAR(q["on_demand"]["usd"].get<double>(), 3.06 * q["work_s"].get<double>() / 3600, 1e-12);
   EXPECT_NEAR(q["spot_no_interruptions_usd"].get<double>(), 0.92 * q["work_s"].get<double>() / 3600, 1e-12);
 }
