@@ -200,6 +200,59 @@ TEST(ReportHistory, ACostPricedAtAnotherDeviceIsMarkedProjected) {
   EXPECT_NE(cmp.find(" (projected)"), std::string::npos);  // the Runs table's Cost cell
 }
 
+// A spot interruption's events (notice, emergency checkpoint, model save, interrupted, two status
+// changes, resumed, the phase that continues) are one Events row; an evaluation between them keeps
+// its own row, and the events before and after are untouched.
+TEST(ReportHistory, AnInterruptionIsOneEventsRow) {
+  test::ensure_qapp();
+  test::TempDir dir;
+  RunWriter w(dir.file("lathe.db"));
+  RunInfo info;
+  info.name = "spot";
+  const std::string id = w.begin_run(info);
+  w.event("started", {{"backend", "cpu"}});
+  w.event("phase", {{"phase", "train"}, {"first_step", 0}});
+  w.event("checkpoint", {{"step", 250}, {"write_s", 0.02}, {"path", "ckpt/step-250"}});
+  w.event("spot/notice", {{"step", 299}, {"text", "spot notice seen by the training loop"}});
+  w.event("checkpoint", {{"step", 299}, {"write_s", 0.026}, {"path", "ckpt/step-299"}});
+  w.event("artifact", {{"kind", "checkpoint"}, {"path", "ckpt/step-299/tensors.safetensors"}});
+  w.event("spot/checkpoint", {{"reason", "spot_notice"}, {"step", 299}, {"write_s", 0.026}});
+  w.event("epoch", {{"epoch", 2}, {"step", 300}, {"test_accuracy", 0.8125}});
+  w.event("artifact", {{"kind", "model"}, {"path", "model.safetensors"}});
+  w.event("interrupted", {{"elapsed_s", 0.71}});
+  w.event("status", {{"from", "running"}, {"to", "interrupted"}});
+  w.event("status", {{"from", "interrupted"}, {"to", "running"}, {"resumed", true}});
+  w.event("resumed", {{"from_step", 299}, {"checkpoint", "ckpt/step-299"}});
+  w.event("phase", {{"phase", "train"}, {"first_step", 0}, {"start", {{"epoch", 1}}}});
+  w.event("checkpoint", {{"step", 350}, {"write_s", 0.02}, {"path", "ckpt/step-350"}});
+  w.event("finished", {{"elapsed_s", 1.07}});
+  w.finish(RunStatus::finished);
+
+  Store store = Store::open(dir.file("lathe.db"));
+  const std::string html = build_report_html(collect_report_data(store, {id}), {}, HtmlFlavor::print);
+  const size_t events = html.find("<h2>Events</h2>");
+  ASSERT_NE(events, std::string::npos);
+  const std::string table = html.substr(events, html.find("<h2>", events + 4) - events);
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = table.find(what); at != std::string::npos; at = table.find(what, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count(">interruption<"), 1u) << table;
+  EXPECT_NE(table.find("spot notice at step 299, checkpoint at step 299 written in 0.026 s, interrupted after"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("resumed from step 299"), std::string::npos) << table;
+  for (const char* folded : {">spot/notice<", ">spot/checkpoint<", ">resumed<", ">interrupted<"})
+    EXPECT_EQ(count(folded), 0u) << folded << table;
+  EXPECT_EQ(count(">status<"), 2u) << table;  // the run's start and end, not the interruption's two
+  EXPECT_EQ(count(">epoch<"), 1u) << table;       // an evaluation keeps its row
+  EXPECT_EQ(count(">phase<"), 1u) << table;       // the first; the one after the resume is folded
+  EXPECT_EQ(count(">checkpoint<"), 2u) << table;  // step 250, and step 350 after the resume
+  EXPECT_EQ(count(">finished<"), 1u) << table;
+}
+
 TEST(ReportHistory, TheFactsSayRanksPrecisionAndWhatMfuIsOver) {
   test::ensure_qapp();
   test::TempDir dir;

@@ -132,6 +132,35 @@ std::string describe_checkpoints(const std::vector<const EventRecord*>& checkpoi
                         labelled("the last in", newest)});
 }
 
+bool opens_interruption(const EventRecord& e) {
+  return e.kind == "spot/notice" || e.kind == "interrupted" ||
+         (e.kind == "status" && str(e.fields, "to") == "interrupted");
+}
+
+std::string describe_interruption(const std::vector<const EventRecord*>& events) {
+  std::string notice, checkpoint, ended, resumed;
+  int checkpoints = 0;
+  for (const EventRecord* e : events) {
+    const nlohmann::json& f = e->fields;
+    if (e->kind == "spot/notice" && notice.empty())
+      notice = labelled("spot notice at step", num(f, "step"));
+    else if (e->kind == "spot/checkpoint")
+      checkpoint = "checkpoint at step " + num(f, "step") +
+                   (num(f, "write_s").empty() ? "" : " written in " + num(f, "write_s") + " s");
+    else if (e->kind == "checkpoint")
+      ++checkpoints;
+    else if (e->kind == "interrupted" && f.is_object() && f.contains("elapsed_s") && f["elapsed_s"].is_number())
+      ended = "interrupted after " + format_duration_s(f["elapsed_s"].get<double>()) + " of this process";
+    else if (e->kind == "status" && str(f, "to") == "interrupted" && ended.empty())
+      ended = "interrupted" + (str(f, "reason").empty() ? "" : " (" + str(f, "reason") + ")");
+    else if (e->kind == "resumed")
+      resumed = labelled("resumed from step", num(f, "from_step"));
+  }
+  if (checkpoint.empty() && checkpoints > 0)
+    checkpoint = std::to_string(checkpoints) + " checkpoint(s)";
+  return join_nonempty({notice, checkpoint, ended, resumed.empty() ? "not resumed" : resumed});
+}
+
 bool is_error_event(const EventRecord& e) {
   return e.kind == "failed" || e.kind == "error" || (e.fields.is_object() && e.fields.contains("error"));
 }

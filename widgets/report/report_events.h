@@ -13,6 +13,15 @@ namespace lathe::report {
 std::string describe_event(const EventRecord& event);
 /// One line for consecutive checkpoint events: how many, their steps and triggers, the write times.
 std::string describe_checkpoints(const std::vector<const EventRecord*>& checkpoints);
+
+/// The events of one interruption (a spot notice or an interrupted run up to its resume and the
+/// phase it continues) as one line: the notice's step, the emergency checkpoint and its write
+/// time, how the process ended (after how long), and the step the run resumed from.
+std::string describe_interruption(const std::vector<const EventRecord*>& events);
+
+/// An event that opens an interruption: a spot notice, the trainer's `interrupted`, or a status
+/// change to interrupted (a killed writer reaped).
+bool opens_interruption(const EventRecord& e);
 /// A failure or an error message (shown highlighted).
 bool is_error_event(const EventRecord& event);
 /// The error text of a failed run ("" when none).

@@ -147,11 +147,50 @@ void write_events(std::string& out, const ReportData& data) {
     t.row(cells);
     checkpoints.clear();
   };
+  // An interruption (a spot notice or an interrupted process, to its resume and the phase event
+  // that continues) is one row: its notice, emergency checkpoint, model save, end, status changes
+  // and resume were eight or nine (Run history and the Spot table give the figures).
+  std::vector<const EventRecord*> interruption;
+  size_t interruption_run = 0;
+  auto flush_interruption = [&] {
+    if (interruption.empty())
+      return;
+    std::vector<std::string> cells{time_cell(interruption.front()->at_ms)};
+    if (data.comparison())
+      cells.push_back(run_label_cell(data, interruption_run));
+    cells.push_back("interruption");
+    cells.push_back(esc(describe_interruption(interruption)));
+    t.row(cells);
+    interruption.clear();
+  };
   for (const Item& it : items) {
     const EventRecord& e = *it.event;
     if (e.kind == "artifact" && e.fields.is_object() && e.fields.contains("kind") && e.fields["kind"].is_string() &&
         e.fields["kind"].get<std::string>().rfind("checkpoint", 0) == 0)
       continue;
+    if (!interruption.empty() && it.run == interruption_run) {
+      // Folded until the resume, and the phase event that continues after it; any other kind
+      // (an evaluation, a note, an error) keeps its own row.
+      const bool after_resume = std::any_of(interruption.begin(), interruption.end(),
+                                            [](const EventRecord* x) { return x->kind == "resumed"; });
+      static const std::set<std::string> kFolded{"spot/notice", "spot/checkpoint", "checkpoint", "artifact",
+                                                 "interrupted", "status",          "resumed"};
+      if (after_resume ? e.kind == "phase" : kFolded.count(e.kind) > 0 && !is_error_event(e)) {
+        interruption.push_back(&e);
+        if (after_resume)
+          flush_interruption();
+        continue;
+      }
+      if (after_resume)
+        flush_interruption();
+    }
+    if (opens_interruption(e)) {
+      flush_checkpoints();
+      flush_interruption();
+      interruption_run = it.run;
+      interruption.push_back(&e);
+      continue;
+    }
     if (e.kind == "checkpoint") {
       if (!checkpoints.empty() && checkpoints_run != it.run)
         flush_checkpoints();
@@ -169,6 +208,7 @@ void write_events(std::string& out, const ReportData& data) {
     t.row(cells, error ? kErrorTint : "");
   }
   flush_checkpoints();
+  flush_interruption();
 }
 
 void write_provenance(std::string& out, const ReportData& data) {
