@@ -14,6 +14,7 @@
 #include "engine/core/error.h"
 #include "engine/run/config.h"
 #include "engine/run/cost_estimate.h"
+#include "engine/run/device_peaks.h"
 #include "engine/run/metrics_sink.h"
 #include "engine/run/trainer.h"
 #include "engine/store/store.h"
@@ -243,10 +244,7 @@ int cmd_cost(const std::string& db, const std::string& target, const std::vector
   // Another instance than the one measured: scale by the ratio of the two devices' peaks for the
   // data type the run's matmuls ran at (a bf16 run's peak is its bf16 one), one rank's against one
   // of the target's devices (the ranks split the work the same way there), and say so.
-  const std::string measured_type = m.peak_dtype == "bf16"   ? "bf16"
-                                    : m.peak_dtype == "f16"  ? "fp16"
-                                    : m.peak_dtype == "tf32" ? "tf32"
-                                                             : "fp32";
+  const std::string measured_type = peak_key(m.peak_dtype);
   const double target_peak = in.instance->peak_flops(measured_type);
   if (name != m.measured_on && target_peak > 0 && m.peak_flops > 0) {
     const double ratio = m.peak_flops / target_peak;

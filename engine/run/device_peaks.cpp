@@ -150,6 +150,14 @@ std::string peak_key(DType compute, bool tf32) {
   }
 }
 
+std::string peak_key(const std::string& peak_flops_dtype) {
+  if (peak_flops_dtype.empty())
+    return "fp32";
+  if (peak_flops_dtype == "tf32")
+    return "tf32";
+  return peak_key(dtype_from_name(peak_flops_dtype), false);
+}
+
 PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& device_name, DType compute, bool tf32,
                            const InstancePrice& instance) {
   const std::string key = peak_key(compute, tf32);

@@ -50,6 +50,10 @@ class DevicePeakTable {
 /// "bf16", f16 -> "fp16", s8 -> "int8". Throws for other types.
 std::string peak_key(DType compute, bool tf32);
 
+/// The table's key for a started event's `peak_flops_dtype` ("f32", "tf32", "bf16", "f16", "s8";
+/// "" in runs recorded before the field, which were f32). Throws for other names.
+std::string peak_key(const std::string& peak_flops_dtype);
+
 /// The peak a GPU run's device/mfu is against, and the data type it is for.
 struct PeakChoice {
   PeakFlops peak;     ///< flops_per_s 0: unknown (device/mfu is not reported); `how` says why

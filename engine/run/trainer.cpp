@@ -78,6 +78,7 @@ struct RunSetup {
   std::optional<PriceCatalog> catalog;
   const InstancePrice* instance = nullptr;
   bool spot = false;
+  std::string cost_projection;  ///< why cost/usd is a projection (cost_projection_reason); "" : measured
   PeakFlops peak;
   std::optional<OnnxImport> onnx;              ///< model.zoo = onnx: the file's provenance and weights
   std::string peak_dtype = "f32";  // the data type the peak (and so device/mfu) is for: f32, tf32, bf16, f16
@@ -101,6 +102,7 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
   s.catalog.emplace(PriceCatalog::load(PriceCatalog::default_path()));
   s.instance = &s.catalog->find(cfg.cost.instance);
   s.spot = cfg.cost.pricing == Pricing::spot;
+  s.cost_projection = cost_projection_reason(*s.instance, be.device_name(), !be.device().is_cpu());
 
   if (be.device().is_cpu()) {
     // MFU is against the peak of the data type the matmuls run at: bf16 where the CPU computes bf16
@@ -225,7 +227,7 @@ void log_started(StageContext& ctx, const RunSetup& s, const RunOutputs& out, co
                              {"price_usd_per_hour", s.instance->usd_per_hour(s.spot)},
                              {"price_source", s.spot ? s.instance->spot_source : s.instance->source},
                              {"price_date", s.instance->price_date},
-                             {"cost_projection", cost_projection_reason(*s.instance, be.device_name(), !be.device().is_cpu())},  // "" : measured
+                             {"cost_projection", s.cost_projection},  // "" : measured
                              {"total_steps", planned_steps(plan)},
                              {"train_steps", ctx.total_steps},
                              {"plan", plan_json(plan)}});
@@ -270,7 +272,7 @@ RunSummary run_experiment(const ExperimentConfig& cfg, const RunOptions& options
   summary.run_id = options.run_id.empty() ? make_run_id() : options.run_id;
   summary.backend = be.name();
   summary.device = be.device_name();
-  summary.cost_projection = cost_projection_reason(*setup.instance, be.device_name(), !be.device().is_cpu());
+  summary.cost_projection = setup.cost_projection;
   RunOutputs outputs;
   open_outputs(cfg, options, summary, outputs);
   SummarySink& sink = *outputs.sink;

@@ -116,6 +116,22 @@ TEST(ChooseGpuPeak, TheRunsComputeTypePicksThePeak) {
   EXPECT_THROW(peak_key(DType::f64, false), Error);
 }
 
+// lathe-cli cost reads the started event's peak_flops_dtype back into the table's key: every type
+// the chooser records maps to the key it looked up.
+TEST(ChooseGpuPeak, TheRecordedDtypeMapsBackToTheKeyItWasChosenBy) {
+  const InstancePrice& local = seeded_prices().find("local");
+  for (DType compute : {DType::f32, DType::bf16, DType::f16, DType::s8})
+    for (bool tf32 : {false, true}) {
+      if (tf32 && compute != DType::f32)
+        continue;
+      const PeakChoice c = choose_gpu_peak(seeded_peaks(), "NVIDIA H200", compute, tf32, local);
+      EXPECT_EQ(peak_key(c.dtype), peak_key(compute, tf32)) << c.dtype;
+    }
+  EXPECT_EQ(peak_key(std::string()), "fp32");  // runs recorded before the field
+  EXPECT_THROW(peak_key(std::string("fp32")), Error);  // a table key is not a dtype name
+  EXPECT_THROW(peak_key(std::string("f64")), Error);
+}
+
 TEST(ChooseGpuPeak, TheDevicesDatasheetWinsOverThePricedInstance) {
   // An A100 PCIe run priced as a p5.48xlarge (8x H100): MFU against the A100, not the H100.
   const PeakChoice c =
