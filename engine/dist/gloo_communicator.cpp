@@ -271,10 +271,11 @@ void GlooCommunicator::open_shared_memory(const std::string& run_id) {
       m_impl->shm.reset();
     }
   }
-  barrier();  // rank 0's token is written before anyone reads it
+  // Over tcp until every rank is known to have the segment (one without it would wait elsewhere).
+  tcp_barrier();  // rank 0's token is written before anyone reads it
   if (m_impl->shm && m_impl->shm->token() == token)
     mapped = 1;
-  all_reduce_sum(&mapped, 1);
+  tcp_all_reduce_sum(&mapped, 1);
   if (m_rank == 0 && !offer.empty())
     ShmAllReduce::unlink(offer.substr(0, offer.find(' ')));
   if (mapped < m_world_size) {
@@ -675,6 +676,12 @@ void GlooCommunicator::all_reduce_sum(double* values, int64_t n) {
     m_impl->shm->all_reduce_sum(values, n);
     return;
   }
+  tcp_all_reduce_sum(values, n);
+}
+
+void GlooCommunicator::tcp_all_reduce_sum(double* values, int64_t n) {
+  if (m_world_size == 1 || n == 0)
+    return;
   try {
     gloo::AllreduceOptions opts(m_impl->context);
     opts.setOutput(values, static_cast<size_t>(n));
@@ -715,6 +722,12 @@ void GlooCommunicator::barrier() {
     m_impl->shm->all_reduce_sum(&one, 1);
     return;
   }
+  tcp_barrier();
+}
+
+void GlooCommunicator::tcp_barrier() {
+  if (m_world_size == 1)
+    return;
   try {
     gloo::BarrierOptions opts(m_impl->context);
     gloo::barrier(opts);

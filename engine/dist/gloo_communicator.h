@@ -128,6 +128,10 @@ class GlooCommunicator final : public Communicator {
   /// `region_elements` floats that every rank has mapped, named by `kind` and a serial; null where
   /// any rank could not (rank 0's /dev/shm too small, a rank that cannot map it).
   std::shared_ptr<ShmGradArena> open_shared_segment(char kind, int regions, int64_t region_elements);
+  /// barrier() and all_reduce_sum() over Gloo's tcp, whatever the shared memory: what
+  /// open_shared_memory uses before every rank is known to have mapped the segment.
+  void tcp_barrier();
+  void tcp_all_reduce_sum(double* values, int64_t n);
 };
 
 }  // namespace lathe::dist

@@ -185,6 +185,39 @@ std::map<std::string, std::vector<float>> saved_weights(const std::filesystem::p
   return w;
 }
 
+/// What two separately started ranks ended with: rank 0's result, rank 1's exit status and log.
+struct TwoRanks {
+  lathe::test::CmdResult rank0;
+  int rank1_code = -1;
+  std::string rank1_log;
+};
+
+/// Runs `command --rank 1` in the background (prefixed by `rank1_prefix`, e.g. another mount
+/// namespace), then `command --rank 0` here, and waits up to 10 s for rank 1's end. Its exit status
+/// is written aside and renamed into place: `echo $? > file` creates the file empty before writing
+/// the status, and a poll between the two would read no status.
+TwoRanks run_two_ranks(const std::string& command, const std::string& rank1_prefix, const std::filesystem::path& dir) {
+  TwoRanks out;
+  const std::string log1 = (dir / "rank1.txt").string();
+  std::filesystem::remove(log1 + ".rc");
+  const lathe::test::CmdResult started = lathe::test::run_shell("(" + rank1_prefix + command + " --rank 1 > " + log1 +
+                                                                " 2>&1; echo $? > " + log1 + ".rc.tmp; mv " + log1 +
+                                                                ".rc.tmp " + log1 + ".rc) > /dev/null 2>&1 &");
+  if (started.code != 0) {
+    out.rank1_log = "could not start rank 1: " + started.out;
+    return out;
+  }
+  out.rank0 = lathe::test::run_shell(command + " --rank 0");
+  for (int i = 0; i < 200 && !std::filesystem::exists(log1 + ".rc"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::ifstream rc(log1 + ".rc");
+  rc >> out.rank1_code;
+  std::ifstream log(log1);
+  out.rank1_log = (std::filesystem::exists(log1 + ".rc") ? "" : "rank 1 had not ended 10 s after rank 0\n") +
+                  std::string(std::istreambuf_iterator<char>(log), {});
+  return out;
+}
+
 }  // namespace
 
 TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
@@ -205,25 +238,11 @@ TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
   {
     RedisServer server(binary, port, dir);
     ASSERT_TRUE(server.ready(5)) << "redis-server did not listen on 127.0.0.1:" << port << " within 5 s";
-    // Rank 1 in the background (its output in a file), rank 0 here. Its exit status is written
-    // aside and renamed into place: `echo $? > file` creates the file empty before writing the
-    // status, and a poll between the two would read no status.
-    const std::string log1 = (dir / "rank1.txt").string();
-    const lathe::test::CmdResult started =
-        lathe::test::run_shell("(" + common + " --rank 1 > " + log1 + " 2>&1; echo $? > " + log1 + ".rc.tmp; mv " +
-                               log1 + ".rc.tmp " + log1 + ".rc) > /dev/null 2>&1 &");
-    ASSERT_EQ(started.code, 0);
-    const lathe::test::CmdResult r0 = lathe::test::run_shell(common + " --rank 0");
-    EXPECT_EQ(r0.code, 0) << r0.out;
-    EXPECT_NE(r0.out.find("as rank 0 of 2"), std::string::npos) << r0.out;
-    for (int i = 0; i < 200 && !std::filesystem::exists(log1 + ".rc"); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::ifstream rc(log1 + ".rc");
-    int code = -1;
-    rc >> code;
-    std::ifstream log(log1);
-    EXPECT_EQ(code, 0) << (std::filesystem::exists(log1 + ".rc") ? "" : "rank 1 had not ended 10 s after rank 0\n")
-                       << std::string(std::istreambuf_iterator<char>(log), {});
+    // Rank 1 in the background (its output in a file), rank 0 here.
+    const TwoRanks ranks = run_two_ranks(common, "", dir);
+    EXPECT_EQ(ranks.rank0.code, 0) << ranks.rank0.out;
+    EXPECT_NE(ranks.rank0.out.find("as rank 0 of 2"), std::string::npos) << ranks.rank0.out;
+    EXPECT_EQ(ranks.rank1_code, 0) << ranks.rank1_log;
   }
   const auto redis = final_test_metrics((dir / "redis.db").string());  // rank 1 wrote nothing there
   EXPECT_TRUE(std::isfinite(redis.first));
@@ -246,5 +265,62 @@ TEST(DistRedis, TwoLatheCliRunsMeetThroughRedisServer) {
                              " --set output.dir=" + (dir / "runs-alone").string());
   ASSERT_EQ(alone.code, 0) << alone.out;
   EXPECT_FALSE(saved_weights(dir / "runs-alone") == file_w);
+  std::filesystem::remove_all(dir);
+}
+
+// Two machines share no memory: rank 1 in a mount namespace of its own with an empty /dev/shm
+// cannot map rank 0's shared-memory segment, so both ranks keep tcp (a rank 0 that had mapped it
+// waited there for a rank that never came, until compute.timeout_s). ZeRO-1 then gathers over tcp
+// too. The weights are those of the same run with both ranks on one machine (shared memory, the
+// weights shared in memory), bit for bit. Skips where this process may not make a mount namespace.
+TEST(DistRedis, RanksOnMachinesThatShareNoMemoryMeetOverTcp) {
+  const std::string binary = redis_server_path();
+  if (binary.empty())
+    GTEST_SKIP() << "redis-server is not installed (Debian package redis-server)";
+  const std::string isolated = "unshare -m sh -c 'mount -t tmpfs lathe-no-shm /dev/shm && exec \"$0\" \"$@\"' ";
+  if (lathe::test::run_shell(isolated + "true").code != 0)
+    GTEST_SKIP() << "cannot give a process its own /dev/shm here (unshare -m and mount need root)";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const auto dir = lathe::test::fresh_temp_folder("redis-noshm");
+  const std::string cfg = (dir / "tiny.json").string();
+  std::ofstream(cfg) << R"({"model": {"zoo": "mlp"}, "train": {"epochs": 1, "threads": 1},
+                            "data": {"train_subset": 512, "test_subset": 256},
+                            "compute": {"shard_optimizer": true}})";
+  const std::string common = lathe::test::cli_binary() + " --db " + (dir / "redis.db").string() + " run " + cfg +
+                             " --set output.dir=" + (dir / "runs-redis").string() +
+                             " --set compute.timeout_s=10 --world-size 2 --rendezvous-id noshm-" +
+                             std::to_string(getpid()) +
+                             " --set compute.rendezvous=redis://127.0.0.1:" + std::to_string(port);
+  {
+    RedisServer server(binary, port, dir);
+    ASSERT_TRUE(server.ready(5)) << "redis-server did not listen on 127.0.0.1:" << port << " within 5 s";
+    const auto t0 = std::chrono::steady_clock::now();
+    const TwoRanks ranks = run_two_ranks(common, isolated, dir);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(ranks.rank0.code, 0) << ranks.rank0.out;
+    EXPECT_EQ(ranks.rank1_code, 0) << ranks.rank1_log;
+    EXPECT_LT(seconds, 10.0) << "the ranks waited for each other (compute.timeout_s is 10)";
+  }
+  const lathe::test::CmdResult file_run =
+      lathe::test::run_shell(lathe::test::cli_binary() + " --db " + (dir / "file.db").string() + " run " + cfg +
+                             " --set output.dir=" + (dir / "runs-file").string() + " --set compute.devices=2");
+  ASSERT_EQ(file_run.code, 0) << file_run.out;
+  const auto tcp_w = saved_weights(dir / "runs-redis"), shm_w = saved_weights(dir / "runs-file");
+  ASSERT_FALSE(tcp_w.empty());
+  EXPECT_TRUE(tcp_w == shm_w) << "the ranks over tcp ended with other weights than the ranks sharing memory";
+  // Over tcp the weights were not shared in memory; on one machine they were.
+  auto shared_note = [](const std::string& db) {
+    lathe::Store store = lathe::Store::open(db);
+    const lathe::RunPage page = store.list_runs();
+    if (page.runs.size() != 1)
+      return false;
+    for (const lathe::EventRecord& e : store.events(page.runs[0].run.id))
+      if (e.kind == "note" && e.fields.value("kind", std::string()) == "zero1_shared_weights")
+        return true;
+    return false;
+  };
+  EXPECT_FALSE(shared_note((dir / "redis.db").string()));
+  EXPECT_TRUE(shared_note((dir / "file.db").string()));
   std::filesystem::remove_all(dir);
 }
