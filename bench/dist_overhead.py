@@ -102,7 +102,7 @@ def run(cli, work, model, subset, devices, extra=(), tcp=False, spin=False):
     try:
         m["shared_weights"] = db.execute(
             "SELECT COUNT(*) FROM events e JOIN runs r ON e.run = r.rid WHERE r.id = ? AND e.kind = 'note' "
-            "AND e.fields LIKE '%"zero1_shared_weights"%'", (run_id,)).fetchone()[0] > 0
+            "AND e.fields LIKE '%zero1_shared_weights%'", (run_id,)).fetchone()[0] > 0
     finally:
         db.close()
     sps = m["train/samples_per_s"][1:] or m["train/samples_per_s"]
