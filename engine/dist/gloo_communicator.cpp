@@ -286,25 +286,31 @@ void GlooCommunicator::open_shared_memory(const std::string& run_id) {
   }
 }
 
-std::shared_ptr<ShmGradArena> GlooCommunicator::open_shared_segment(char kind, int regions, int64_t region_elements) {
-  // Collective. Like the slots' segment: rank 0 creates it and stamps a token, the others map it
-  // and check the token, and only when every rank has it is it used; rank 0 then removes the name.
+bool GlooCommunicator::open_grad_arena(const std::vector<int64_t>& sizes) {
+  // Collective (every rank plans the same gradients at the same step). Like the slots' segment:
+  // rank 0 creates it and stamps a token, the others map it and check the token, and only when
+  // every rank has it is it used; rank 0 then removes the name.
   Impl& im = *m_impl;
+  im.arena.reset();
+  im.arena_offsets.clear();
+  im.arena_sizes.clear();
+  const ShmGradArena::Layout layout = ShmGradArena::layout(sizes);
+  const double bytes = static_cast<double>(layout.region_elements) * sizeof(float) * m_world_size;
+  if (!im.shm || m_compression != GlooOptions::Compression::none || sizes.empty() || bytes > kGradArenaMaxBytes)
+    return false;
   const int serial = ++im.arenas;
-  const std::string name = im.shm_name + "-" + kind + std::to_string(serial);
+  const std::string name = im.shm_name + "-g" + std::to_string(serial);
   const uint64_t token = im.shm->token() ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(serial));
-  // Every rank maps all `regions`; "mine" is rank k's region where each rank has one, else the only one.
-  const int region_rank = regions == m_world_size ? m_rank : 0;
   std::shared_ptr<ShmGradArena> arena;
   double created = 0;
   if (m_rank == 0) {
     try {
-      ShmGradArena::create(name, regions, region_elements);
-      arena = std::make_shared<ShmGradArena>(name, 0, regions, region_elements);
+      ShmGradArena::create(name, m_world_size, layout.region_elements);
+      arena = std::make_shared<ShmGradArena>(name, 0, m_world_size, layout.region_elements);
       arena->set_token(token);
       created = 1;
     } catch (const std::exception&) {
-      arena.reset();  // /dev/shm too small: the caller's other path it is
+      arena.reset();  // /dev/shm too small: the slots it is
       ShmGradArena::unlink(name);
     }
   }
@@ -314,7 +320,7 @@ std::shared_ptr<ShmGradArena> GlooCommunicator::open_shared_segment(char kind, i
     if (created > 0) {
       try {
         if (m_rank != 0)
-          arena = std::make_shared<ShmGradArena>(name, region_rank, regions, region_elements);
+          arena = std::make_shared<ShmGradArena>(name, m_rank, m_world_size, layout.region_elements);
         if (arena->token() == token)
           mapped = 1;
       } catch (const std::exception&) {
@@ -330,55 +336,10 @@ std::shared_ptr<ShmGradArena> GlooCommunicator::open_shared_segment(char kind, i
   if (m_rank == 0 && created > 0)
     ShmGradArena::unlink(name);
   if (created == 0 || mapped < m_world_size)
-    return nullptr;
-  return arena;
-}
-
-bool GlooCommunicator::open_grad_arena(const std::vector<int64_t>& sizes) {
-  // Collective (every rank plans the same gradients at the same step).
-  Impl& im = *m_impl;
-  im.arena.reset();
-  im.arena_offsets.clear();
-  im.arena_sizes.clear();
-  const ShmGradArena::Layout layout = ShmGradArena::layout(sizes);
-  const double bytes = static_cast<double>(layout.region_elements) * sizeof(float) * m_world_size;
-  if (!im.shm || m_compression != GlooOptions::Compression::none || sizes.empty() || bytes > kGradArenaMaxBytes)
-    return false;
-  std::shared_ptr<ShmGradArena> arena = open_shared_segment('g', m_world_size, layout.region_elements);
-  if (!arena)
     return false;
   im.arena = std::move(arena);
   im.arena_offsets = layout.offsets;
   im.arena_sizes = sizes;
-  return true;
-}
-
-bool GlooCommunicator::share_parameters(const std::vector<NamedParam>& params) {
-  // Collective (every rank shares the same parameters at the same step).
-  if (m_world_size == 1 || !m_impl->shm || params.empty())
-    return false;
-  std::vector<int64_t> sizes;
-  for (const NamedParam& p : params) {
-    const Tensor& v = p.param->value;
-    if (!v.defined() || v.dtype() != DType::f32 || !v.device().is_cpu() || !v.is_contiguous())
-      throw Error(concat("GlooCommunicator: parameter ", p.name, " is not a contiguous f32 host tensor"));
-    sizes.push_back(v.numel());
-  }
-  const ShmGradArena::Layout layout = ShmGradArena::layout(sizes);
-  if (static_cast<double>(layout.region_elements) * sizeof(float) > kGradArenaMaxBytes)
-    return false;
-  std::shared_ptr<ShmGradArena> shared = open_shared_segment('p', 1, layout.region_elements);
-  if (!shared)
-    return false;
-  // Rank 0's values, as broadcast_parameters gives them; nobody reads the buffer before they are in.
-  if (m_rank == 0)
-    for (size_t i = 0; i < params.size(); ++i)
-      std::memcpy(shared->mine() + layout.offsets[i], params[i].param->value.raw(), params[i].param->value.nbytes());
-  barrier();
-  for (size_t i = 0; i < params.size(); ++i) {
-    Tensor& value = params[i].param->value;
-    value = Tensor::over(shared->mine() + layout.offsets[i], value, shared->owner());
-  }
   return true;
 }
 
@@ -714,16 +675,7 @@ void GlooCommunicator::broadcast_bytes(std::string& bytes, int root) {
   }
 }
 
-void GlooCommunicator::barrier() {
-  if (m_world_size == 1)
-    return;
-  if (m_impl->shm) {  // one synchronisation in shared memory (its writes are release, its reads acquire)
-    double one = 1;
-    m_impl->shm->all_reduce_sum(&one, 1);
-    return;
-  }
-  tcp_barrier();
-}
+void GlooCommunicator::barrier() { tcp_barrier(); }
 
 void GlooCommunicator::tcp_barrier() {
   if (m_world_size == 1)

@@ -24,8 +24,6 @@
 
 namespace lathe::dist {
 
-class ShmGradArena;
-
 struct GlooOptions {
   /// A folder for Gloo's FileStore (one machine or a shared file system) or "redis://host:port".
   std::string rendezvous;
@@ -65,11 +63,7 @@ class GlooCommunicator final : public Communicator {
   /// in, every other rank copies them out), so a ZeRO-1 step's all-gather is one pass, not N.
   void all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners) override;
   void all_reduce_sum(double* values, int64_t n) override;
-  /// Ranks sharing memory: one shared-memory synchronisation; else Gloo's tcp barrier.
   void barrier() override;
-  /// Ranks sharing memory: the values move into one segment every rank maps (rank 0's values;
-  /// Tensor::over, so each Param::value keeps its shape and the mapping lives while it does).
-  bool share_parameters(const std::vector<NamedParam>& params) override;
   /// Through the rendezvous store: the root sets a key, the others wait for it (compute.timeout_s).
   void broadcast_bytes(std::string& bytes, int root) override;
   /// Gradient payload bytes the last all_reduce_gradients sent (elements x 4, or x 2 compressed).
@@ -124,12 +118,8 @@ class GlooCommunicator final : public Communicator {
   /// Collective, when grad_ready_hook plans gradients of `sizes` (stream order) with shared memory in
   /// f32: maps a gradient arena for them on every rank, or none (false) where any rank cannot.
   bool open_grad_arena(const std::vector<int64_t>& sizes);
-  /// Collective: a new segment of `regions` regions (one per rank, or 1 shared by all) of
-  /// `region_elements` floats that every rank has mapped, named by `kind` and a serial; null where
-  /// any rank could not (rank 0's /dev/shm too small, a rank that cannot map it).
-  std::shared_ptr<ShmGradArena> open_shared_segment(char kind, int regions, int64_t region_elements);
-  /// barrier() and all_reduce_sum() over Gloo's tcp, whatever the shared memory: what
-  /// open_shared_memory uses before every rank is known to have mapped the segment.
+  /// Gloo's tcp barrier (barrier() is always this one) and all_reduce_sum() over tcp whatever the
+  /// shared memory: what open_shared_memory uses before every rank is known to have mapped the segment.
   void tcp_barrier();
   void tcp_all_reduce_sum(double* values, int64_t n);
 };

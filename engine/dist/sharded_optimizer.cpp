@@ -120,19 +120,11 @@ std::vector<Tensor*> ShardedOptimizer::create_state(Backend& backend, const Para
 }
 
 void ShardedOptimizer::step(Backend& backend, const std::vector<NamedParam>& params, double lr) {
-  if (m_share_allowed && !m_share_tried) {  // collective: every rank's first step of the phase
-    m_share_tried = true;
-    m_shared = m_comm->share_parameters(params);
-  }
-  prepare(params);  // (the views follow the parameters into the shared buffer)
+  prepare(params);
   m_inner->m_steps = m_steps;  // after load_full_state (resume) too
   m_inner->step(backend, m_shard_params, lr);
   m_steps = m_inner->m_steps;
   backend.synchronize();
-  if (m_shared) {  // every owner has written its slices into the one copy: all see them past here
-    m_comm->barrier();
-    return;
-  }
   // The all-gather: every slice from its owner.
   std::vector<Param> views(m_part.slices.size());
   std::vector<NamedParam> pieces;
@@ -145,18 +137,6 @@ void ShardedOptimizer::step(Backend& backend, const std::vector<NamedParam>& par
     owners.push_back(s.rank);
   }
   m_comm->all_gather_parameters(pieces, owners);
-}
-
-void ShardedOptimizer::stop_sharing(Backend& backend, const std::vector<NamedParam>& params) {
-  if (!m_shared)
-    return;
-  for (const NamedParam& p : params) {
-    Tensor own = backend.empty(p.param->value.shape(), p.param->value.dtype());
-    backend.copy(p.param->value, own);
-    p.param->value = std::move(own);
-  }
-  m_shared = false;
-  m_share_tried = false;
 }
 
 std::vector<std::pair<std::string, Tensor>> ShardedOptimizer::gathered_state_tensors(

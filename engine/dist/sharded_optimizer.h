@@ -6,11 +6,9 @@
 // unequal the tensors (the cnn's first dense weight is 95% of its parameters). A step updates this
 // rank's slices (1-D views into the parameters and their averaged gradients; all_reduce_gradients
 // has run before, as in train_phase) with the wrapped optimizer, then every slice goes from its
-// owner to every rank (Communicator::all_gather_parameters: one shared-memory gather on Gloo ranks
+// owner to every rank (Communicator::all_gather_parameters: one shared-memory sum on Gloo ranks
 // that share a machine, else a broadcast per owner). The update is elementwise, so the values equal the unsharded
-// run's. Where the training loop allows it (share_parameters_when_possible) and the ranks share memory, the
-// parameters themselves live in one buffer every rank maps (Communicator::share_parameters): each owner updates its
-// slices there, and the all-gather is one barrier; stop_sharing() gives each rank its own copy back. For a checkpoint, gathered_state_tensors() assembles every parameter's whole state on every rank (a
+// run's. For a checkpoint, gathered_state_tensors() assembles every parameter's whole state on every rank (a
 // collective), so rank 0 writes the same "<param>.<kind>" tensors an unsharded run writes and a checkpoint does not
 // depend on the world size or on this partition; load_full_state() takes such whole tensors (from any writer) and keeps
 // this rank's slices.
@@ -61,17 +59,6 @@ class ShardedOptimizer final : public Optimizer {
   std::vector<std::string> state_kinds() const override { return m_inner->state_kinds(); }
 
   Optimizer& inner() { return *m_inner; }
-  /// Allows the first step() to move the parameters into memory every rank shares, where the
-  /// communicator can (Communicator::share_parameters). Only for a phase in which nothing but this
-  /// optimizer writes the parameters between steps (the training loop: no after_update hook); the
-  /// caller calls stop_sharing() when the phase ends.
-  void share_parameters_when_possible(bool allow) { m_share_allowed = allow; }
-  /// Whether the parameters are in shared memory now (the all-gather is a barrier).
-  bool shares_parameters() const { return m_shared; }
-  /// Each parameter's value back in memory of this rank's own (values kept), so that code after the
-  /// phase may write it on one rank. Call on every rank after its last step (the last step's
-  /// barrier has published every owner's writes); a no-op when not sharing.
-  void stop_sharing(Backend& backend, const std::vector<NamedParam>& params);
   /// The partition this optimizer uses for `params` (the same on every rank).
   static FlatPartition partition(const std::vector<NamedParam>& params, int world_size);
   /// Optimizer::state_tensors() of the unsharded optimizer: every parameter's whole state, each
@@ -106,7 +93,6 @@ class ShardedOptimizer final : public Optimizer {
   std::shared_ptr<Optimizer> m_inner;
   std::shared_ptr<Communicator> m_comm;
   bool m_planned = false;
-  bool m_share_allowed = false, m_share_tried = false, m_shared = false;
   std::vector<std::pair<const Param*, int64_t>> m_key;  // the parameters the partition is for
   FlatPartition m_part;
   std::vector<Shard> m_shards;

@@ -9,10 +9,8 @@
 //   all_reduce_sum        the evaluation's loss and correct-count sums (each rank scores its shard)
 //   grad_ready_hook       before the backward pass of a one-micro-batch step: a hook that starts
 //                         the gradient buckets during it (Gloo: a thread; NCCL: a communication stream)
-//   share_parameters      ZeRO-1 on ranks that share memory: one copy of the weights for all, so
-//                         each owner's update is every rank's and the all-gather is a barrier
-//   barrier               for callers that need every rank at one point (ZeRO-1 over shared
-//                         parameters: after the update; only rank 0 writes files)
+//   barrier               for callers that need every rank at one point (none in the loop: only
+//                         rank 0 writes files, and every rank holds the same weights)
 //   attach                once, when the run has made its backend: a device communicator (NCCL)
 //                         binds to that backend's device and stream there
 // A device communicator wraps the host one (Gloo): host tensors and the evaluation's sums keep
@@ -43,12 +41,6 @@ class Communicator {
   /// values. By default one broadcast_parameters per owner, in rank order; a communicator may do it
   /// in one collective (GlooCommunicator through shared memory).
   virtual void all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners);
-  /// Collective: where every rank's process can map the same memory, moves the parameters' values
-  /// (rank 0's) into one buffer that all ranks share, so that a write by one rank is every rank's
-  /// once they pass a barrier() (ShardedOptimizer: each owner updates its slices there, and the
-  /// all-gather is that barrier). Shapes, names and values are kept; only Param::value changes.
-  /// False where the ranks cannot share (the default; another machine, tcp): nothing is moved.
-  virtual bool share_parameters(const std::vector<NamedParam>& params) { return false; }
   /// Replaces values[0..n) with their sums over the ranks.
   virtual void all_reduce_sum(double* values, int64_t n) = 0;
   /// Returns once every rank has called it.

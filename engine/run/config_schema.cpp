@@ -136,8 +136,7 @@ std::vector<FieldSpec> build_schema() {
                           "Gradient buckets sent in 16 bits (half the bytes; sums in f32 on each hop)"));
   s.push_back(boolean(
       "compute.shard_optimizer", false,
-      "ZeRO-1: each rank keeps the optimizer state of its 1/N range of the parameters (taken as one flat array) only "
-      "and updates that range; ranks on one machine share one copy of the weights in memory (no all-gather)"));
+      "ZeRO-1: each rank keeps the optimizer state of its 1/N range of the parameters (taken as one flat array) only"));
   // The distributed knobs (rendezvous, timeout, buckets, compression, ZeRO-1) have no condition: under
   // srun or torchrun the launcher sets the world size, and compute.devices stays 1 (cli_ranks.cpp).
   s.push_back(only_when(

@@ -141,12 +141,6 @@ class TrainLoop {
     if (ctx.cfg.compute.shard_optimizer && ctx.comm->world_size() > 1 &&
         !dynamic_cast<ShardedOptimizer*>(m_optimizer.get()))
       m_optimizer = std::make_shared<ShardedOptimizer>(m_optimizer, ctx.comm);
-    // ZeRO-1 on ranks that share memory: one copy of the weights for all, each owner updating its
-    // slices there, where nothing else writes the weights during the phase (an after_update hook,
-    // such as pruning's masks, writes them on every rank).
-    m_sharded = dynamic_cast<ShardedOptimizer*>(m_optimizer.get());
-    if (m_sharded)
-      m_sharded->share_parameters_when_possible(!hooks.after_update);
     if (!m_be.device().is_cpu()) {
       m_gpu = std::make_unique<GpuSampler>(m_be.device().index, ctx.cfg.compute.telemetry_s);
       if (!Nvml::instance().available())
@@ -186,13 +180,6 @@ class TrainLoop {
       m_loader.start_epoch(epoch, s * m_k);
       for (; s < m_steps_per_epoch; ++s) {
         const double lr = optimizer_step();
-        if (m_sharded && !m_share_noted && m_sharded->shares_parameters()) {
-          m_share_noted = true;
-          m_ctx.sink.event("note", {{"kind", "zero1_shared_weights"},
-                                    {"text", "ZeRO-1: the " + std::to_string(m_ctx.comm->world_size()) +
-                                                 " ranks share one copy of the weights in memory; each updates its "
-                                                 "slice there, and the all-gather is one barrier"}});
-        }
         const bool last_of_epoch = s + 1 == m_steps_per_epoch;
         if ((m_ctx.step - m_first_step) % m_log_every == 0 || last_of_epoch)
           log_point(lr);
@@ -213,8 +200,6 @@ class TrainLoop {
         end_of_epoch(epoch);
     }
     m_result.flops = m_result.samples * m_train_flops;  // one model for the whole phase
-    if (m_sharded)  // the stages after the phase may write the weights on one rank
-      m_sharded->stop_sharing(m_be, m_params);
     return m_result;
   }
 
@@ -491,8 +476,6 @@ class TrainLoop {
   const int64_t m_steps_per_epoch, m_phase_steps;
   LrSchedule m_schedule;
   std::shared_ptr<Optimizer> m_optimizer;
-  ShardedOptimizer* m_sharded = nullptr;  // m_optimizer, when it is ZeRO-1's
-  bool m_share_noted = false;
   const int64_t m_first_step;  ///< the global step the phase started on
   const int64_t m_last_step;   ///< the global step the phase ends on
   const double m_train_flops;

@@ -397,57 +397,6 @@ TEST_F(GlooCommunicatorTest, AllGatherTakesEachPieceFromItsOwner) {
   }
 }
 
-// ZeRO-1 over shared memory: share_parameters moves every rank's values into one segment all ranks
-// map, with rank 0's values and each parameter's shape; a write by one rank is every rank's after a
-// barrier (each rank writes its own elements, as owners update their slices). Over tcp nothing
-// moves (false). No segment is left in /dev/shm.
-TEST_F(GlooCommunicatorTest, SharedParametersAreOneCopyThatEveryRanksWritesReach) {
-  const std::string tag = "share-" + std::to_string(getpid()) + "-";
-  for (bool shm : {true, false}) {
-    auto opts = options(tag + (shm ? "shm" : "tcp"));
-    opts.shared_memory = shm;
-    auto results = run_processes(
-        3,
-        [&](int r) {
-          GlooCommunicator comm(r, 3, opts);
-          Params mine(r, fractional);
-          const Params rank0(0, fractional);
-          const Params own(r, fractional);
-          const bool shared = comm.share_parameters(mine.named);
-          require(shared == shm, "share_parameters() is not " + std::to_string(shm));
-          for (size_t k = 0; k < mine.storage.size(); ++k) {
-            const Tensor& v = mine.storage[k].value;
-            require(v.shape() == kShapes[k], "parameter " + std::to_string(k) + " changed shape");
-            const Params& expected = shm ? rank0 : own;  // tcp: this rank's values, untouched
-            require(std::memcmp(v.raw(), expected.storage[k].value.raw(), v.nbytes()) == 0,
-                    "parameter " + std::to_string(k) + " does not hold " + (shm ? "rank 0's" : "its own") + " values");
-            require(in_shared_memory(v.raw(), v.nbytes(), "lathe-" + tag) == shm,
-                    "parameter " + std::to_string(k) + (shm ? " is not" : " is") + " in shared memory");
-          }
-          if (!shm)
-            return;
-          comm.barrier();  // every rank has checked rank 0's values before anyone writes
-          // Rank r writes element i of every parameter where i % 3 == r; past the barrier all see all.
-          for (int round = 1; round <= 2; ++round) {
-            for (Param& p : mine.storage)
-              for (int64_t i = r; i < p.value.numel(); i += 3)
-                p.value.data<float>()[i] = static_cast<float>(100 * round + 10 * r) + static_cast<float>(i);
-            comm.barrier();
-            for (const Param& p : mine.storage)
-              for (int64_t i = 0; i < p.value.numel(); ++i)
-                require(p.value.data<float>()[i] == static_cast<float>(100 * round + 10 * (i % 3) + i),
-                        "round " + std::to_string(round) + ": element " + std::to_string(i) + " lacks rank " +
-                            std::to_string(i % 3) + "'s write");
-            comm.barrier();  // every rank has checked before the next round writes
-          }
-        },
-        30);
-    expect_all_ok(results);
-  }
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
-    EXPECT_EQ(e.path().filename().string().rfind("lathe-" + tag, 0), std::string::npos) << e.path() << " left behind";
-}
-
 // broadcast_bytes carries any bytes (an NCCL unique id has zeros in it) through the store, each call
 // under a key of its own: two messages from different roots in a row arrive in order.
 TEST_F(GlooCommunicatorTest, BroadcastBytesThroughTheStoreFromAnyRoot) {

@@ -168,14 +168,8 @@ std::string ranks_text(const ReportRun& run) {
   if (!world || *world <= 1)
     return per;
   std::string s = format_value(*world) + " data-parallel ranks" + (per.empty() ? "" : " x " + per);
-  if (run_param(run, "compute.shard_optimizer") == "true") {
+  if (run_param(run, "compute.shard_optimizer") == "true")
     s += ", optimizer state sharded (ZeRO-1)";
-    for (const EventRecord& e : run.events)
-      if (e.kind == "note" && text(e.fields, "kind") == "zero1_shared_weights") {
-        s += ", weights shared in memory by the ranks";
-        break;
-      }
-  }
   if (const std::string c = run_param(run, "compute.grad_compression"); !c.empty() && c != "none")
     s += ", gradients reduced in " + c;
   return s;

@@ -47,8 +47,7 @@ std::optional<SpotFigures> spot_figures(const ReportRun& run);
 
 /// The run's flattened config value of `key` ("" when absent).
 std::string run_param(const ReportRun& run, const std::string& key);
-/// "2 data-parallel ranks x 1 thread, optimizer state sharded (ZeRO-1)" (+ ", weights shared in memory
-/// by the ranks" where its zero1_shared_weights note says so), "1 thread", "" when unknown.
+/// "2 data-parallel ranks x 1 thread, optimizer state sharded (ZeRO-1)", "1 thread", "" when unknown.
 std::string ranks_text(const ReportRun& run);
 /// "bf16: native bf16 kernels on ..." / "fp32"; "" when the config has no train.precision.
 std::string precision_text(const ReportRun& run);
