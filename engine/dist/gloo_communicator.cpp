@@ -271,8 +271,9 @@ void GlooCommunicator::open_shared_memory(const std::string& run_id) {
       m_impl->shm.reset();
     }
   }
-  // Over tcp until every rank is known to have the segment (one without it would wait elsewhere).
-  tcp_barrier();  // rank 0's token is written before anyone reads it
+  // Over tcp until every rank is known to have the segment (one without it would wait elsewhere):
+  // barrier() is Gloo's; all_reduce_sum() would take the segment where this rank has it.
+  barrier();  // rank 0's token is written before anyone reads it
   if (m_impl->shm && m_impl->shm->token() == token)
     mapped = 1;
   tcp_all_reduce_sum(&mapped, 1);
@@ -675,9 +676,7 @@ void GlooCommunicator::broadcast_bytes(std::string& bytes, int root) {
   }
 }
 
-void GlooCommunicator::barrier() { tcp_barrier(); }
-
-void GlooCommunicator::tcp_barrier() {
+void GlooCommunicator::barrier() {
   if (m_world_size == 1)
     return;
   try {

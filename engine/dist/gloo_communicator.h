@@ -118,9 +118,8 @@ class GlooCommunicator final : public Communicator {
   /// Collective, when grad_ready_hook plans gradients of `sizes` (stream order) with shared memory in
   /// f32: maps a gradient arena for them on every rank, or none (false) where any rank cannot.
   bool open_grad_arena(const std::vector<int64_t>& sizes);
-  /// Gloo's tcp barrier (barrier() is always this one) and all_reduce_sum() over tcp whatever the
-  /// shared memory: what open_shared_memory uses before every rank is known to have mapped the segment.
-  void tcp_barrier();
+  /// all_reduce_sum() over Gloo's tcp whatever the shared memory: what open_shared_memory uses
+  /// before every rank is known to have mapped the segment.
   void tcp_all_reduce_sum(double* values, int64_t n);
 };
 
