@@ -58,6 +58,47 @@ Direction default_direction(std::string_view metric) {
   return Direction::maximize;
 }
 
+std::string default_unit(std::string_view metric) {
+  std::string lower(metric);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  const auto has = [&](std::string_view word) { return lower.find(word) != std::string::npos; };
+  const auto ends = [&](std::string_view tail) {
+    return lower.size() >= tail.size() && lower.compare(lower.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  // The most specific endings first: "weight_bytes_ratio" is a ratio, "b1_samples_per_s" a rate.
+  if (ends("samples_per_s"))
+    return "samples/s";
+  if (has("usd"))
+    return "USD";
+  if (ends("ratio"))
+    return "ratio";
+  if (ends("bytes_per_step"))
+    return "bytes/step";
+  if (ends("bytes"))
+    return "bytes";
+  if (ends("_pct"))
+    return "%";
+  if (ends("_pt"))
+    return "points";
+  if (ends("_ms"))
+    return "ms";
+  if (ends("power_w"))
+    return "W";
+  if (ends("_mhz"))
+    return "MHz";
+  if (ends("_s") || has("seconds"))
+    return "s";
+  if (ends("flops_per_sample"))
+    return "FLOP/sample";
+  if (has("speedup"))
+    return "x";
+  for (std::string_view share : {"accuracy", "/util", "mfu", "fraction", "sparsity", "activity", "occupancy",
+                                 "dram_bw_util", "_share", "kept_energy"})
+    if (has(share))
+      return "fraction";
+  return "";
+}
+
 const MetricSummary* RunListItem::metric(std::string_view name) const {
   const auto it = std::lower_bound(metrics.begin(), metrics.end(), name,
                                    [](const MetricSummary& m, std::string_view n) { return m.metric < n; });

@@ -38,6 +38,13 @@ RunStatus parse_status(std::string_view s);
 enum class Direction { minimize = -1, maximize = 1 };
 Direction default_direction(std::string_view metric);
 
+/// The unit a metric's values are in, by the naming conventions of the metrics the engine logs:
+/// "samples/s", "s", "ms", "bytes", "bytes/step", "USD", "W", "MHz", "%", "points" (percentage
+/// points), "FLOP/sample", "x" (speedups), "ratio" (compressed / dense), "fraction" (0..1: accuracy,
+/// utilisation, MFU, activity, sparsity, shares); "" where the name says none (losses, the learning
+/// rate, counts). The reports print it beside each metric.
+std::string default_unit(std::string_view metric);
+
 /// What a run is before it starts (RunWriter::begin_run, Store::create_run).
 struct RunInfo {
   std::string id;                    ///< empty: a new id from make_run_id()

@@ -1,6 +1,7 @@
 // "Best" follows each metric's declared direction (default_direction): the HTML and PDF report of
 // a 3-run comparison bold the smallest bytes, latency and cost and the highest accuracy, and
-// `lathe-cli list` gives the same directions (--json) and order (--sort best:).
+// `lathe-cli list` gives the same directions (--json) and order (--sort best:). The metric summary
+// gives each metric's unit (default_unit) beside its name, in one run's report and in a comparison.
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -124,6 +125,28 @@ TEST_F(ReportDirection, GlanceHasDollarsPerRunAndPerAccuracyPoint) {
   const std::string one = m_dir.file("one.html");
   write_report(store, {m_runs.beta}, Format::html, one);
   EXPECT_NE(read_file(one).find(format_headline("cost/usd_per_accuracy_point", 0.0456 / 81.11)), std::string::npos);
+}
+
+TEST_F(ReportDirection, MetricSummaryGivesEachMetricsUnit) {
+  Store store = Store::open(db());
+  const std::pair<const char*, const char*> units[] = {{"model/bytes", "bytes"}, {"latency/dense/b1_ms", "ms"},
+                                                       {"cost/usd", "USD"},      {"test/accuracy", "fraction"},
+                                                       {"test/loss", ""}};
+  for (const bool comparison : {false, true}) {
+    const std::string path = m_dir.file(comparison ? "units-cmp.html" : "units-one.html");
+    write_report(store, comparison ? ids() : std::vector<std::string>{m_runs.beta}, Format::html, path);
+    const std::string html = read_file(path);
+    const size_t summary = html.find("Metric summary");
+    ASSERT_NE(summary, std::string::npos);
+    EXPECT_NE(html.find("<th align=\"left\">Unit</th>", summary), std::string::npos) << "no Unit column";
+    const std::string span = comparison ? " rowspan=\"3\"" : "";
+    for (const auto& [metric, unit] : units)
+      EXPECT_NE(html.find("<td class=\"key\"" + span + ">" + metric + "</td><td class=\"muted\"" + span + ">" + unit +
+                              "</td>",
+                          summary),
+                std::string::npos)
+          << metric << " lacks its unit '" << unit << "'" << (comparison ? " in the comparison" : "");
+  }
 }
 
 TEST_F(ReportDirection, PdfBoldsTheBestByDirection) {

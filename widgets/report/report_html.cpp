@@ -446,22 +446,24 @@ void write_metric_summary(std::string& out, const ReportData& data) {
     return;
   }
   const std::vector<std::string> stats{"Last", "Best", "Best at step", "Min", "Max", "Samples"};
+  auto unit_cell = [](const std::string& m) { return "<td class=\"muted\">" + esc(default_unit(m)) + "</td>"; };
   if (!data.comparison()) {
-    std::vector<std::string> headers{"Metric"};
+    std::vector<std::string> headers{"Metric", "Unit"};
     headers.insert(headers.end(), stats.begin(), stats.end());
-    Table t(out, headers, {false, true, true, true, true, true, true});
+    Table t(out, headers, {false, false, true, true, true, true, true, true});
     for (const std::string& m : data.metrics) {
       const MetricSummary* s = data.runs[0].summary(m);
-      t.raw_row("<tr" + t.stripe() + "><td class=\"key\">" + esc(m) + "</td>" + stat_cells(*s, false) + "</tr>\n");
+      t.raw_row("<tr" + t.stripe() + "><td class=\"key\">" + esc(m) + "</td>" + unit_cell(m) + stat_cells(*s, false) +
+                "</tr>\n");
     }
     t.close();
     if (const std::string note = cpu_util_note(data); !note.empty())
       out += "<p class=\"sub\">" + note.substr(1) + "</p>\n";
     return;
   }
-  std::vector<std::string> headers{"Metric", "Run"};
+  std::vector<std::string> headers{"Metric", "Unit", "Run"};
   headers.insert(headers.end(), stats.begin(), stats.end());
-  Table t(out, headers, {false, false, true, true, true, true, true, true});
+  Table t(out, headers, {false, false, false, true, true, true, true, true, true});
   for (const std::string& m : data.metrics) {
     std::vector<size_t> with;
     for (size_t i = 0; i < data.runs.size(); ++i)
@@ -474,7 +476,8 @@ void write_metric_summary(std::string& out, const ReportData& data) {
       const size_t i = with[k];
       rows += "<tr" + stripe + ">";
       if (k == 0)
-        rows += "<td class=\"key\" rowspan=\"" + std::to_string(with.size()) + "\">" + esc(m) + "</td>";
+        rows += "<td class=\"key\" rowspan=\"" + std::to_string(with.size()) + "\">" + esc(m) + "</td>" +
+                "<td class=\"muted\" rowspan=\"" + std::to_string(with.size()) + "\">" + esc(default_unit(m)) + "</td>";
       rows += "<td>" + html::run_label_cell(data, i) + "</td>" +
               stat_cells(*data.runs[i].summary(m), static_cast<int>(i) == best) + "</tr>\n";
     }
