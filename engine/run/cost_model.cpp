@@ -3,12 +3,12 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/run/json_resource.h"
 
 namespace lathe {
 
@@ -109,15 +109,7 @@ double InstancePrice::peak_flops(const std::string& precision) const {
 }
 
 PriceCatalog PriceCatalog::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw DataError("price catalog " + path + ": cannot open the file (set LATHE_PRICES to another catalog)");
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    bad_catalog(path, std::string("not valid JSON: ") + e.what());
-  }
+  const json doc = read_json_resource(path, "price catalog", "set LATHE_PRICES to another catalog");
   if (!doc.is_object() || !doc.contains("instances") || !doc.at("instances").is_array())
     bad_catalog(path, "expected an object with an \"instances\" array");
   if (doc.contains("currency") && doc.at("currency") != "USD")

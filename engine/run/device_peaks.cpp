@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/run/json_resource.h"
 
 namespace lathe {
 
@@ -89,15 +89,7 @@ double DevicePeaks::peak(const std::string& key) const {
 }
 
 DevicePeakTable DevicePeakTable::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw DataError("device peak table " + path + ": cannot open the file (set LATHE_DEVICE_PEAKS to another table)");
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    bad_peak_table(path, std::string("not valid JSON: ") + e.what());
-  }
+  const json doc = read_json_resource(path, "device peak table", "set LATHE_DEVICE_PEAKS to another table");
   if (!doc.is_object())
     bad_peak_table(path, "expected an object {\"version\": 1, \"devices\": [...]}");
   if (!doc.contains("version") || doc.at("version") != 1)

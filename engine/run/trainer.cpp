@@ -109,8 +109,9 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
     // natively (a bf16 run against the f32 peak would read above 1), else f32.
     const DType precision = compute_dtype(cfg.train.precision);
     const bool native_bf16 = precision == DType::bf16 && precision_path(be, precision)["linear"] == "native";
-    s.peak_dtype = native_bf16 ? "bf16" : "f32";
-    s.peak = cpu_peak_flops(s.threads, native_bf16 ? DType::bf16 : DType::f32);
+    const DType peak_type = native_bf16 ? DType::bf16 : DType::f32;
+    s.peak_dtype = std::string(dtype_name(peak_type));
+    s.peak = cpu_peak_flops(s.threads, peak_type);
     // The run store's records are f32 runs' peaks.
     const double floor = options.recorded_peak_flops && !native_bf16
                              ? options.recorded_peak_flops(be.device_name(), s.threads)

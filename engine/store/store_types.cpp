@@ -1,4 +1,4 @@
-// Spellings of run statuses, the default metric direction, and the small helpers on store types.
+// Spellings of run statuses, the default metric direction and unit, and the small helpers on store types.
 #include "engine/store/store_types.h"
 
 #include <algorithm>
@@ -13,7 +13,23 @@ namespace lathe {
 namespace {
 constexpr std::array<std::string_view, 7> kStatusNames{"queued",    "running",     "finished",  "failed",
                                                        "cancelled", "interrupted", "incomplete"};
-}
+
+/// A metric name in lower case, asked what it contains and how it ends (default_direction and
+/// default_unit read the same naming conventions).
+class MetricNameWords {
+ public:
+  explicit MetricNameWords(std::string_view metric) : m_lower(metric) {
+    std::transform(m_lower.begin(), m_lower.end(), m_lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  }
+  bool has(std::string_view word) const { return m_lower.find(word) != std::string::npos; }
+  bool ends(std::string_view tail) const {
+    return m_lower.size() >= tail.size() && m_lower.compare(m_lower.size() - tail.size(), tail.size(), tail) == 0;
+  }
+
+ private:
+  std::string m_lower;
+};
+}  // namespace
 
 std::string_view status_name(RunStatus s) {
   const auto i = static_cast<size_t>(s);
@@ -31,70 +47,60 @@ RunStatus parse_status(std::string_view s) {
 }
 
 Direction default_direction(std::string_view metric) {
-  std::string lower(metric);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  const auto has = [&](std::string_view word) { return lower.find(word) != std::string::npos; };
-  const auto ends = [&](std::string_view tail) {
-    return lower.size() >= tail.size() && lower.compare(lower.size() - tail.size(), tail.size(), tail) == 0;
-  };
+  const MetricNameWords name(metric);
   // A drop or a gap is lost quality, whatever it is a drop of ("prune/accuracy_drop_pt").
-  if (has("drop") || has("gap"))
+  if (name.has("drop") || name.has("gap"))
     return Direction::minimize;
   // Rates and quality first: "throughput/dense/b1_samples_per_s" is a rate, not a time.
   for (std::string_view higher : {"accuracy", "samples_per_s", "throughput", "speedup", "mfu", "/util", "goal_met"})
-    if (has(higher))
+    if (name.has(higher))
       return Direction::maximize;
-  if (ends("_per_s"))  // a rate ("flops_per_sample" is a size)
+  if (name.ends("_per_s"))  // a rate ("flops_per_sample" is a size)
     return Direction::maximize;
   // Sizes, times, money and errors are costs.
   // ("dist/comm_fraction", "dist/comm_s": communication the backward pass did not hide, a cost.)
   for (std::string_view lower_word :
        {"loss", "bytes", "latency", "cost", "usd", "params", "flops", "mem/", "memory", "seconds", "time", "skipped",
         "outliers", "f32_layers", "error", "comm_", "power_w"})
-    if (has(lower_word))
+    if (name.has(lower_word))
       return Direction::minimize;
-  if (ends("_ms") || ends("_s") || ends("ratio"))
+  if (name.ends("_ms") || name.ends("_s") || name.ends("ratio"))
     return Direction::minimize;
   return Direction::maximize;
 }
 
 std::string default_unit(std::string_view metric) {
-  std::string lower(metric);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  const auto has = [&](std::string_view word) { return lower.find(word) != std::string::npos; };
-  const auto ends = [&](std::string_view tail) {
-    return lower.size() >= tail.size() && lower.compare(lower.size() - tail.size(), tail.size(), tail) == 0;
-  };
+  const MetricNameWords name(metric);
   // The most specific endings first: "weight_bytes_ratio" is a ratio, "b1_samples_per_s" a rate.
-  if (ends("samples_per_s"))
+  if (name.ends("samples_per_s"))
     return "samples/s";
-  if (has("usd"))
+  if (name.has("usd"))
     return "USD";
-  if (ends("ratio"))
+  if (name.ends("ratio"))
     return "ratio";
-  if (ends("bytes_per_step"))
+  if (name.ends("bytes_per_step"))
     return "bytes/step";
-  if (ends("bytes"))
+  if (name.ends("bytes"))
     return "bytes";
-  if (ends("_pct"))
+  if (name.ends("_pct"))
     return "%";
-  if (ends("_pt"))
+  if (name.ends("_pt"))
     return "points";
-  if (ends("_ms"))
+  if (name.ends("_ms"))
     return "ms";
-  if (ends("power_w"))
+  if (name.ends("power_w"))
     return "W";
-  if (ends("_mhz"))
+  if (name.ends("_mhz"))
     return "MHz";
-  if (ends("_s") || has("seconds"))
+  if (name.ends("_s") || name.has("seconds"))
     return "s";
-  if (ends("flops_per_sample"))
+  if (name.ends("flops_per_sample"))
     return "FLOP/sample";
-  if (has("speedup"))
+  if (name.has("speedup"))
     return "x";
   for (std::string_view share : {"accuracy", "/util", "mfu", "fraction", "sparsity", "activity", "occupancy",
                                  "dram_bw_util", "_share", "kept_energy"})
-    if (has(share))
+    if (name.has(share))
       return "fraction";
   return "";
 }

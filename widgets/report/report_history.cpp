@@ -200,7 +200,7 @@ std::string mfu_peak_text(const ReportRun& run) {
   const std::string how = text(started->fields, "peak_flops_how");
   if (!peak || *peak <= 0)  // no peak: say why there is no MFU (a GPU the datasheet table lacks)
     return how.rfind("unknown", 0) == 0 ? "none, " + how : "";
-  const std::string dtype = text(started->fields, "peak_flops_dtype");
+  const std::string dtype = mfu_peak_dtype(run);
   std::string s = gflops(*peak) + (dtype.empty() ? "" : " " + dtype);
   if (last(run, "dist/world_size").value_or(1) > 1)
     s += " per rank";
