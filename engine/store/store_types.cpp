@@ -105,6 +105,11 @@ std::string default_unit(std::string_view metric) {
   return "";
 }
 
+std::string metric_label(std::string_view metric) {
+  const std::string unit = default_unit(metric);
+  return unit.empty() ? std::string(metric) : std::string(metric) + " (" + unit + ")";
+}
+
 const MetricSummary* RunListItem::metric(std::string_view name) const {
   const auto it = std::lower_bound(metrics.begin(), metrics.end(), name,
                                    [](const MetricSummary& m, std::string_view n) { return m.metric < n; });

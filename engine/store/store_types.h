@@ -45,6 +45,10 @@ Direction default_direction(std::string_view metric);
 /// rate, counts). The reports print it beside each metric.
 std::string default_unit(std::string_view metric);
 
+/// The metric's name with its unit in parentheses, for an axis ("train/samples_per_s (samples/s)");
+/// the bare name where default_unit has none.
+std::string metric_label(std::string_view metric);
+
 /// What a run is before it starts (RunWriter::begin_run, Store::create_run).
 struct RunInfo {
   std::string id;                    ///< empty: a new id from make_run_id()

@@ -128,7 +128,7 @@ TEST(GuiChartOptions, MetricAsXAxisInTheLivePanel) {
   ASSERT_NE(acc, nullptr);
   EXPECT_EQ(keys(acc->rawGraph("test/accuracy")), (std::vector<double>{0.02, 0.04}));
   EXPECT_EQ(values(acc->rawGraph("test/accuracy")), (std::vector<double>{0.5, 0.75}));
-  EXPECT_EQ(acc->xAxis->label(), "cost/usd");
+  EXPECT_EQ(acc->xAxis->label(), "cost/usd (USD)");  // the metric and its unit
   // Samples that come later are paired as they arrive (x of step 5 arrives with y of step 6).
   TailBatch more;
   more.runId = "r1";
@@ -255,7 +255,8 @@ TEST(GuiChartOptions, CompareCurvesByAnotherMetricOnLogAxes) {
   EXPECT_EQ(keys(plot->graph(0)), (std::vector<double>{0.1, 0.2, 0.3}));
   EXPECT_EQ(keys(plot->graph(1)), (std::vector<double>{0.4, 0.8, 1.2}));
   EXPECT_EQ(values(plot->graph(1)), (std::vector<double>{2.0, 1.5, 1.25}));
-  EXPECT_EQ(plot->xAxis->label(), "cost/usd");
+  EXPECT_EQ(plot->xAxis->label(), "cost/usd (USD)");
+  EXPECT_EQ(plot->yAxis->label(), "train/loss");  // a loss has no unit
   PlotOptions o;
   o.logX = o.logY = true;
   view.setCurveOptions(o);

@@ -60,8 +60,10 @@ TEST(GuiCompare, DiffMetricsAndParetoFront) {
   QTableWidget* m = view.metricTable();
   std::map<std::string, QString> b_values;
   for (int r = 0; r < m->rowCount(); ++r)
-    if (m->item(r, 0)->text() == "test/accuracy")
-      b_values[m->item(r, 1)->text().toStdString()] = m->item(r, 3)->text();
+    if (m->item(r, 0)->text() == "test/accuracy") {
+      EXPECT_EQ(m->item(r, 1)->text(), "fraction");  // each row says its metric's unit
+      b_values[m->item(r, 2)->text().toStdString()] = m->item(r, CompareView::kFirstRunColumn + 1)->text();
+    }
   EXPECT_EQ(b_values["last"], "0.9");
   EXPECT_EQ(b_values["best"], "0.95");
   EXPECT_EQ(b_values["min"], "0.6");
@@ -69,16 +71,27 @@ TEST(GuiCompare, DiffMetricsAndParetoFront) {
 
   // Scatter of last accuracy against bytes (smaller is better): a (100, 0.80) and b (200, 0.90)
   // are on the front; c (300, 0.85) is dominated by b.
+  EXPECT_EQ(m->horizontalHeaderItem(1)->text(), "unit");
+  for (int r = 0; r < m->rowCount(); ++r)
+    if (m->item(r, 0)->text() == "model/bytes")
+      EXPECT_EQ(m->item(r, 1)->text(), "bytes");
+
   view.setScatterAxes("model/bytes", "test/accuracy");
   EXPECT_EQ(view.paretoRuns(), (std::vector<int>{0, 1}));
   EXPECT_EQ(view.curvePlot()->graphCount(), 3);
+  // The axes name each metric's unit, and which way is better where lower is.
+  EXPECT_EQ(view.scatterPlot()->xAxis->label(), "model/bytes (bytes), lower is better");
+  EXPECT_EQ(view.scatterPlot()->yAxis->label(), "test/accuracy (fraction)");
+  view.setCurveMetric("test/accuracy");
+  EXPECT_EQ(view.curvePlot()->yAxis->label(), "test/accuracy (fraction)");
+  EXPECT_EQ(view.curvePlot()->xAxis->label(), "step");
 }
 
 /// The item of `run`'s column in the row (metric, stat) of the metric table.
 QTableWidgetItem* metric_item(QTableWidget* m, const QString& metric, const QString& stat, int run) {
   for (int r = 0; r < m->rowCount(); ++r)
-    if (m->item(r, 0)->text() == metric && m->item(r, 1)->text() == stat)
-      return m->item(r, run + 2);
+    if (m->item(r, 0)->text() == metric && m->item(r, 2)->text() == stat)
+      return m->item(r, run + CompareView::kFirstRunColumn);
   return nullptr;
 }
 

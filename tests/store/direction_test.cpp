@@ -73,5 +73,12 @@ TEST(MetricUnit, EachLoggedNameSaysItsUnit) {
     EXPECT_EQ(default_unit(metric), unit) << metric;
 }
 
+TEST(MetricUnit, AnAxisLabelAddsTheUnitOnlyWhereThereIsOne) {
+  EXPECT_EQ(metric_label("train/samples_per_s"), "train/samples_per_s (samples/s)");
+  EXPECT_EQ(metric_label("cost/usd"), "cost/usd (USD)");
+  EXPECT_EQ(metric_label("train/loss"), "train/loss");
+  EXPECT_EQ(metric_label(""), "");
+}
+
 }  // namespace
 }  // namespace lathe

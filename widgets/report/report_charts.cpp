@@ -168,7 +168,7 @@ QByteArray render_chart_png(const ChartSpec& spec, int width, int height, double
     graph->setData(keys, values, true);
   }
   style_axis(plot.xAxis, QString::fromStdString(spec.x_label));
-  style_axis(plot.yAxis, QString());
+  style_axis(plot.yAxis, QString::fromStdString(spec.y_label));
   plot.axisRect()->setupFullAxesBox(false);
   plot.xAxis2->setVisible(false);
   plot.yAxis2->setVisible(false);

@@ -29,6 +29,7 @@ struct ChartMarker {
 struct ChartSpec {
   std::string title;  ///< the metric name
   std::string x_label = "step";
+  std::string y_label;  ///< the values' unit (default_unit), "" for none
   std::vector<ChartLine> lines;
   bool legend = false;               ///< a legend row under the plot (comparisons)
   std::vector<ChartMarker> markers;  ///< drawn where they fall inside the x range

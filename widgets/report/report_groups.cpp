@@ -82,6 +82,7 @@ std::vector<ChartImage> render_group_charts(const ReportData& data, HtmlFlavor f
     std::vector<std::vector<Point>> mean(data.groups.size()), lo(data.groups.size()), hi(data.groups.size());
     ChartSpec spec;
     spec.title = metric + " (group mean \u00b1 std)";
+    spec.y_label = default_unit(metric);
     spec.legend = true;
     for (size_t g = 0; g < data.groups.size(); ++g) {
       std::vector<std::vector<Point>> members;

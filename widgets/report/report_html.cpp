@@ -539,6 +539,7 @@ std::vector<ChartImage> render_report_charts(const ReportData& data, HtmlFlavor 
   for (const ChartGroup& group : chart_groups(data.charted)) {
     ChartSpec spec;
     spec.title = group.title;
+    spec.y_label = default_unit(group.title);  // "dist/rank*/samples_per_s" reads as its ranks do
     spec.legend = data.comparison() || group.metrics.size() > 1;
     for (size_t i = 0; i < data.runs.size(); ++i)
       for (size_t k = 0; k < group.metrics.size(); ++k) {

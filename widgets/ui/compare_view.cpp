@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "engine/store/store_types.h"
 #include "widgets/common/chart_palette.h"
 #include "widgets/common/contention.h"
 #include "widgets/ui/series_math.h"
@@ -278,11 +279,11 @@ void CompareView::fillConfig() {
 
 void CompareView::fillMetrics() {
   const size_t n = m_data.runs.size();
-  QStringList headers{"metric", "stat"};
+  QStringList headers{"metric", "unit", "stat"};
   for (size_t i = 0; i < n; ++i)
     headers << runLabel(i);
   m_metrics->clear();
-  m_metrics->setColumnCount(static_cast<int>(n + 2));
+  m_metrics->setColumnCount(static_cast<int>(n) + kFirstRunColumn);
   m_metrics->setHorizontalHeaderLabels(headers);
   m_metrics->setRowCount(0);
   for (const std::string& metric : m_data.metricNames()) {
@@ -291,7 +292,8 @@ void CompareView::fillMetrics() {
       const int r = m_metrics->rowCount();
       m_metrics->insertRow(r);
       m_metrics->setItem(r, 0, cell(QString::fromStdString(metric)));
-      m_metrics->setItem(r, 1, cell(stat));
+      m_metrics->setItem(r, 1, cell(QString::fromStdString(default_unit(metric))));
+      m_metrics->setItem(r, 2, cell(stat));
       for (size_t i = 0; i < n; ++i) {
         const MetricSummary* s = m_data.summary(i, metric);
         double v = qQNaN();
@@ -311,7 +313,7 @@ void CompareView::fillMetrics() {
           bold.setBold(true);
           item->setFont(bold);
         }
-        m_metrics->setItem(r, static_cast<int>(i + 2), item);
+        m_metrics->setItem(r, static_cast<int>(i) + kFirstRunColumn, item);
       }
     }
   }
@@ -401,8 +403,8 @@ void CompareView::drawCurves() {
                                            : x.size() == 1 ? 7
                                                            : 5));
     }
-  m_curves->xAxis->setLabel(QString::fromStdString(xMetric));
-  m_curves->yAxis->setLabel(QString::fromStdString(metric));
+  m_curves->xAxis->setLabel(QString::fromStdString(byStep ? xMetric : metric_label(xMetric)));
+  m_curves->yAxis->setLabel(QString::fromStdString(metric_label(metric)));
   applyPlotOptions(m_curves, m_curveOptions);
   m_curves->rescaleAxes();
   for (QCPAxis* axis : {m_curves->xAxis, m_curves->yAxis})  // room for the markers at the ends
@@ -487,8 +489,8 @@ void CompareView::drawScatter() {
     dropUnplottable(x, y, m_scatterOptions.logX, m_scatterOptions.logY);
     front->setData(x, y, true);
   }
-  m_scatter->xAxis->setLabel(QString::fromStdString(xm) + (m_lowerX->isChecked() ? " (lower is better)" : ""));
-  m_scatter->yAxis->setLabel(QString::fromStdString(ym) + (m_lowerY->isChecked() ? " (lower is better)" : ""));
+  m_scatter->xAxis->setLabel(QString::fromStdString(metric_label(xm)) + (m_lowerX->isChecked() ? ", lower is better" : ""));
+  m_scatter->yAxis->setLabel(QString::fromStdString(metric_label(ym)) + (m_lowerY->isChecked() ? ", lower is better" : ""));
   applyPlotOptions(m_scatter, m_scatterOptions);
   m_scatter->rescaleAxes();
   padAxis(m_scatter->xAxis, 0.08);

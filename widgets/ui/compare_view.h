@@ -38,7 +38,10 @@ class CompareView : public QWidget {
   QStringList runIds() const { return m_ids; }
 
   QTableWidget* configTable() const { return m_config; }
+  /// The Metrics tab: columns metric, unit (default_unit), stat, then one per run from
+  /// kFirstRunColumn; four rows (last, best, min, max) a metric.
   QTableWidget* metricTable() const { return m_metrics; }
+  static constexpr int kFirstRunColumn = 3;
   QCheckBox* onlyDifferences() const { return m_onlyDiff; }
   QCustomPlot* curvePlot() const { return m_curves; }
   QCustomPlot* scatterPlot() const { return m_scatter; }

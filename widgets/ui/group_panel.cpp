@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/analysis/group_series.h"
+#include "engine/store/store_types.h"
 #include "widgets/common/chart_palette.h"
 
 namespace lathe::ui {
@@ -240,8 +241,8 @@ void GroupPanel::drawScatter() {
       bars->setData(QVector<double>{std::isfinite(sd) ? sd : 0.0});
     }
   }
-  m_plot->xAxis->setLabel(QString::fromStdString(xm) + "    (group mean of last values; bars: \u00b1 1 sample std)");
-  m_plot->yAxis->setLabel(QString::fromStdString(ym));
+  m_plot->xAxis->setLabel(QString::fromStdString(metric_label(xm)) + "    (group mean of last values; bars: \u00b1 1 sample std)");
+  m_plot->yAxis->setLabel(QString::fromStdString(metric_label(ym)));
   applyPlotOptions(m_plot, m_options);
   m_plot->rescaleAxes();
   // rescaleAxes() ignores the error bars: widen to them (on a log axis only while the range
@@ -434,8 +435,8 @@ void GroupPanel::draw() {
         line->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, 5));
     }
   }
-  m_plot->yAxis->setLabel(QString::fromStdString(metric));
-  const QString x = byStep ? QString("step") : QString::fromStdString(xMetric) + " (group mean)";
+  m_plot->yAxis->setLabel(QString::fromStdString(metric_label(metric)));
+  const QString x = byStep ? QString("step") : QString::fromStdString(metric_label(xMetric)) + ", group mean";
   m_plot->xAxis->setLabel(envelope ? x + "    (line: group mean; band: min to max of the members)"
                                    : x + "    (line: group mean; band: \u00b1 1 sample std, ddof=1)");
   applyPlotOptions(m_plot, m_options);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 
+#include "engine/store/store_types.h"
 #include "widgets/common/chart_palette.h"
 
 namespace lathe::ui {
@@ -47,7 +48,7 @@ QString XMapping::label() const {
         return "$ spent";
       return priceKnown ? "$ spent (the instance has no price: all at $0)" : "$ spent (price not known yet)";
     case Mode::metric:
-      return QString::fromStdString(metric);
+      return QString::fromStdString(metric_label(metric));
   }
   return {};
 }
