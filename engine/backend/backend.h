@@ -80,6 +80,8 @@ class Backend {
   virtual bool writes_matmul_results_in(DType dtype) const { return dtype == DType::f32; }
   /// Human-readable description of the device (CPU model, GPU name).
   virtual std::string device_name() const = 0;
+  /// The GPU's streaming multiprocessors (a MIG slice's own, fewer than its board's); 0 on a CPU.
+  virtual int multiprocessors() const { return 0; }
 
   // ---- memory ----
   virtual Tensor empty(const Shape& shape, DType dtype, MemoryFormat format = MemoryFormat::contiguous);

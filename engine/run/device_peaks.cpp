@@ -72,6 +72,13 @@ DevicePeaks parse_device(const json& e, const std::string& path, size_t index) {
     d.peak_per_s[key] = item.value().get<double>() * 1e12;
   }
   d.source = require_peak_text(e, "source", path, where);
+  if (e.contains("sms")) {
+    const json& sms = e.at("sms");
+    if (!sms.is_number_integer() || sms.get<int64_t>() <= 0 || sms.get<int64_t>() > 100000)
+      bad_peak_table(path, where + ": \"sms\" (the board's streaming multiprocessors) must be an integer > 0, got " +
+                               sms.dump());
+    d.sms = sms.get<int>();
+  }
   return d;
 }
 
@@ -126,6 +133,20 @@ const DevicePeaks* DevicePeakTable::find(const std::string& cuda_name) const {
   return nullptr;
 }
 
+std::optional<MigName> parse_mig_name(const std::string& cuda_name) {
+  const std::string lower = normalized_cuda_name(cuda_name);
+  const size_t at = lower.rfind(" mig ");
+  if (at == std::string::npos || at == 0)
+    return std::nullopt;
+  // Positions in `lower` are those of the name with its leading blanks removed.
+  const std::string trimmed = cuda_name.substr(cuda_name.find_first_not_of(" \t\r\n"));
+  MigName m{trimmed.substr(0, at), normalized_cuda_name(trimmed.substr(at + 5))};
+  // A profile starts with the slice's compute size: "1g.5gb", or "1c.3g.40gb" for a compute instance.
+  if (m.profile.empty() || !std::isdigit(static_cast<unsigned char>(m.profile[0])))
+    return std::nullopt;
+  return m;
+}
+
 std::string peak_key(DType compute, bool tf32) {
   switch (compute) {
     case DType::f32:
@@ -151,7 +172,7 @@ std::string peak_key(const std::string& peak_flops_dtype) {
 }
 
 PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& device_name, DType compute, bool tf32,
-                           const InstancePrice& instance) {
+                           const InstancePrice& instance, int device_sms) {
   const std::string key = peak_key(compute, tf32);
   PeakChoice c;
   c.dtype = compute == DType::f32 && tf32 ? "tf32" : std::string(dtype_name(compute));
@@ -161,6 +182,28 @@ PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& devi
                                               tflops_text(c.peak.flops_per_s) + " TFLOP/s"
                                         : "unknown: the datasheet of " + d->model + " gives no " + key + " peak (" +
                                               table.path() + "); device/mfu not reported";
+    return c;
+  }
+  if (const std::optional<MigName> mig = parse_mig_name(device_name)) {
+    const DevicePeaks* d = table.find(mig->board);
+    const double board = d ? d->peak(key) : 0.0;
+    if (!d)  // the instance's peak would be a whole GPU's, not this slice's
+      c.peak.how = "unknown: \"" + device_name + "\" is a MIG slice of \"" + mig->board + "\", which " +
+                   table.path() + " does not list; device/mfu not reported";
+    else if (board <= 0)
+      c.peak.how = "unknown: the datasheet of " + d->model + " gives no " + key + " peak (" + table.path() +
+                   "); device/mfu not reported";
+    else if (d->sms <= 0 || device_sms <= 0 || device_sms > d->sms)
+      c.peak.how = "unknown: the MIG slice " + mig->profile + " of " + d->model + " has " +
+                   (device_sms > 0 ? std::to_string(device_sms) : "an unknown number of") + " SMs and " +
+                   table.path() + " gives the board " + (d->sms > 0 ? std::to_string(d->sms) : "no SM count") +
+                   ", so its share of the board's peak is not known; device/mfu not reported";
+    else {
+      c.peak.flops_per_s = board * device_sms / d->sms;
+      c.peak.how = "datasheet (" + d->source + ") for " + d->model + ": " + key + " dense " + tflops_text(board) +
+                   " TFLOP/s x " + std::to_string(device_sms) + " of its " + std::to_string(d->sms) +
+                   " SMs (the MIG slice " + mig->profile + ") = " + tflops_text(c.peak.flops_per_s) + " TFLOP/s";
+    }
     return c;
   }
   c.peak.flops_per_s = instance.peak_flops(key);

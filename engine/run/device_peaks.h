@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct DevicePeaks {
   /// Dense peak ops/s of one device per data type: "fp32", "tf32", "bf16", "fp16", "int8".
   std::map<std::string, double> peak_per_s;
   std::string source;  ///< the datasheet, and how a figure was read from it
+  /// The board's streaming multiprocessors (its datasheet or whitepaper); 0 where the table gives
+  /// none. A MIG slice's peak is the board's x the slice's SMs / these (same clocks, fewer SMs).
+  int sms = 0;
 
   /// Peak ops/s at `key`, or 0 when the datasheet gives none.
   double peak(const std::string& key) const;
@@ -46,6 +50,14 @@ class DevicePeakTable {
   std::string m_path;
 };
 
+/// A CUDA device name of a MIG slice, "<board name> MIG <profile>" ("NVIDIA A100-SXM4-40GB MIG
+/// 1g.5gb", "NVIDIA H100 80GB HBM3 MIG 3g.40gb"), split in the two; nullopt for any other name.
+struct MigName {
+  std::string board;    ///< "NVIDIA A100-SXM4-40GB"
+  std::string profile;  ///< "1g.5gb"
+};
+std::optional<MigName> parse_mig_name(const std::string& cuda_name);
+
 /// The table's key for a run computing at `compute`: f32 -> "fp32" ("tf32" when `tf32`), bf16 ->
 /// "bf16", f16 -> "fp16", s8 -> "int8". Throws for other types.
 std::string peak_key(DType compute, bool tf32);
@@ -62,10 +74,12 @@ struct PeakChoice {
 
 /// A GPU run on `device_name` whose matmuls compute at `compute` (f32 when the backend emulates a
 /// lower precision: the arithmetic is then f32's; `tf32` when f32 GEMMs use TF32 tensor cores): the
-/// device's datasheet peak for that type from `table`; when the table does not know the device,
-/// `instance`'s catalog peak for the type (a price entry's GPU, which need not be this one: `how`
-/// says so); else unknown.
+/// device's datasheet peak for that type from `table`. A MIG slice of a board the table knows gets
+/// the board's peak x `device_sms` (the slice's SMs, Backend::multiprocessors) / the board's `sms`,
+/// or no peak when either count is unknown (never the whole board's: that would understate its MFU
+/// up to 8x). When the table does not know the device, `instance`'s catalog peak for the type (a
+/// price entry's GPU, which need not be this one: `how` says so); else unknown.
 PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& device_name, DType compute, bool tf32,
-                           const InstancePrice& instance);
+                           const InstancePrice& instance, int device_sms = 0);
 
 }  // namespace lathe

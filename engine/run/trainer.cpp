@@ -128,7 +128,7 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
     const bool native = precision != DType::f32 && precision_path(be, precision)["linear"] == "native";
     const PeakChoice choice = choose_gpu_peak(DevicePeakTable::load(DevicePeakTable::default_path()),
                                               be.device_name(), native ? precision : DType::f32,
-                                              /*tf32=*/false, *s.instance);
+                                              /*tf32=*/false, *s.instance, be.multiprocessors());
     s.peak = choice.peak;
     s.peak_dtype = choice.dtype;
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "engine/core/error.h"
 #include "engine/run/cost_model.h"
@@ -159,6 +160,44 @@ TEST(ChooseGpuPeak, AnUnknownDeviceFallsBackToTheInstanceAndSaysSo) {
   EXPECT_TRUE(contains_text(c.peak.how, "gives no bf16 peak")) << c.peak.how;
 }
 
+TEST(MigName, SplitsTheBoardFromTheSlicesProfile) {
+  std::optional<MigName> m = parse_mig_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->board, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(m->profile, "1g.5gb");
+  m = parse_mig_name("  NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb ");  // a compute instance of a 3g slice
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->board, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(m->profile, "1c.3g.40gb");
+  for (const char* whole : {"NVIDIA H200", "NVIDIA H100 80GB HBM3", "MIG 1g.5gb", "NVIDIA A100 MIG", "NVIDIA A100 MIG x"})
+    EXPECT_FALSE(parse_mig_name(whole).has_value()) << whole;
+}
+
+TEST(ChooseGpuPeak, AMigSliceGetsItsShareOfTheBoardsPeakBySMs) {
+  const InstancePrice& p5 = seeded_prices().find("p5.48xlarge");
+  // H100 SXM5 1g.10gb: 16 of the board's 132 SMs; A100 7g.40gb: 98 of 108 (not the whole board).
+  PeakChoice c = choose_gpu_peak(seeded_peaks(), "NVIDIA H100 80GB HBM3 MIG 1g.10gb", DType::bf16, false, p5, 16);
+  EXPECT_DOUBLE_EQ(c.peak.flops_per_s, 989.5e12 * 16 / 132);
+  EXPECT_EQ(c.dtype, "bf16");
+  EXPECT_TRUE(contains_text(c.peak.how, "16 of its 132 SMs (the MIG slice 1g.10gb)")) << c.peak.how;
+  EXPECT_FALSE(contains_text(c.peak.how, "p5.48xlarge")) << c.peak.how;  // not the instance's whole GPU
+  c = choose_gpu_peak(seeded_peaks(), "NVIDIA A100-SXM4-40GB MIG 7g.40gb", DType::f32, false, p5, 98);
+  EXPECT_DOUBLE_EQ(c.peak.flops_per_s, 19.5e12 * 98 / 108);
+  // The slice's SM count unknown (or above the board's): no MFU rather than the whole board's peak.
+  for (int sms : {0, 133}) {
+    c = choose_gpu_peak(seeded_peaks(), "NVIDIA H200 MIG 1g.18gb", DType::bf16, false, p5, sms);
+    EXPECT_EQ(c.peak.flops_per_s, 0.0) << sms;
+    EXPECT_TRUE(contains_text(c.peak.how, "device/mfu not reported")) << c.peak.how;
+  }
+  // A slice of a board the table does not list: no peak either (the instance's is a whole GPU's).
+  c = choose_gpu_peak(seeded_peaks(), "NVIDIA H100 NVL MIG 1g.12gb", DType::bf16, false, p5, 16);
+  EXPECT_EQ(c.peak.flops_per_s, 0.0);
+  EXPECT_TRUE(contains_text(c.peak.how, "is a MIG slice of \"NVIDIA H100 NVL\"")) << c.peak.how;
+  // The whole board by its own name keeps its full peak, whatever SM count is passed.
+  c = choose_gpu_peak(seeded_peaks(), "NVIDIA H100 80GB HBM3", DType::bf16, false, p5, 132);
+  EXPECT_DOUBLE_EQ(c.peak.flops_per_s, 989.5e12);
+}
+
 TEST(DevicePeakTable, DefaultPathHonoursLatheDevicePeaks) {
   const char* was = std::getenv("LATHE_DEVICE_PEAKS");
   const std::string saved = was ? was : "";
@@ -207,6 +246,8 @@ TEST(DevicePeakTable, MalformedTablesAreRejected) {
   expect_bad("twice.json",
              table(ok + "," + R"({"model":"n","cuda_names":["card A"],"peak_tflops":{"fp32":2},"source":"s"})"),
              "\"card A\" is listed twice");
+  expect_bad("sms.json", table(R"({"model":"m","cuda_names":["A"],"peak_tflops":{"fp32":1},"source":"s","sms":0})"),
+             "\"sms\" (the board's streaming multiprocessors) must be an integer > 0");
   expect_bad("missing.json", "", "not valid JSON");
   try {
     DevicePeakTable::load("/nonexistent/device_peaks.json");

@@ -74,6 +74,8 @@ Device CudaBackend::device() const { return m_ctx->lathe_device(); }
 
 std::string CudaBackend::device_name() const { return m_ctx->properties().name; }
 
+int CudaBackend::multiprocessors() const { return m_ctx->properties().multiProcessorCount; }
+
 int CudaBackend::compute_capability() const { return m_ctx->properties().major * 10 + m_ctx->properties().minor; }
 
 bool CudaBackend::supports(Op op, DType dtype) const { return supports_on(op, dtype, compute_capability()); }

@@ -39,6 +39,7 @@ class CudaBackend final : public Backend {
   /// This device's compute capability, major * 10 + minor (90 on an H100/H200).
   int compute_capability() const;
   std::string device_name() const override;
+  int multiprocessors() const override;
 
   void fill_zero(Tensor& t) override;
   void copy_impl(const Tensor& src, Tensor& dst) override;
