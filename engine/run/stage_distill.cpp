@@ -3,8 +3,11 @@
 #include "engine/run/stage_distill.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/core/sha256.h"
+#include "engine/data/loader.h"
+#include "engine/exec/batch_loop.h"
 #include "engine/io/onnx/onnx_import.h"
 #include "engine/nn/model_io.h"
 #include "engine/nn/zoo.h"
@@ -156,6 +159,47 @@ std::unique_ptr<DistillStage> prepare_distill_stage(const ExperimentConfig& cfg,
   return stage;
 }
 
+namespace {
+
+/// A resumed run's teacher cache starts empty, where the run it continues had cached every image of
+/// the student's first epoch up to the step it stopped at, each computed in that epoch's batch. The
+/// teacher's outputs for an image can differ in their last bits with the batch it is computed in
+/// (which rows share a GEMM: oneDNN's AVX2 kernels), so computing the missing ones in later epochs'
+/// batches would not continue the run bit for bit. Replays, through the teacher only, the first
+/// epoch's batches up to the resumed step (all of them when it resumes in a later epoch): the same
+/// images in the same batches, so the same outputs. Costs the teacher's forward passes over those
+/// batches once, at the resume.
+void refill_teacher_cache(DistillStage& st, StageContext& ctx, const TrainPhase& phase) {
+  st.cache_refilled = true;
+  if (!st.cache || (phase.start.epoch == 0 && phase.start.step_in_epoch == 0))
+    return;
+  const int64_t k = std::max(1, phase.grad_accum);
+  DataLoader loader(ctx.data.train, phase.loader);
+  const int64_t steps_per_epoch = std::max<int64_t>(1, loader.batches_per_epoch() / k);
+  const int64_t steps = phase.start.epoch > 0 ? steps_per_epoch : std::min(steps_per_epoch, phase.start.step_in_epoch);
+  const size_t cached_before = st.cache->size();
+  const auto t0 = std::chrono::steady_clock::now();
+  loader.start_epoch(0);
+  Batch batch;
+  DeviceBatch db;
+  for (int64_t i = 0; i < steps * k && loader.next(batch); ++i) {
+    db.load(ctx.be, batch);
+    st.distiller->fill_cache(ctx.be, db.images);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ctx.sink.event("note", {{"text", "teacher cache refilled for the resume: the student's first " + std::to_string(steps) +
+                                       " steps replayed through the teacher, in their batches, as the interrupted run "
+                                       "had cached them (" +
+                                       std::to_string(st.cache->size() - cached_before) + " images on this rank, " +
+                                       std::to_string(seconds) + " s)"},
+                          {"kind", "teacher_cache_refilled"},
+                          {"images", st.cache->size() - cached_before},
+                          {"steps", steps},
+                          {"seconds", seconds}});
+}
+
+}  // namespace
+
 void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase, TrainHooks& hooks) {
   const DistillConfig& d = ctx.cfg.distill;
   // ---- a zoo teacher is trained first, in this run, on the teacher's (base) augmentation ----
@@ -247,8 +291,11 @@ void attach_distill_stage(DistillStage& st, StageContext& ctx, TrainPhase& phase
 
   LATHE_CHECK(!hooks.forward_backward, "distillation: another stage already replaced the training step");
   Distiller* distiller = st.distiller.get();
-  hooks.forward_backward = [distiller](Model& model, LayerContext& lctx, const DeviceBatch& batch, double grad_scale,
-                                       Tensor& diff_buf) {
+  // `phase` is where a resume sets the student's start (after attach): read at its first step.
+  hooks.forward_backward = [distiller, &st, &ctx, &phase](Model& model, LayerContext& lctx, const DeviceBatch& batch,
+                                                          double grad_scale, Tensor& diff_buf) {
+    if (!st.cache_refilled)
+      refill_teacher_cache(st, ctx, phase);
     return distiller->forward_backward(model, lctx, batch.images, batch.labels, grad_scale, diff_buf);
   };
   auto prev_after_update = hooks.after_update;

@@ -34,6 +34,8 @@ class DistillStage {
   LrSchedule schedule;  ///< the student phase's, for the projections
   int64_t first_step = 0;
   bool cache_saved = false;
+  /// The cache holds what the interrupted run had cached (refill_teacher_cache), or needs not.
+  bool cache_refilled = false;
   /// A zoo teacher's weights came from the checkpoint a resumed run continues from: attach does
   /// not train it again.
   bool teacher_restored = false;

@@ -129,6 +129,16 @@ void Distiller::teacher_outputs(Backend& be, const Tensor& images, const Tensor*
   }
 }
 
+void Distiller::fill_cache(Backend& be, const Tensor& images) {
+  if (!m_cache)
+    return;
+  const Window window = m_window;
+  const Tensor* logits = nullptr;
+  std::vector<const Tensor*> taps;
+  teacher_outputs(be, images, logits, taps);
+  m_window = window;
+}
+
 LossResult Distiller::forward_backward(Model& student, LayerContext& ctx, const Tensor& images, const Tensor& labels,
                                        double grad_scale, Tensor& diff_buf) {
   Backend& be = ctx.backend;

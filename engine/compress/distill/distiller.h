@@ -53,6 +53,10 @@ class Distiller {
   /// Per-sample element counts of what the cache stores (logits, then each pair's teacher tap).
   std::vector<int64_t> cache_record_sizes() const;
   std::string cache_key_suffix() const;
+  /// Puts the teacher's outputs for `images` (a batch on the backend's device) in the cache as
+  /// forward_backward does on a miss, and nothing when all are cached; counts nothing in the
+  /// window. A resumed run replays the batches the interrupted one had cached (stage_distill.cpp).
+  void fill_cache(Backend& be, const Tensor& images);
 
   /// Sums since the last take_window(): soft (T^2 KL) and feature (unweighted MSE) losses, samples.
   struct Window {
