@@ -114,7 +114,9 @@ TEST_F(DataParallel, TwoRanksOfBatch64TrainTheModelOfOneRankOfBatch128) {
                accum = relative_gap(one_accum, two_accum);
   EXPECT_LE(plain, 1e-6);
   EXPECT_LE(sharded, 1e-6);
-  EXPECT_LE(accum, 1e-6);
+  // Four partial sums per step instead of two: on AVX2 (no AVX-512) oneDNN's blocking leaves 1.8e-6
+  // here, within the 1e-5 (a lost micro-batch or a wrong scale is ~1e-2).
+  EXPECT_LE(accum, 1e-5);
   EXPECT_LE(half, 1e-3);
   // The runs did train apart from the start (not two copies of the initial weights).
   EXPECT_GT(relative_gap(one, run("other-seed", kSteps, 1, 1, "--set seed=4 --set train.threads=2")), 1e-2);
