@@ -1,13 +1,20 @@
 // AVX2 + FMA instantiation of the CSR x dense kernel (spmm_kernel.h): 8-float ymm vectors, tails
-// through maskload/maskstore, batch 1 through gathers. Compiled for AVX2 + FMA by a target pragma
-// around the kernel only; spmm_rows calls it only when cpuid reports both.
+// through maskload/maskstore, batch 1 through gathers. Compiled for AVX2 + FMA by a target region (GCC
+// pragma or clang attribute) around the kernel only; spmm_rows calls it only when cpuid reports both.
 #include <cstdint>
 
 #include "engine/backend/cpu/spmm.h"
 
+#include <immintrin.h>
+
+// GCC's target pragma; clang ignores it (and -march=native lacks the ISA on a machine without
+// it), so there the same region is an attribute on every function in it.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-#include <immintrin.h>
+#endif
 
 #include "engine/backend/cpu/spmm_kernel.h"
 
@@ -53,4 +60,8 @@ void spmm_rows_avx2(const CsrMatrix& a, const SpmmArgs& x, int64_t r0, int64_t r
 
 }  // namespace lathe::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

@@ -1,15 +1,22 @@
 // AVX-512 (F) instantiation of the CSR x dense kernel (spmm_kernel.h): 16-float zmm vectors, tails
-// through mask registers, batch 1 through gathers. Compiled for AVX-512F by a target pragma around
-// the kernel only; spmm_rows calls it only when cpuid reports AVX-512F.
+// through mask registers, batch 1 through gathers. Compiled for AVX-512F by a target region (GCC pragma or
+// clang attribute) around the kernel only; spmm_rows calls it only when cpuid reports AVX-512F.
 // GCC 12 warns about its own AVX-512 headers here (a known false positive of -Wmaybe-uninitialized).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <cstdint>
 
 #include "engine/backend/cpu/spmm.h"
 
+#include <immintrin.h>
+
+// GCC's target pragma; clang ignores it (and -march=native lacks the ISA on a machine without
+// it), so there the same region is an attribute on every function in it.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
-#include <immintrin.h>
+#endif
 
 #include "engine/backend/cpu/spmm_kernel.h"
 
@@ -48,4 +55,8 @@ void spmm_rows_avx512(const CsrMatrix& a, const SpmmArgs& x, int64_t r0, int64_t
 
 }  // namespace lathe::detail
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif

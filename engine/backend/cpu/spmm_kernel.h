@@ -2,7 +2,7 @@
 // registers, 8 vectors of columns at a time (then 2, then one masked vector for the tail), one
 // broadcast weight per nonzero times the matching row of B; a single column (batch 1) gathers B
 // along the row instead. spmm_avx2.cpp and spmm_avx512.cpp include this inside their own
-// `#pragma GCC target` region with their V (width, load/store/fma, masks, gather, sum), so each
+// target region (`#pragma GCC target`, or clang's attribute push) with their V (width, load/store/fma, masks, gather, sum), so each
 // instantiation is compiled for its ISA. Everything this header uses must already be included
 // before that region (so no shared inline code is compiled for the wider ISA).
 #pragma once
