@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/run/device_peaks.h"
 #include "engine/run/json_resource.h"
 
 namespace lathe {
@@ -54,6 +56,8 @@ InstancePrice parse_instance(const json& e, const std::string& path, size_t inde
     bad_catalog(path, where + ": \"gpus\" must be an integer >= 0, got " + gpus.dump());
   p.gpus = gpus.get<int>();
   p.gpu_model = require_string(e, "gpu_model", path, where);
+  if (e.contains("gpu_cuda_name"))
+    p.gpu_cuda_name = require_string(e, "gpu_cuda_name", path, where);
   p.on_demand_usd_per_hour = require_price(e, "on_demand_usd_per_hour", path, where);
   p.spot_usd_per_hour = require_price(e, "spot_usd_per_hour", path, where);
   p.price_date = require_string(e, "price_date", path, where);
@@ -169,13 +173,19 @@ int instances_needed(const InstancePrice& instance, int devices) {
 std::string cost_projection_reason(const InstancePrice& instance, const std::string& device_name, bool on_gpu) {
   if (instance.gpus <= 0 || (instance.on_demand_usd_per_hour <= 0 && instance.spot_usd_per_hour <= 0))
     return "";
-  // The model's short name: "NVIDIA A100-SXM4-40GB" -> "A100", "NVIDIA T4 16GB" -> "T4".
-  std::string model = instance.gpu_model;
-  if (model.rfind("NVIDIA ", 0) == 0)
-    model = model.substr(7);
-  model = model.substr(0, model.find_first_of(" -"));
-  if (on_gpu && !model.empty() && device_name.find(model) != std::string::npos)
-    return "";
+  if (on_gpu && !instance.gpu_cuda_name.empty()) {
+    const std::optional<MigName> mig = parse_mig_name(device_name);  // a slice of the instance's GPU is on it
+    if (same_cuda_name(mig ? mig->board : device_name, instance.gpu_cuda_name))
+      return "";
+  } else if (on_gpu) {
+    // The model's short name: "NVIDIA A100-SXM4-40GB" -> "A100", "NVIDIA T4 16GB" -> "T4".
+    std::string model = instance.gpu_model;
+    if (model.rfind("NVIDIA ", 0) == 0)
+      model = model.substr(7);
+    model = model.substr(0, model.find_first_of(" -"));
+    if (!model.empty() && device_name.find(model) != std::string::npos)
+      return "";
+  }
   return "timed on " + device_name + (on_gpu ? "" : " (CPU)") + ", priced at " + instance.name + "'s rate (" +
          std::to_string(instance.gpus) + "x " + instance.gpu_model +
          "): a projection of what this wall time would cost there, not a run on that instance";

@@ -22,6 +22,9 @@ struct InstancePrice {
   std::string name;       ///< "p4d.24xlarge", "local", ...
   int gpus = 0;           ///< GPUs per instance; 0 = CPU only / unknown ("local")
   std::string gpu_model;  ///< "NVIDIA A100-SXM4-40GB"; empty when gpus == 0
+  /// The CUDA device name of its GPU, as a run on it reads it ("NVIDIA H100 80GB HBM3" for an H100
+  /// SXM5); "" where the catalog gives none.
+  std::string gpu_cuda_name;
   double on_demand_usd_per_hour = 0;
   double spot_usd_per_hour = 0;
   std::string price_date;   ///< when the prices were read, "YYYY-MM" or "YYYY-MM-DD"
@@ -70,9 +73,12 @@ double cost_usd(const InstancePrice& instance, bool spot, int devices, double el
 int instances_needed(const InstancePrice& instance, int devices);
 
 /// A run's cost is its wall time here times the instance's price. When the instance is priced and
-/// has GPUs the run did not train on (a CPU run, or a GPU whose name lacks the instance's model,
-/// e.g. "H100" for "NVIDIA H100-SXM5-80GB"), that is a projection, not what the run cost: returns
-/// why, naming both; "" when the run's device is the instance's (or the instance has no price or GPUs).
+/// has GPUs the run did not train on, that is a projection, not what the run cost: returns why,
+/// naming both; "" when the run's device is the instance's (or the instance has no price or GPUs).
+/// The run's GPU is the instance's when its CUDA name (a MIG slice's board name) is the catalog's
+/// `gpu_cuda_name`, whole and case-insensitive, so an H100 PCIe is not taken for a p5's H100 SXM5;
+/// for an entry without one, when the name holds the model's short name ("H100" of
+/// "NVIDIA H100-SXM5-80GB").
 std::string cost_projection_reason(const InstancePrice& instance, const std::string& device_name, bool on_gpu);
 
 }  // namespace lathe

@@ -125,12 +125,16 @@ std::string DevicePeakTable::default_path() {
 }
 
 const DevicePeaks* DevicePeakTable::find(const std::string& cuda_name) const {
-  const std::string want = normalized_cuda_name(cuda_name);
   for (const DevicePeaks& d : m_devices)
     for (const std::string& name : d.cuda_names)
-      if (normalized_cuda_name(name) == want)
+      if (same_cuda_name(name, cuda_name))
         return &d;
   return nullptr;
+}
+
+bool same_cuda_name(const std::string& a, const std::string& b) {
+  const std::string na = normalized_cuda_name(a);
+  return !na.empty() && na == normalized_cuda_name(b);
 }
 
 std::optional<MigName> parse_mig_name(const std::string& cuda_name) {

@@ -50,6 +50,10 @@ class DevicePeakTable {
   std::string m_path;
 };
 
+/// Whether two CUDA device names are the same device model: whole names, case-insensitive,
+/// surrounding blanks ignored ("NVIDIA H200 NVL" is not "NVIDIA H200").
+bool same_cuda_name(const std::string& a, const std::string& b);
+
 /// A CUDA device name of a MIG slice, "<board name> MIG <profile>" ("NVIDIA A100-SXM4-40GB MIG
 /// 1g.5gb", "NVIDIA H100 80GB HBM3 MIG 3g.40gb"), split in the two; nullopt for any other name.
 struct MigName {

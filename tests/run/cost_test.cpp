@@ -96,6 +96,19 @@ TEST(CostModel, APriceOfAnotherDeviceIsAProjectionThatNamesBoth) {
   // Another GPU model is a projection too: an H200 priced as a p5's H100.
   EXPECT_NE(cost_projection_reason(c.find("p5.48xlarge"), "NVIDIA H200", true).find("NVIDIA H200"), std::string::npos);
   EXPECT_NE(cost_projection_reason(c.find("p3.2xlarge"), "NVIDIA A100-SXM4-40GB", true), "");
+  // The same chip on another board is not the instance's GPU: an H100 PCIe or NVL under a p5's SXM5,
+  // an 80GB A100 under a p4d's 40GB one (gpu_cuda_name, whole names). A MIG slice of the instance's
+  // own GPU is on that instance.
+  for (const char* other : {"NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H100 PCIe MIG 1g.10gb"})
+    EXPECT_NE(cost_projection_reason(c.find("p5.48xlarge"), other, true).find(other), std::string::npos) << other;
+  EXPECT_NE(cost_projection_reason(c.find("p4d.24xlarge"), "NVIDIA A100-SXM4-80GB", true), "");
+  EXPECT_EQ(cost_projection_reason(c.find("p5.48xlarge"), "nvidia h100 80gb hbm3 ", true), "");
+  EXPECT_EQ(cost_projection_reason(c.find("p5.48xlarge"), "NVIDIA H100 80GB HBM3 MIG 3g.40gb", true), "");
+  // A catalog entry without gpu_cuda_name (a user's own) keeps the short-name rule.
+  InstancePrice mine = c.find("p5.48xlarge");
+  mine.gpu_cuda_name.clear();
+  EXPECT_EQ(cost_projection_reason(mine, "NVIDIA H100 PCIe", true), "");
+  EXPECT_NE(cost_projection_reason(mine, "NVIDIA A100-SXM4-40GB", true), "");
   // No price or no GPUs: nothing is projected (the local machine costs $0, as measured).
   EXPECT_EQ(cost_projection_reason(c.find("local"), "Intel(R) Xeon(R) Processor", false), "");
 }
