@@ -28,6 +28,7 @@
 #include "app/cli_ranks.h"
 #include "app/cli_repair.h"
 #include "app/cli_scaling.h"
+#include "app/cli_signals.h"
 #include "app/cli_supervisor.h"
 #include "app/cli_import.h"
 #include "app/cli_sweep.h"
@@ -219,6 +220,8 @@ int run_or_resume(const lathe::ExperimentConfig& exp, const std::string& label, 
   const bool worker = ranks && ranks->worker();
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
+  // From here the training thread and the threads it starts never take a stop signal themselves.
+  const lathe::cli::StopSignalThread signal_thread;
   StdoutJsonSink json_sink;
   ProgressBar bar(!json && isatty(STDERR_FILENO));
   // The store run is created only once set-up succeeded (on_start), so bad input leaves no trace.
