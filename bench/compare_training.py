@@ -108,10 +108,14 @@ def main():
         cl = torch[(m, p)][-1].get("channels_last")
         note = f" (channels_last={cl})" if cl is not None and m in ("cnn", "teacher") else ""
         torch_label = "autocast bf16" if p == "bf16" else "f32"
-        print(f"| {m} | {p} | {ls:,.0f} | {ts:,.0f} ({torch_label}){note} | {ls / ts:.2f}x | {100 * mfu:.1f}% | "
+        # bf16 without native kernels here (no AVX-512 bf16): Lathe rounds to bf16, computes in f32.
+        emulated = lathe[(m, p)][-1].get("matmuls", "native") != "native"
+        lp = f"{p} (emulated)" if emulated else p
+        print(f"| {m} | {lp} | {ls:,.0f} | {ts:,.0f} ({torch_label}){note} | {ls / ts:.2f}x | {100 * mfu:.1f}% | "
               f"{gf:.1f} |")
         key = m if p == "f32" else f"{m}_{p}"
         summary[key] = {"model": m, "precision": p, "lathe": ls, "pytorch": ts, "ratio": ls / ts, "mfu": mfu,
+                        "lathe_matmuls": lathe[(m, p)][-1].get("matmuls", "native"),
                         "lathe_runs": [r["samples_per_s"] for r in lathe[(m, p)]],
                         "pytorch_runs": [r["samples_per_s"] for r in torch[(m, p)]]}
     print(json.dumps({"compare_training": summary, "device": device, "torch": info.get("torch"),

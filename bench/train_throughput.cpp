@@ -25,6 +25,7 @@
 #include "engine/exec/batch_loop.h"
 #include "engine/nn/optimizer.h"
 #include "engine/nn/zoo.h"
+#include "engine/run/stage_precision.h"
 #include "engine/run/telemetry.h"
 
 #ifdef LATHE_HAVE_CUDA
@@ -69,7 +70,11 @@ int main(int argc, char** argv) {
     const DType precision = dtype_from_name(precision_name);
     if (precision != DType::f32 && precision != DType::bf16)
       throw ConfigError("--precision " + precision_name + " (allowed: f32, bf16)");
-    PeakFlops peak = cpu_peak_flops(threads, precision);
+    // The peak of the type the matmuls really run at, by the trainer's rule: bf16 only where the
+    // backend has native bf16 kernels (a CPU without AVX-512 bf16 emulates it, computing in f32).
+    const bool native = precision == DType::f32 || precision_path(*backend, precision)["linear"] == "native";
+    const DType peak_type = native ? precision : DType::f32;
+    PeakFlops peak = cpu_peak_flops(threads, peak_type);
 
     // Pre-load enough batches (as the PyTorch script does) so data preparation is not timed.
     LoaderOptions lo;
@@ -125,12 +130,13 @@ int main(int argc, char** argv) {
       std::sort(rates.begin(), rates.end());
       const double sps = rates[1];
       const double train_flops = 3.0 * static_cast<double>(model->flops_per_sample());
-      peak = raise_peak_to_achieved(peak, sps * train_flops, threads, precision);
+      peak = raise_peak_to_achieved(peak, sps * train_flops, threads, peak_type);
       nlohmann::json j{{"peer", "lathe"},
                        {"model", name},
                        {"batch", batch},
                        {"threads", threads},
                        {"precision", precision_name},
+                       {"matmuls", native ? "native" : "emulated (bf16 rounding, f32 arithmetic)"},
                        {"backend", backend->name()},
                        {"device", backend->device_name()},
                        {"samples_per_s", sps},
