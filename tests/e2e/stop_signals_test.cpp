@@ -1,7 +1,7 @@
 // lathe-cli's StopSignalThread (app/cli_signals.h): while it lives, the stop signals are blocked on
 // the thread that made it and on the threads that thread starts, and a signal sent to the process
 // is handled on another thread, never on the training thread. Before it, a 2-rank run stopped by a
-// signal that landed on its training thread ended with a corrupted heap in ~8% of the runs.
+// signal that landed on its training thread ended with a corrupted heap in ~7% of the runs.
 #include <gtest/gtest.h>
 
 #include <pthread.h>
