@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>

@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
       throw ConfigError("--precision " + precision_name + " (allowed: f32, bf16)");
     // The peak of the type the matmuls really run at, by the trainer's rule: bf16 only where the
     // backend has native bf16 kernels (a CPU without AVX-512 bf16 emulates it, computing in f32).
-    const bool native = precision == DType::f32 || precision_path(*backend, precision)["linear"] == "native";
-    const DType peak_type = native ? precision : DType::f32;
+    const DType peak_type = matmul_dtype(*backend, precision);
+    const bool native = peak_type == precision;
     PeakFlops peak = cpu_peak_flops(threads, peak_type);
 
     // Pre-load enough batches (as the PyTorch script does) so data preparation is not timed.

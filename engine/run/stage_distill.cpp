@@ -174,11 +174,11 @@ void refill_teacher_cache(DistillStage& st, StageContext& ctx, const TrainPhase&
   if (!st.cache || (phase.start.epoch == 0 && phase.start.step_in_epoch == 0))
     return;
   const int64_t k = std::max(1, phase.grad_accum);
-  DataLoader loader(ctx.data.train, phase.loader);
-  const int64_t steps_per_epoch = std::max<int64_t>(1, loader.batches_per_epoch() / k);
+  const int64_t steps_per_epoch = ctx.steps_per_epoch(phase.loader);
   const int64_t steps = phase.start.epoch > 0 ? steps_per_epoch : std::min(steps_per_epoch, phase.start.step_in_epoch);
   const size_t cached_before = st.cache->size();
   const auto t0 = std::chrono::steady_clock::now();
+  DataLoader loader(ctx.data.train, phase.loader);
   loader.start_epoch(0);
   Batch batch;
   DeviceBatch db;

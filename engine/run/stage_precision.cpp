@@ -40,6 +40,10 @@ nlohmann::json precision_path(const Backend& backend, DType precision) {
           {"note", note}};
 }
 
+DType matmul_dtype(const Backend& backend, DType precision) {
+  return precision != DType::f32 && precision_path(backend, precision)["linear"] == "native" ? precision : DType::f32;
+}
+
 std::unique_ptr<PrecisionStage> attach_precision_stage(StageContext& ctx, TrainHooks& hooks) {
   const DType precision = compute_dtype(ctx.cfg.train.precision);
   if (precision == DType::f32)

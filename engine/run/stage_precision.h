@@ -28,6 +28,11 @@ DType compute_dtype(Precision p);
 /// ("native" or "emulated"), "note"}.
 nlohmann::json precision_path(const Backend& backend, DType precision);
 
+/// The type the matmuls compute at when training at `precision` on `backend`: `precision` where its
+/// linear kernels are native, else f32 (emulation rounds to `precision` but computes in f32). MFU is
+/// measured against this type's peak (the trainer, bench/train_throughput).
+DType matmul_dtype(const Backend& backend, DType precision);
+
 /// nullptr at fp32. Otherwise sets ctx.model's compute precision, logs the precision event and
 /// chains its hooks onto `hooks` (calling any hook already set there). Keep the result alive for
 /// the training phase.

@@ -107,13 +107,11 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
   if (be.device().is_cpu()) {
     // MFU is against the peak of the data type the matmuls run at: bf16 where the CPU computes bf16
     // natively (a bf16 run against the f32 peak would read above 1), else f32.
-    const DType precision = compute_dtype(cfg.train.precision);
-    const bool native_bf16 = precision == DType::bf16 && precision_path(be, precision)["linear"] == "native";
-    const DType peak_type = native_bf16 ? DType::bf16 : DType::f32;
+    const DType peak_type = matmul_dtype(be, compute_dtype(cfg.train.precision));
     s.peak_dtype = std::string(dtype_name(peak_type));
     s.peak = cpu_peak_flops(s.threads, peak_type);
     // The run store's records are f32 runs' peaks.
-    const double floor = options.recorded_peak_flops && !native_bf16
+    const double floor = options.recorded_peak_flops && peak_type == DType::f32
                              ? options.recorded_peak_flops(be.device_name(), s.threads)
                              : 0;
     if (floor > s.peak.flops_per_s)
@@ -124,10 +122,8 @@ void set_up(const ExperimentConfig& cfg, const RunOptions& options, RunSetup& s)
     // (emulation rounds values but computes in f32). TF32 stays off in training (CudaContext's
     // default, for parity with the reference), so f32 runs are against the plain fp32 peak. Only a
     // device the table does not know falls back to cost.instance's catalog peak.
-    const DType precision = compute_dtype(cfg.train.precision);
-    const bool native = precision != DType::f32 && precision_path(be, precision)["linear"] == "native";
     const PeakChoice choice = choose_gpu_peak(DevicePeakTable::load(DevicePeakTable::default_path()),
-                                              be.device_name(), native ? precision : DType::f32,
+                                              be.device_name(), matmul_dtype(be, compute_dtype(cfg.train.precision)),
                                               /*tf32=*/false, *s.instance, be.multiprocessors());
     s.peak = choice.peak;
     s.peak_dtype = choice.dtype;
