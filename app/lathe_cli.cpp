@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -58,10 +59,13 @@ bool g_supervised = false;          // --no-supervise: the spot supervisor's chi
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 
 void on_signal(int sig) {
+  // kill() may set errno; the thread this handler interrupted may be about to read its own.
+  const int saved_errno = errno;
   lathe::cli::forward_signal_to_workers(sig);  // every rank stops
   int none = static_cast<int>(lathe::StopReason::none);
   g_stop_reason.compare_exchange_strong(none, static_cast<int>(lathe::StopReason::signal));
   g_stop.store(true);
+  errno = saved_errno;
 }
 
 /// SIGUSR1 is the spot supervisor's notice (cli_supervisor.h): like a cloud's, it asks for an
