@@ -2,10 +2,11 @@
 # Runs the libFuzzer targets (fuzz/), each for SECONDS, one after another, and prints per target the
 # executions per second, the corpus it grew (files and bytes) and the crashes, leaks, timeouts or
 # out-of-memory inputs it found (saved under BUILD/fuzz-artifacts/<target>/).
-# Builds the sanitizer folder first when needed (same configuration as scripts/test-sanitize.sh).
+# Builds its folder first: the configuration of scripts/test-sanitize.sh plus libFuzzer's coverage
+# instrumentation (LATHE_FUZZ_COVERAGE, which that script leaves out), without which fuzzing is blind.
 # Each target starts from fuzz/corpus/<target>/ and grows BUILD/fuzz-work/<target>/ (the committed
 # corpus is never written; FUZZ_MERGE=1 merges minimized new inputs into it at the end).
-# Usage: bench/fuzz.sh SECONDS [target...]     (default: every target; BUILD: $FUZZ_BUILD or build-asan)
+# Usage: bench/fuzz.sh SECONDS [target...]     (default: every target; BUILD: $FUZZ_BUILD or build-fuzz)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 all=(config set idx safetensors teacher_cache sparse_model int8_model store npy npz)
@@ -13,13 +14,17 @@ seconds=${1:?usage: bench/fuzz.sh SECONDS [target...]}
 shift
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
-build=${FUZZ_BUILD:-build-asan}
+build=${FUZZ_BUILD:-build-fuzz}
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DLATHE_SANITIZE=address,undefined -DLATHE_FUZZ=ON \
+    -DLATHE_SANITIZE=address,undefined -DLATHE_FUZZ=ON -DLATHE_FUZZ_COVERAGE=ON \
     -DLATHE_CUDA=OFF -DLATHE_GUI=OFF -DLATHE_BUILD_BENCH=OFF >/dev/null || exit 1
+elif ! grep -q '^LATHE_FUZZ_COVERAGE:BOOL=ON' "$build/CMakeCache.txt"; then
+  echo "fuzz.sh: $build is built without libFuzzer's coverage instrumentation (LATHE_FUZZ_COVERAGE=OFF," \
+       "as scripts/test-sanitize.sh builds): fuzzing it would be blind; use another FUZZ_BUILD" >&2
+  exit 1
 fi
 if [ "${FUZZ_NO_BUILD:-0}" != 1 ]; then  # FUZZ_NO_BUILD=1: run the binaries as they are
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null || exit 1
