@@ -241,11 +241,13 @@ int main(int argc, char** argv) {
     std::printf("device: %s (sm_%d%d, %d SMs, %.1f GiB)\n", be.device_name().c_str(), props.major, props.minor,
                 props.multiProcessorCount, props.totalGlobalMem / double(1 << 30));
     // The datasheet the rows are read against (the table MFU uses); the bench runs without it.
+    // A MIG slice's is its board's x the slice's SMs / the board's.
     std::optional<lathe::DevicePeakTable> table;
-    const lathe::DevicePeaks* sheet = nullptr;
+    std::optional<lathe::DevicePeaks> sheet;
+    std::string no_sheet;
     try {
       table.emplace(lathe::DevicePeakTable::load(lathe::DevicePeakTable::default_path()));
-      sheet = table->find(be.device_name());
+      sheet = lathe::device_peaks(*table, be.device_name(), props.multiProcessorCount, &no_sheet);
     } catch (const std::exception& e) {
       std::printf("datasheet: unavailable (%s)\n", e.what());
     }
@@ -259,8 +261,7 @@ int main(int argc, char** argv) {
       std::printf("datasheet: %s, dense TFLOP/s: %s (%s)\n", sheet->model.c_str(), peaks.c_str(),
                   sheet->source.c_str());
     } else if (table) {
-      std::printf("datasheet: none for \"%s\" in %s (no share of peak)\n", be.device_name().c_str(),
-                  table->path().c_str());
+      std::printf("datasheet: none: %s (no share of peak)\n", no_sheet.c_str());
     }
     std::vector<Row> rows;
     bench_copy(be, reps, rows);
@@ -269,7 +270,7 @@ int main(int argc, char** argv) {
     std::printf("%-24s %-32s %-16s %10s %10s %-8s %s\n", "op", "shape", "mode", "ms", "rate", "", "of datasheet");
     for (const Row& r : rows)
       std::printf("%-24s %-32s %-16s %10.4f %10.2f %-8s %s\n", r.name.c_str(), r.shape.c_str(), r.mode.c_str(), r.ms,
-                  r.rate, r.unit.c_str(), share_of(sheet, r).c_str());
+                  r.rate, r.unit.c_str(), share_of(sheet ? &*sheet : nullptr, r).c_str());
     const Row* peak = nullptr;
     for (const Row& r : rows)
       if (r.unit == "TFLOP/s" && (!peak || r.rate > peak->rate))

@@ -175,6 +175,38 @@ std::string peak_key(const std::string& peak_flops_dtype) {
   return peak_key(dtype_from_name(peak_flops_dtype), false);
 }
 
+std::optional<DevicePeaks> device_peaks(const DevicePeakTable& table, const std::string& device_name, int device_sms,
+                                        std::string* why) {
+  if (const DevicePeaks* d = table.find(device_name))
+    return *d;
+  const std::optional<MigName> mig = parse_mig_name(device_name);
+  const DevicePeaks* board = mig ? table.find(mig->board) : nullptr;
+  std::string missing;
+  if (!mig)
+    missing = "no entry for \"" + device_name + "\" in " + table.path();
+  else if (!board)
+    missing = "\"" + device_name + "\" is a MIG slice of \"" + mig->board + "\", which " + table.path() +
+              " does not list";
+  else if (board->sms <= 0 || device_sms <= 0 || device_sms > board->sms)
+    missing = "the MIG slice " + mig->profile + " of " + board->model + " has " +
+              (device_sms > 0 ? std::to_string(device_sms) : "an unknown number of") + " SMs and " + table.path() +
+              " gives the board " + (board->sms > 0 ? std::to_string(board->sms) : "no SM count") +
+              ", so its share of the board's peaks is not known";
+  if (!missing.empty()) {
+    if (why)
+      *why = missing;
+    return std::nullopt;
+  }
+  DevicePeaks slice = *board;
+  for (auto& [key, per_s] : slice.peak_per_s)
+    per_s = per_s * device_sms / board->sms;
+  slice.model = board->model + ", MIG " + mig->profile + " slice (" + std::to_string(device_sms) + " of " +
+                std::to_string(board->sms) + " SMs)";
+  slice.cuda_names = {device_name};
+  slice.sms = device_sms;
+  return slice;
+}
+
 PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& device_name, DType compute, bool tf32,
                            const InstancePrice& instance, int device_sms) {
   const std::string key = peak_key(compute, tf32);
@@ -189,24 +221,20 @@ PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& devi
     return c;
   }
   if (const std::optional<MigName> mig = parse_mig_name(device_name)) {
-    const DevicePeaks* d = table.find(mig->board);
-    const double board = d ? d->peak(key) : 0.0;
-    if (!d)  // the instance's peak would be a whole GPU's, not this slice's
-      c.peak.how = "unknown: \"" + device_name + "\" is a MIG slice of \"" + mig->board + "\", which " +
-                   table.path() + " does not list; device/mfu not reported";
-    else if (board <= 0)
-      c.peak.how = "unknown: the datasheet of " + d->model + " gives no " + key + " peak (" + table.path() +
+    // Never the instance's peak: that is a whole GPU's, up to 8x the slice's.
+    std::string why;
+    const std::optional<DevicePeaks> slice = device_peaks(table, device_name, device_sms, &why);
+    c.peak.flops_per_s = slice ? slice->peak(key) : 0.0;
+    if (!slice)
+      c.peak.how = "unknown: " + why + "; device/mfu not reported";
+    else if (c.peak.flops_per_s <= 0)
+      c.peak.how = "unknown: the datasheet of " + slice->model + " gives no " + key + " peak (" + table.path() +
                    "); device/mfu not reported";
-    else if (d->sms <= 0 || device_sms <= 0 || device_sms > d->sms)
-      c.peak.how = "unknown: the MIG slice " + mig->profile + " of " + d->model + " has " +
-                   (device_sms > 0 ? std::to_string(device_sms) : "an unknown number of") + " SMs and " +
-                   table.path() + " gives the board " + (d->sms > 0 ? std::to_string(d->sms) : "no SM count") +
-                   ", so its share of the board's peak is not known; device/mfu not reported";
     else {
-      c.peak.flops_per_s = board * device_sms / d->sms;
-      c.peak.how = "datasheet (" + d->source + ") for " + d->model + ": " + key + " dense " + tflops_text(board) +
-                   " TFLOP/s x " + std::to_string(device_sms) + " of its " + std::to_string(d->sms) +
-                   " SMs (the MIG slice " + mig->profile + ") = " + tflops_text(c.peak.flops_per_s) + " TFLOP/s";
+      const DevicePeaks& board = *table.find(mig->board);
+      c.peak.how = "datasheet (" + slice->source + ") for " + slice->model + ": " + key + " dense " +
+                   tflops_text(c.peak.flops_per_s) + " TFLOP/s (the board's " + tflops_text(board.peak(key)) + " x " +
+                   std::to_string(device_sms) + " of its " + std::to_string(board.sms) + " SMs)";
     }
     return c;
   }

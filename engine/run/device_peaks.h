@@ -62,6 +62,13 @@ struct MigName {
 };
 std::optional<MigName> parse_mig_name(const std::string& cuda_name);
 
+/// The datasheet peaks of the device `device_name` (a CUDA name): its table entry; for a MIG slice
+/// of a board the table lists with its SM count, the board's entry with every peak x `device_sms` /
+/// the board's SMs and the model "<board model>, MIG <profile> slice (<n> of <m> SMs)"; else nullopt,
+/// and `why` (when given) says what is missing. bench/gpu reads its rows against these.
+std::optional<DevicePeaks> device_peaks(const DevicePeakTable& table, const std::string& device_name, int device_sms,
+                                        std::string* why = nullptr);
+
 /// The table's key for a run computing at `compute`: f32 -> "fp32" ("tf32" when `tf32`), bf16 ->
 /// "bf16", f16 -> "fp16", s8 -> "int8". Throws for other types.
 std::string peak_key(DType compute, bool tf32);

@@ -179,7 +179,8 @@ TEST(ChooseGpuPeak, AMigSliceGetsItsShareOfTheBoardsPeakBySMs) {
   PeakChoice c = choose_gpu_peak(seeded_peaks(), "NVIDIA H100 80GB HBM3 MIG 1g.10gb", DType::bf16, false, p5, 16);
   EXPECT_DOUBLE_EQ(c.peak.flops_per_s, 989.5e12 * 16 / 132);
   EXPECT_EQ(c.dtype, "bf16");
-  EXPECT_TRUE(contains_text(c.peak.how, "16 of its 132 SMs (the MIG slice 1g.10gb)")) << c.peak.how;
+  EXPECT_TRUE(contains_text(c.peak.how, "MIG 1g.10gb slice (16 of 132 SMs)")) << c.peak.how;
+  EXPECT_TRUE(contains_text(c.peak.how, "x 16 of its 132 SMs")) << c.peak.how;
   EXPECT_FALSE(contains_text(c.peak.how, "p5.48xlarge")) << c.peak.how;  // not the instance's whole GPU
   c = choose_gpu_peak(seeded_peaks(), "NVIDIA A100-SXM4-40GB MIG 7g.40gb", DType::f32, false, p5, 98);
   EXPECT_DOUBLE_EQ(c.peak.flops_per_s, 19.5e12 * 98 / 108);
@@ -196,6 +197,32 @@ TEST(ChooseGpuPeak, AMigSliceGetsItsShareOfTheBoardsPeakBySMs) {
   // The whole board by its own name keeps its full peak, whatever SM count is passed.
   c = choose_gpu_peak(seeded_peaks(), "NVIDIA H100 80GB HBM3", DType::bf16, false, p5, 132);
   EXPECT_DOUBLE_EQ(c.peak.flops_per_s, 989.5e12);
+}
+
+TEST(DevicePeaks, AMigSliceIsItsBoardsEntryScaledBySMs) {
+  const DevicePeakTable& table = seeded_peaks();
+  // The whole board by its own name: its entry as it is.
+  std::optional<DevicePeaks> d = device_peaks(table, "NVIDIA H100 80GB HBM3", 132);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->model, table.find("NVIDIA H100 80GB HBM3")->model);
+  EXPECT_DOUBLE_EQ(d->peak("bf16"), 989.5e12);
+  // A 3g.40gb slice with 60 of the 132 SMs: every type's peak x 60/132, the slice named.
+  d = device_peaks(table, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", 60);
+  ASSERT_TRUE(d.has_value());
+  const DevicePeaks& board = *table.find("NVIDIA H100 80GB HBM3");
+  ASSERT_EQ(d->peak_per_s.size(), board.peak_per_s.size());
+  for (const auto& [key, per_s] : board.peak_per_s)
+    EXPECT_DOUBLE_EQ(d->peak(key), per_s * 60 / 132) << key;
+  EXPECT_EQ(d->model, board.model + ", MIG 3g.40gb slice (60 of 132 SMs)");
+  EXPECT_EQ(d->sms, 60);
+  // Nothing where the share is not known, and the reason.
+  std::string why;
+  EXPECT_FALSE(device_peaks(table, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", 0, &why).has_value());
+  EXPECT_TRUE(contains_text(why, "an unknown number of SMs")) << why;
+  EXPECT_FALSE(device_peaks(table, "NVIDIA H100 NVL MIG 1g.12gb", 16, &why).has_value());
+  EXPECT_TRUE(contains_text(why, "is a MIG slice of \"NVIDIA H100 NVL\"")) << why;
+  EXPECT_FALSE(device_peaks(table, "NVIDIA H200 NVL", 132, &why).has_value());
+  EXPECT_TRUE(contains_text(why, "no entry for \"NVIDIA H200 NVL\"")) << why;
 }
 
 TEST(DevicePeakTable, DefaultPathHonoursLatheDevicePeaks) {
