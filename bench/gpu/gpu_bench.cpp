@@ -173,7 +173,7 @@ void bench_copy(CudaBackend& be, int reps, std::vector<Row>& rows) {
 std::string row_key(const Row& r) { return r.mode == "tf32" ? "tf32" : "fp32"; }
 
 /// "  41.2%" of the datasheet peak for the row's type, or "      -" where there is none.
-std::string share_of(const lathe::DevicePeaks* sheet, const Row& r) {
+std::string share_of(const std::optional<lathe::DevicePeaks>& sheet, const Row& r) {
   const double peak = sheet && r.unit == "TFLOP/s" ? sheet->peak(row_key(r)) : 0;
   char buf[32];
   if (peak > 0)
@@ -270,7 +270,7 @@ int main(int argc, char** argv) {
     std::printf("%-24s %-32s %-16s %10s %10s %-8s %s\n", "op", "shape", "mode", "ms", "rate", "", "of datasheet");
     for (const Row& r : rows)
       std::printf("%-24s %-32s %-16s %10.4f %10.2f %-8s %s\n", r.name.c_str(), r.shape.c_str(), r.mode.c_str(), r.ms,
-                  r.rate, r.unit.c_str(), share_of(sheet ? &*sheet : nullptr, r).c_str());
+                  r.rate, r.unit.c_str(), share_of(sheet, r).c_str());
     const Row* peak = nullptr;
     for (const Row& r : rows)
       if (r.unit == "TFLOP/s" && (!peak || r.rate > peak->rate))

@@ -212,30 +212,26 @@ PeakChoice choose_gpu_peak(const DevicePeakTable& table, const std::string& devi
   const std::string key = peak_key(compute, tf32);
   PeakChoice c;
   c.dtype = compute == DType::f32 && tf32 ? "tf32" : std::string(dtype_name(compute));
-  if (const DevicePeaks* d = table.find(device_name)) {
+  // The device's own entry, or a MIG slice's share of its board's.
+  std::string why;
+  if (const std::optional<DevicePeaks> d = device_peaks(table, device_name, device_sms, &why)) {
     c.peak.flops_per_s = d->peak(key);
-    c.peak.how = c.peak.flops_per_s > 0 ? "datasheet (" + d->source + ") for " + d->model + ": " + key + " dense " +
-                                              tflops_text(c.peak.flops_per_s) + " TFLOP/s"
-                                        : "unknown: the datasheet of " + d->model + " gives no " + key + " peak (" +
-                                              table.path() + "); device/mfu not reported";
+    if (c.peak.flops_per_s <= 0) {
+      c.peak.how = "unknown: the datasheet of " + d->model + " gives no " + key + " peak (" + table.path() +
+                   "); device/mfu not reported";
+      return c;
+    }
+    c.peak.how = "datasheet (" + d->source + ") for " + d->model + ": " + key + " dense " +
+                 tflops_text(c.peak.flops_per_s) + " TFLOP/s";
+    if (!table.find(device_name)) {  // a slice: say what it is a share of
+      const DevicePeaks& board = *table.find(parse_mig_name(device_name)->board);
+      c.peak.how += " (the board's " + tflops_text(board.peak(key)) + " x " + std::to_string(d->sms) + " of its " +
+                    std::to_string(board.sms) + " SMs)";
+    }
     return c;
   }
-  if (const std::optional<MigName> mig = parse_mig_name(device_name)) {
-    // Never the instance's peak: that is a whole GPU's, up to 8x the slice's.
-    std::string why;
-    const std::optional<DevicePeaks> slice = device_peaks(table, device_name, device_sms, &why);
-    c.peak.flops_per_s = slice ? slice->peak(key) : 0.0;
-    if (!slice)
-      c.peak.how = "unknown: " + why + "; device/mfu not reported";
-    else if (c.peak.flops_per_s <= 0)
-      c.peak.how = "unknown: the datasheet of " + slice->model + " gives no " + key + " peak (" + table.path() +
-                   "); device/mfu not reported";
-    else {
-      const DevicePeaks& board = *table.find(mig->board);
-      c.peak.how = "datasheet (" + slice->source + ") for " + slice->model + ": " + key + " dense " +
-                   tflops_text(c.peak.flops_per_s) + " TFLOP/s (the board's " + tflops_text(board.peak(key)) + " x " +
-                   std::to_string(device_sms) + " of its " + std::to_string(board.sms) + " SMs)";
-    }
+  if (parse_mig_name(device_name)) {  // never the instance's peak: a whole GPU's, up to 8x the slice's
+    c.peak.how = "unknown: " + why + "; device/mfu not reported";
     return c;
   }
   c.peak.flops_per_s = instance.peak_flops(key);
