@@ -691,12 +691,21 @@ void DnnlBackend::sgd_update_impl(const SgdParams& p, Tensor& param, const Tenso
     return;
   }
   float* buf = momentum_buf.data<float>();
-  const bool nesterov = p.nesterov;
+  // Two loops, not one with `nesterov ? ... : ...` inside: gcc 12 unswitches that loop on the flag
+  // and vectorizes only one of the two copies, which left plain momentum (the default) scalar.
+  if (p.nesterov) {
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = g[i] + wd * w[i];
+      buf[i] = mu * buf[i] + d;
+      w[i] -= lr * (d + mu * buf[i]);
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    const float d = g[i] + wd * w[i];
-    buf[i] = mu * buf[i] + d;
-    w[i] -= lr * (nesterov ? d + mu * buf[i] : buf[i]);
+    buf[i] = mu * buf[i] + (g[i] + wd * w[i]);
+    w[i] -= lr * buf[i];
   }
 }
 
