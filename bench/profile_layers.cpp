@@ -76,14 +76,23 @@ std::map<std::string, int64_t> node_flops(const Model& m) {
   return f;
 }
 
+/// "12.3%" of `peak`, or "n/a" where the CPU has no peak for the data type (no oneDNN matmul for it).
+std::string pct_of(double rate, double peak) { return peak > 0 ? fmt(100 * mfu_fraction(rate, peak), 1) + "%" : "n/a"; }
+/// The fraction for the JSON line: null where there is no peak.
+nlohmann::json fraction_of(double rate, double peak) {
+  return peak > 0 ? nlohmann::json(mfu_fraction(rate, peak)) : nlohmann::json();
+}
+
 struct Peaks {
   std::map<std::string, PeakFlops> by_dtype;  // "f32", "bf16", "int8"
   std::map<std::string, PeakFlops> measured;  // before any raise
   int threads = 1;
 
   PeakFlops& get(const std::string& dt) { return by_dtype.at(dt); }
-  /// Never below what this run achieved.
+  /// Never below what this run achieved; a peak this CPU has none of (0) stays none.
   void raise(const std::string& dt, double achieved) {
+    if (!(by_dtype.at(dt).flops_per_s > 0))
+      return;
     const DType d = dt == "int8" ? DType::s8 : dtype_from_name(dt);
     by_dtype[dt] = raise_peak_to_achieved(by_dtype.at(dt), achieved, threads, d);
   }
@@ -132,10 +141,10 @@ nlohmann::json profile_int8(Model& model, Backend& be, const TrainTest& data, in
   const double peak = peaks.get("int8").flops_per_s;
   for (auto& row : rows)
     if (row.contains("gops_per_s"))
-      row["fraction_of_peak"] = mfu_fraction(row["gops_per_s"].get<double>() * 1e9, peak);
+      row["fraction_of_peak"] = fraction_of(row["gops_per_s"].get<double>() * 1e9, peak);
   const double model_ops = static_cast<double>(model.flops_per_sample()) * static_cast<double>(batch);
 
-  std::cout << "\n### INT8 cnn inference, batch " << batch << " (int8 peak " << fmt(peak / 1e9, 0) << " GOP/s)\n\n";
+  std::cout << "\n### INT8 cnn inference, batch " << batch << " (int8 peak " << (peak > 0 ? fmt(peak / 1e9, 0) + " GOP/s" : "n/a") << ")\n\n";
   std::cout << "| step | ms | share | MMACs | GOP/s | of int8 peak |\n|---|---|---|---|---|---|\n";
   for (const auto& row : rows) {
     const double ms = row["ms"].get<double>();
@@ -143,7 +152,7 @@ nlohmann::json profile_int8(Model& model, Backend& be, const TrainTest& data, in
               << fmt(100 * ms / (1000 * total_s), 1) << "% | ";
     if (row.contains("macs"))
       std::cout << fmt(row["macs"].get<double>() / 1e6, 0) << " | " << fmt(row["gops_per_s"].get<double>(), 0) << " | "
-                << fmt(100 * row["fraction_of_peak"].get<double>(), 1) << "% |\n";
+                << pct_of(row["gops_per_s"].get<double>() * 1e9, peak) << " |\n";
     else
       std::cout << "- | - | - |\n";
   }
@@ -151,14 +160,13 @@ nlohmann::json profile_int8(Model& model, Backend& be, const TrainTest& data, in
   std::cout << "| (outside the steps: dispatch, allocation) | " << fmt(1000 * outside, 3) << " | "
             << fmt(100 * outside / total_s, 1) << "% | | | |\n";
   std::cout << "| **whole forward** | " << fmt(1000 * total_s, 3) << " | 100% | " << fmt(model_ops / 2e6, 0) << " | "
-            << fmt(model_ops / total_s / 1e9, 0) << " | " << fmt(100 * mfu_fraction(model_ops / total_s, peak), 1)
-            << "% |\n";
+            << fmt(model_ops / total_s / 1e9, 0) << " | " << pct_of(model_ops / total_s, peak) << " |\n";
   return {{"batch", batch},
           {"reps", reps},
           {"ms_per_batch", 1000 * total_s},
           {"samples_per_s", batch / total_s},
           {"gops_per_s", model_ops / total_s / 1e9},
-          {"fraction_of_peak", mfu_fraction(model_ops / total_s, peak)},
+          {"fraction_of_peak", fraction_of(model_ops / total_s, peak)},
           {"outside_steps_ms", 1000 * outside},
           {"steps", rows}};
 }
@@ -249,7 +257,7 @@ nlohmann::json profile_training(const std::string& model_name, Backend& be, cons
   const double train_flops = 3.0 * static_cast<double>(model->flops_per_sample()) * static_cast<double>(batch);
 
   std::cout << "\n### " << model_name << " training step, " << dt << ", batch " << batch << label << " (" << dt
-            << " peak " << fmt(peak / 1e9, 0) << " GFLOP/s)\n\n";
+            << " peak " << (peak > 0 ? fmt(peak / 1e9, 0) + " GFLOP/s" : "n/a") << ")\n\n";
   std::cout << "| node | layer | fwd ms | bwd ms | share | GFLOP | GFLOP/s | of " << dt
             << " peak |\n|---|---|---|---|---|---|---|---|\n";
   nlohmann::json jrows = nlohmann::json::array();
@@ -259,8 +267,7 @@ nlohmann::json profile_training(const std::string& model_name, Backend& be, cons
     std::cout << "| " << r.node << " | " << r.what << " | " << fmt(r.fwd_ms, 3) << " | " << fmt(r.bwd_ms, 3) << " | "
               << fmt(100 * ms / (1000 * step_s), 1) << "% | ";
     if (r.gflop > 0)
-      std::cout << fmt(r.gflop, 3) << " | " << fmt(rate, 0) << " | " << fmt(100 * mfu_fraction(rate * 1e9, peak), 1)
-                << "% |\n";
+      std::cout << fmt(r.gflop, 3) << " | " << fmt(rate, 0) << " | " << pct_of(rate * 1e9, peak) << " |\n";
     else
       std::cout << "- | - | - |\n";
     jrows.push_back({{"node", r.node},
@@ -269,7 +276,7 @@ nlohmann::json profile_training(const std::string& model_name, Backend& be, cons
                      {"bwd_ms", r.bwd_ms},
                      {"gflop", r.gflop},
                      {"gflop_per_s", rate},
-                     {"fraction_of_peak", mfu_fraction(rate * 1e9, peak)}});
+                     {"fraction_of_peak", fraction_of(rate * 1e9, peak)}});
   }
   const double between_f = std::max(0.0, fwd_s / reps - layers_fwd),
                between_b = std::max(0.0, bwd_s / reps - layers_bwd);
@@ -283,8 +290,7 @@ nlohmann::json profile_training(const std::string& model_name, Backend& be, cons
   pass("SGD step (momentum)", sgd_s / reps, 0);
   std::cout << "| **whole step** | | " << fmt(1000 * (fwd_s + loss_s) / reps, 3) << " | "
             << fmt(1000 * (bwd_s + sgd_s) / reps, 3) << " | 100% | " << fmt(train_flops / 1e9, 3) << " | "
-            << fmt(train_flops / step_s / 1e9, 0) << " | " << fmt(100 * mfu_fraction(train_flops / step_s, peak), 1)
-            << "% |\n";
+            << fmt(train_flops / step_s / 1e9, 0) << " | " << pct_of(train_flops / step_s, peak) << " |\n";
   return {{"model", model_name},
           {"precision", dt},
           {"clock", clock == LayerClock::thread_cpu ? "thread-cpu" : "wall"},
@@ -293,7 +299,7 @@ nlohmann::json profile_training(const std::string& model_name, Backend& be, cons
           {"step_ms", 1000 * step_s},
           {"samples_per_s", batch / step_s},
           {"gflop_per_s", train_flops / step_s / 1e9},
-          {"fraction_of_peak", mfu_fraction(train_flops / step_s, peak)},
+          {"fraction_of_peak", fraction_of(train_flops / step_s, peak)},
           {"rows", jrows}};
 }
 
@@ -354,8 +360,15 @@ int main(int argc, char** argv) {
     Peaks peaks;
     peaks.threads = threads;
     for (const auto& [name, d] : {std::pair{"f32", DType::f32}, {"bf16", DType::bf16}, {"int8", DType::s8}}) {
-      peaks.by_dtype[name] = cpu_peak_flops(threads, d);        // this run's or the best recorded here
-      peaks.measured[name] = measure_cpu_peak_ops(threads, d);  // a second try: load comes and goes
+      try {
+        peaks.by_dtype[name] = cpu_peak_flops(threads, d);        // this run's or the best recorded here
+        peaks.measured[name] = measure_cpu_peak_ops(threads, d);  // a second try: load comes and goes
+      } catch (const Error& e) {
+        // No oneDNN matmul for the type on this CPU (bf16 before AVX-512 BF16 / AMX): no peak, and
+        // the rows say n/a instead of a fraction of an invented one.
+        peaks.by_dtype[name] = peaks.measured[name] = PeakFlops{0, std::string("unavailable: ") + e.what()};
+        continue;
+      }
       peaks.raise(name, peaks.measured[name].flops_per_s);
     }
     nlohmann::json out{{"bench", "profile_layers"}, {"device", be->device_name()}, {"threads", threads}};
