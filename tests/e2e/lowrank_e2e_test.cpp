@@ -1,6 +1,7 @@
 // The low-rank stage end to end through run_experiment on a slice of real Fashion-MNIST (the mlp,
 // 1,500 training and 500 test images): the run finishes, the factored model file is written and
 // is the size model/bytes says, smaller than the dense one, and the accuracy survives a 50% budget.
+// A real training run, so label e2e: the sanitizer stage (unit suites only) spent ~24 s of ASan on it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
