@@ -52,9 +52,9 @@ class ShmAllReduce {
     float* data;
     int64_t n;
   };
-  /// Every span from its owner (owners[i] for spans[i]) on every rank, bit for bit: per chunk the
-  /// owners copy their pieces into the result area and every rank copies the others' out (no
-  /// arithmetic). ZeRO-1's all-gather.
+  /// Every span from its owner (owners[i] for spans[i]) on every rank, bit for bit: per round the
+  /// owners copy their pieces into the segment's data (the slots and the result area as one area of
+  /// N + 1 chunks) and every rank copies the others' out (no arithmetic). ZeRO-1's all-gather.
   void gather(const std::vector<Span>& spans, const std::vector<int>& owners);
   /// gather() with every span owned by `root`.
   void broadcast(const std::vector<Span>& spans, int root);

@@ -449,8 +449,10 @@ TEST_F(GlooCommunicatorTest, AllReduceSumOfDoubles) {
 TEST_F(GlooCommunicatorTest, SharedMemorySumsInRankOrderBitForBitAndBroadcasts) {
   auto tiny = options("doubles", 16.0 / (1024 * 1024));  // 4 floats a chunk: 2 doubles
   auto big = options("pieces");
+  // 5.5 chunks: the means take 6 chunk rounds, a broadcast (slots and result area: 4 chunks a round
+  // on 3 ranks) 2 rounds, each cutting a piece.
   const std::vector<int64_t> sizes = {GlooCommunicator::kSharedMemoryChunk + 17, 3,
-                                      GlooCommunicator::kSharedMemoryChunk * 3 / 2};
+                                      GlooCommunicator::kSharedMemoryChunk * 9 / 2 - 20};
   auto value = [](int r, size_t k, int64_t i) {
     return static_cast<float>(std::sin(0.37 * r + 1.3 * static_cast<double>(k) + 0.011 * static_cast<double>(i)) * 3.7);
   };
