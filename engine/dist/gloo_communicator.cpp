@@ -66,14 +66,23 @@ struct ArenaPlace {
   const std::vector<int64_t>* offsets = nullptr;  // per gradient of the stream
 };
 
+// Values to sum over the ranks in the same synchronisation as a step's last gradient bucket
+// (all_reduce_gradients_and_sum); `taken` once they have gone that way.
+struct Ride {
+  double* values = nullptr;
+  int64_t n = 0;
+  bool taken = false;
+};
+
 // Averages one bucket's pieces over the ranks, in place in the gradients: in the gradient arena
 // where they lie (a piece found elsewhere is copied to its place and back), else through the
 // shared-memory slots straight from and back into them (the mean computed there, in `format`), else
 // copied into `bucket`, summed by tcp_sum(bucket, elements) and divided on the way back.
+// With `ride`, its values go with the arena's mean (and are then taken); other paths leave them.
 template <class TcpSum>
 void average_bucket(const std::vector<Piece>& pieces, const Grads& grads, ShmAllReduce* shm,
                     ShmAllReduce::Format format, const ArenaPlace& place, float* bucket, float divisor,
-                    TcpSum tcp_sum) {
+                    TcpSum tcp_sum, Ride* ride = nullptr) {
   if (shm && place.arena) {
     std::vector<ShmAllReduce::Region> regions;
     std::vector<ShmAllReduce::Span> moved;  // pieces found elsewhere, and their places
@@ -89,7 +98,11 @@ void average_bucket(const std::vector<Piece>& pieces, const Grads& grads, ShmAll
         places.push_back(dst);
       }
     }
-    shm->all_reduce_mean_mapped(place.arena->base(), place.arena->stride(), regions, divisor);
+    const bool riding = ride && ride->values && ride->n <= ShmAllReduce::kSmallValues;
+    shm->all_reduce_mean_mapped(place.arena->base(), place.arena->stride(), regions, divisor,
+                                riding ? ride->values : nullptr, riding ? ride->n : 0);
+    if (riding)
+      ride->taken = true;
     for (size_t k = 0; k < moved.size(); ++k)
       std::memcpy(moved[k].data, places[k], moved[k].n * sizeof(float));
     return;
@@ -134,6 +147,7 @@ struct GlooCommunicator::Impl {
   std::shared_ptr<ShmGradArena> arena;
   std::vector<int64_t> arena_offsets, arena_sizes;
   int arenas = 0;  // opened so far: each one's name and token are new
+  Ride ride;       // all_reduce_gradients_and_sum's values, for the step's last bucket
 
   // --- overlap: the plan for one parameter list, and the communication thread.
   std::vector<const Param*> plan_params;  // in the caller's order
@@ -448,7 +462,7 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
           PlannedBucket& b = im.buckets[last];
           average_bucket(b.pieces, im.grads, im.shm.get(), shm_format(m_compression),
                          ArenaPlace{im.arena.get(), &im.arena_offsets}, b.data.data(), static_cast<float>(m_world_size),
-                         [&](float* data, int64_t n) { reduce_bucket(data, b.wire.data(), n); });
+                         [&](float* data, int64_t n) { reduce_bucket(data, b.wire.data(), n); }, &im.ride);
           lock.lock();
         } catch (...) {
           lock.lock();
@@ -487,12 +501,36 @@ void GlooCommunicator::all_reduce_gradients(const std::vector<NamedParam>& param
   const std::vector<int64_t> sizes = sizes_of(grads);
   const ArenaPlace place = sizes == im.arena_sizes ? ArenaPlace{im.arena.get(), &im.arena_offsets} : ArenaPlace{};
   // The gradients as one stream cut into buckets: a bucket may hold many parameters, or part of one.
-  for (const GradBucket& b : plan_grad_buckets(sizes, m_bucket_elements).buckets) {
+  const std::vector<GradBucket> buckets = plan_grad_buckets(sizes, m_bucket_elements).buckets;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const GradBucket& b = buckets[i];
     ++m_last_buckets;
     m_bytes_last_step += b.elements * wire_bytes;
     average_bucket(b.pieces, grads, im.shm.get(), shm_format(m_compression), place, m_bucket.data(), divisor,
-                   [&](float* data, int64_t n) { reduce_bucket(data, m_bucket16.data(), n); });
+                   [&](float* data, int64_t n) { reduce_bucket(data, m_bucket16.data(), n); },
+                   i + 1 == buckets.size() ? &im.ride : nullptr);
   }
+}
+
+void GlooCommunicator::all_reduce_gradients_and_sum(const std::vector<NamedParam>& params, double* values, int64_t n) {
+  if (m_world_size == 1 || n == 0) {
+    all_reduce_gradients(params);
+    return;
+  }
+  // Every rank takes the same path for its last bucket (the arena's protocol or not: decided by what
+  // every rank planned alike), so the values ride on it on every rank or on none.
+  Ride& ride = m_impl->ride;
+  ride = Ride{values, n, false};
+  try {
+    all_reduce_gradients(params);
+  } catch (...) {
+    ride = Ride{};
+    throw;
+  }
+  const bool taken = ride.taken;
+  ride = Ride{};
+  if (!taken)
+    all_reduce_sum(values, n);
 }
 
 std::function<void(const Param*)> GlooCommunicator::grad_ready_hook(const std::vector<NamedParam>& params) {

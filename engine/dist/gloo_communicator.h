@@ -63,6 +63,9 @@ class GlooCommunicator final : public Communicator {
   /// in, every other rank copies them out), so a ZeRO-1 step's all-gather is one pass, not N.
   void all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners) override;
   void all_reduce_sum(double* values, int64_t n) override;
+  /// Through the gradient arena the values ride on the step's last bucket (one synchronisation for
+  /// both, ShmAllReduce::all_reduce_mean_mapped); on any other path they follow in all_reduce_sum.
+  void all_reduce_gradients_and_sum(const std::vector<NamedParam>& params, double* values, int64_t n) override;
   void barrier() override;
   /// Through the rendezvous store: the root sets a key, the others wait for it (compute.timeout_s).
   void broadcast_bytes(std::string& bytes, int root) override;

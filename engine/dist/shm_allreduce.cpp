@@ -353,14 +353,27 @@ void ShmAllReduce::gather(const std::vector<Span>& spans, const std::vector<int>
 }
 
 void ShmAllReduce::all_reduce_mean_mapped(float* base, int64_t stride, const std::vector<Region>& regions,
-                                          float divisor) {
+                                          float divisor, double* values, int64_t n) {
+  LATHE_CHECK(n >= 0 && n <= kSmallValues && (n == 0 || values), "ShmAllReduce: ", n,
+              " values with a gradient mean (at most ", kSmallValues, ")");
   const OneAtATime guard(m_busy, m_rank);
   int64_t total = 0;
   for (const Region& r : regions)
     total += r.n;
   ++m_generation;
+  // The values take this generation's small area, as all_reduce_sum's do (its rule keeps two
+  // generations from sharing one).
+  auto& area = m_header->small[m_generation & 1];
+  if (n > 0)
+    std::memcpy(area[m_rank].v, values, n * sizeof(double));
   m_header->arrived[m_rank].value.store(m_generation, std::memory_order_release);
   wait_all(false, "bring its gradients");
+  for (int64_t i = 0; i < n; ++i) {
+    double sum = area[0].v[i];
+    for (int k = 1; k < m_world; ++k)
+      sum += area[k].v[i];
+    values[i] = sum;
+  }
   // This rank's share of the regions' concatenation, cut at cache lines (16 floats) so that no two
   // ranks write one line of a copy.
   const int64_t share = ((total + m_world - 1) / m_world + 15) / 16 * 16;

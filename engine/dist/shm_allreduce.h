@@ -79,7 +79,11 @@ class ShmAllReduce {
   /// copies in rank order, divides once and writes the mean into every rank's copy. The same
   /// arithmetic as all_reduce_mean (the same bits), without its copies in and out and with two
   /// synchronisations per call instead of two per chunk.
-  void all_reduce_mean_mapped(float* base, int64_t stride, const std::vector<Region>& regions, float divisor);
+  /// With `values` (n <= kSmallValues doubles), their sums over the ranks travel in the same first
+  /// synchronisation, summed by every rank in rank order as all_reduce_sum does (the training loop's
+  /// stop vote riding on the step's last gradient bucket).
+  void all_reduce_mean_mapped(float* base, int64_t stride, const std::vector<Region>& regions, float divisor,
+                              double* values = nullptr, int64_t n = 0);
   /// Elements of a chunk in `format` (f32: chunk_elements rounded up to even; 16 bits: twice that).
   int64_t chunk_elements(Format format) const { return format == Format::f32 ? m_chunk : 2 * m_chunk; }
 

@@ -7,6 +7,8 @@
 //   all_reduce_gradients  after a step's micro-batches have completed its gradients, before the
 //                         hooks that read them (loss-scaler check, pruning masks) and the update
 //   all_reduce_sum        the evaluation's loss and correct-count sums (each rank scores its shard)
+//   all_reduce_gradients_and_sum  the two in one where the communicator can: the step's gradients
+//                         and its stop vote (a stop on any rank stops every rank after that step)
 //   grad_ready_hook       before the backward pass of a one-micro-batch step: a hook that starts
 //                         the gradient buckets during it (Gloo: a thread; NCCL: a communication stream)
 //   barrier               for callers that need every rank at one point (none in the loop: only
@@ -43,6 +45,14 @@ class Communicator {
   virtual void all_gather_parameters(const std::vector<NamedParam>& pieces, const std::vector<int>& owners);
   /// Replaces values[0..n) with their sums over the ranks.
   virtual void all_reduce_sum(double* values, int64_t n) = 0;
+  /// all_reduce_gradients(params), then values[0..n) replaced by their sums over the ranks; a
+  /// communicator may do both in one synchronisation (GlooCommunicator through shared memory: the
+  /// values ride on the last gradient bucket's), so that the training loop's per-step stop vote
+  /// costs no wait of its own. By default the two calls.
+  virtual void all_reduce_gradients_and_sum(const std::vector<NamedParam>& params, double* values, int64_t n) {
+    all_reduce_gradients(params);
+    all_reduce_sum(values, n);
+  }
   /// Returns once every rank has called it.
   virtual void barrier() = 0;
   /// Gradient payload bytes this rank sent in the last all_reduce_gradients (0 = not counted).

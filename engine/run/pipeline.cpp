@@ -204,17 +204,31 @@ class TrainLoop {
   }
 
  private:
-  /// A stop request on any rank stops every rank after this same step (one tiny all-reduce per
-  /// step when there are several ranks; a signal reaches them at different moments), and a spot
-  /// notice or a signal on any rank is the reason for all (notice_agreed, signal_agreed).
-  bool stop_agreed() {
+  /// This rank's vote: {stop, stop for a spot notice, stop for a signal}, each 0 or 1.
+  void stop_vote(double v[3]) const {
     // The stop flag first: lathe-cli sets the reason before the flag, so a stop seen has its reason.
     const bool stop = m_ctx.stop_requested();
     const std::atomic<int>* reason = m_ctx.options.stop_reason;
     const StopReason why = stop && reason ? static_cast<StopReason>(reason->load()) : StopReason::none;
-    double v[3] = {stop ? 1.0 : 0.0, why == StopReason::spot_notice ? 1.0 : 0.0, why == StopReason::signal ? 1.0 : 0.0};
-    if (m_ctx.comm->world_size() > 1)
-      m_ctx.comm->all_reduce_sum(v, 3);
+    v[0] = stop ? 1.0 : 0.0;
+    v[1] = why == StopReason::spot_notice ? 1.0 : 0.0;
+    v[2] = why == StopReason::signal ? 1.0 : 0.0;
+  }
+
+  /// A stop request on any rank stops every rank after this same step (a signal reaches them at
+  /// different moments), and a spot notice or a signal on any rank is the reason for all
+  /// (notice_agreed, signal_agreed). With several ranks the votes were summed with the step's
+  /// gradients (optimizer_step: no synchronisation of their own), else here.
+  bool stop_agreed() {
+    double v[3];
+    if (m_vote_summed) {
+      std::copy(m_vote, m_vote + 3, v);
+      m_vote_summed = false;
+    } else {
+      stop_vote(v);
+      if (m_ctx.comm->world_size() > 1)
+        m_ctx.comm->all_reduce_sum(v, 3);
+    }
     if (v[0] > 0)
       m_ctx.stop_agreed = true;
     if (v[1] > 0)
@@ -314,8 +328,16 @@ class TrainLoop {
       for (size_t i = 0; i < m_params.size(); ++i)
         m_be.copy(m_accum[i], m_params[i].param->grad);
     // The step's gradients are complete: average them over the ranks before anything reads them.
+    // Several ranks: the stop vote goes with them (a stop requested from here on counts at the next
+    // step), so a step waits for the other ranks once, not twice.
     const auto t_comm = Clock::now();
-    m_ctx.comm->all_reduce_gradients(m_params);
+    if (m_ctx.comm->world_size() > 1) {
+      stop_vote(m_vote);
+      m_ctx.comm->all_reduce_gradients_and_sum(m_params, m_vote, 3);
+      m_vote_summed = true;
+    } else {
+      m_ctx.comm->all_reduce_gradients(m_params);
+    }
     // What the backward pass did not hide: the host's wait here, or the device's measurement where
     // the collectives run on streams and this call only enqueued them.
     const double device_comm_s = m_ctx.comm->exposed_comm_seconds();
@@ -487,6 +509,8 @@ class TrainLoop {
   CpuUtilMeter m_util, m_rank_util;
   std::unique_ptr<GpuSampler> m_gpu;  ///< GPU runs: NVML and GPM read off this thread
   bool m_gpu_warned = false;
+  double m_vote[3] = {0, 0, 0};  ///< the step's stop votes summed over the ranks (optimizer_step)
+  bool m_vote_summed = false;    ///< m_vote holds this step's sums, for stop_agreed
   double m_window_loss = 0, m_window_train_s = 0, m_window_comm_s = 0;
   int64_t m_window_correct = 0, m_window_samples = 0, m_window_global_samples = 0, m_window_steps = 0;
   int64_t m_window_bytes = 0;

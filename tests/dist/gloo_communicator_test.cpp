@@ -18,6 +18,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
+#include "engine/dist/shm_allreduce.h"
 #include "tests/support/multi_process.h"
 
 using lathe::NamedParam;
@@ -260,6 +261,64 @@ TEST_F(GlooCommunicatorTest, PlannedGradientsLiveInTheSharedArenaAndAReplacedOne
   expect_all_ok(results);
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
     EXPECT_EQ(e.path().filename().string().rfind("lathe-" + tag, 0), std::string::npos) << e.path() << " left behind";
+}
+
+// all_reduce_gradients_and_sum (the training loop's step: gradients and its stop vote) equals the
+// two calls: every gradient the mean, every value the sum over the ranks, whether the values ride on
+// the gradient arena's last bucket (one bucket or several, planned or blocking) or follow (the slots
+// before any plan, tcp), and more values than ride (kSmallValues) still summed. Plain sums in between and after keep
+// working (the values share all_reduce_sum's small areas). Integer data: every order sums exactly.
+TEST_F(GlooCommunicatorTest, GradientsAndSumsInOneCallEqualTheTwoCalls) {
+  const std::vector<int64_t> sizes = {GlooCommunicator::kSharedMemoryChunk + 17, 3, 1000};
+  struct Case {
+    std::string name;
+    bool shm;
+    double bucket_mb;
+  };
+  const std::vector<Case> cases = {{"ride-one-bucket", true, 25}, {"ride-buckets", true, 0.1}, {"tcp", false, 25}};
+  for (const Case& c : cases) {
+    auto opts = options(c.name, c.bucket_mb);
+    opts.shared_memory = c.shm;
+    auto results = run_processes(
+        3,
+        [&](int r) {
+          GlooCommunicator comm(r, 3, opts);
+          FlatParams params(sizes);
+          for (int round = 0; round < 4; ++round) {
+            const bool overlap = round % 2 == 1;
+            for (size_t k = 0; k < params.storage.size(); ++k)
+              for (int64_t i = 0; i < sizes[k]; ++i)
+                params.storage[k].grad.data<float>()[i] = static_cast<float>((r + 1) * (i % 7) + round - 3 * static_cast<int64_t>(k));
+            if (overlap) {
+              auto hook = comm.grad_ready_hook(params.named);
+              for (size_t k = params.named.size(); k-- > 0;)
+                hook(params.named[k].param);
+            }
+            const int64_t n = round == 3 ? lathe::dist::ShmAllReduce::kSmallValues + 8 : 3;
+            std::vector<double> v(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i)
+              v[static_cast<size_t>(i)] = 1000.0 * r + static_cast<double>(i) + round;
+            comm.all_reduce_gradients_and_sum(params.named, v.data(), n);
+            if (c.shm && round == 1)  // planned by the first overlapped round's hook
+              require(comm.uses_gradient_arena(), c.name + ": f32 ranks sharing memory should use the arena");
+            for (size_t k = 0; k < params.storage.size(); ++k)
+              for (int64_t i = 0; i < sizes[k]; ++i) {
+                const float sum = static_cast<float>(6 * (i % 7) + 3 * (round - 3 * static_cast<int64_t>(k)));
+                if (params.storage[k].grad.data<float>()[i] != sum / 3.0f)
+                  require(false, c.name + " round " + std::to_string(round) + ": param " + std::to_string(k) + "[" +
+                                     std::to_string(i) + "] is not the mean");
+              }
+            for (int64_t i = 0; i < n; ++i)
+              require(v[static_cast<size_t>(i)] == 3000.0 + 3.0 * static_cast<double>(i + round),
+                      c.name + " round " + std::to_string(round) + ": value " + std::to_string(i) + " is not the sum");
+            double plain[2] = {static_cast<double>(r), 1.0};
+            comm.all_reduce_sum(plain, 2);
+            require(plain[0] == 3.0 && plain[1] == 3.0, c.name + ": a plain sum after the call is wrong");
+          }
+        },
+        60);
+    expect_all_ok(results);
+  }
 }
 
 // A rank that leaves before the gradient all-reduce is named by the others: at once when its process
