@@ -218,17 +218,13 @@ class TrainLoop {
   /// A stop request on any rank stops every rank after this same step (a signal reaches them at
   /// different moments), and a spot notice or a signal on any rank is the reason for all
   /// (notice_agreed, signal_agreed). With several ranks the votes were summed with the step's
-  /// gradients (optimizer_step: no synchronisation of their own), else here.
+  /// gradients (optimizer_step, which runs before every call: no synchronisation of their own).
   bool stop_agreed() {
-    double v[3];
-    if (m_vote_summed) {
+    double v[3] = {0, 0, 0};
+    if (m_ctx.comm->world_size() > 1)
       std::copy(m_vote, m_vote + 3, v);
-      m_vote_summed = false;
-    } else {
+    else
       stop_vote(v);
-      if (m_ctx.comm->world_size() > 1)
-        m_ctx.comm->all_reduce_sum(v, 3);
-    }
     if (v[0] > 0)
       m_ctx.stop_agreed = true;
     if (v[1] > 0)
@@ -334,7 +330,6 @@ class TrainLoop {
     if (m_ctx.comm->world_size() > 1) {
       stop_vote(m_vote);
       m_ctx.comm->all_reduce_gradients_and_sum(m_params, m_vote, 3);
-      m_vote_summed = true;
     } else {
       m_ctx.comm->all_reduce_gradients(m_params);
     }
@@ -509,8 +504,7 @@ class TrainLoop {
   CpuUtilMeter m_util, m_rank_util;
   std::unique_ptr<GpuSampler> m_gpu;  ///< GPU runs: NVML and GPM read off this thread
   bool m_gpu_warned = false;
-  double m_vote[3] = {0, 0, 0};  ///< the step's stop votes summed over the ranks (optimizer_step)
-  bool m_vote_summed = false;    ///< m_vote holds this step's sums, for stop_agreed
+  double m_vote[3] = {0, 0, 0};  ///< several ranks: the step's stop votes summed (optimizer_step)
   double m_window_loss = 0, m_window_train_s = 0, m_window_comm_s = 0;
   int64_t m_window_correct = 0, m_window_samples = 0, m_window_global_samples = 0, m_window_steps = 0;
   int64_t m_window_bytes = 0;

@@ -337,7 +337,12 @@ CheckpointScheduler::CheckpointScheduler(StageContext& ctx, std::string dir, con
 
 void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
   const int world = m_ctx.comm->world_size();
-  if (m_dir.empty() && world == 1)
+  // Only rank 0 writes (the others have no folder). A sharded optimizer's state is gathered from
+  // every rank (a collective), so then every rank follows rank 0's schedule (its clock) through one
+  // small vote a step; an unsharded one's is rank 0's alone, so the other ranks have nothing to do
+  // and rank 0 keeps its own schedule. The reasons for an emergency one are agreed with the stop.
+  const bool sharded = world > 1 && dynamic_cast<const ShardedOptimizer*>(&loop.optimizer);
+  if (m_dir.empty() && !sharded)
     return;
   const CheckpointConfig& c = m_ctx.cfg.checkpoint;
   const double now_ms = m_ctx.wall_ms();
@@ -346,16 +351,7 @@ void CheckpointScheduler::on_step_end(const TrainLoopState& loop) {
   const bool by_steps = enabled && c.every_steps > 0 && loop.global_step % c.every_steps == 0;
   const bool by_time = enabled && c.every_min > 0 && now_ms - m_last_ms >= c.every_min * 60'000.0;
   bool due = by_steps || by_time;
-  if (world > 1 && !dynamic_cast<const ShardedOptimizer*>(&loop.optimizer)) {
-    // Only rank 0 writes (the others have no folder), and with an unsharded optimizer it holds
-    // everything a checkpoint takes: the other ranks have nothing to do, rank 0 follows its own
-    // schedule, and no rank waits for a vote. The reasons for an emergency one are agreed already,
-    // with the stop.
-    if (m_dir.empty())
-      return;
-  } else if (world > 1) {
-    // A sharded optimizer's state is gathered from every rank (a collective), so every rank follows
-    // rank 0's schedule (its clock): one small vote a step.
+  if (sharded) {
     double v[2] = {enabled ? 1.0 : 0.0, due ? 1.0 : 0.0};
     m_ctx.comm->all_reduce_sum(v, 2);
     enabled = v[0] > 0;
